@@ -1,0 +1,83 @@
+//! Shared helpers for keylatch's benchmark binaries: latency summaries,
+//! process CPU time, redis-benchmark runs, and ratio tables.
+
+use std::time::Duration;
+
+/// Latency summary of one scenario run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Summary {
+    pub p50: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+    pub n: usize,
+}
+
+/// Summarises raw samples (sorted in place).
+pub fn summarise(samples: &mut [Duration]) -> Summary {
+    samples.sort_unstable();
+    let pick = |p: f64| {
+        if samples.is_empty() {
+            Duration::ZERO
+        } else {
+            samples[(((samples.len() - 1) as f64) * p).round() as usize]
+        }
+    };
+    Summary {
+        p50: pick(0.50),
+        p90: pick(0.90),
+        p99: pick(0.99),
+        max: pick(1.0),
+        n: samples.len(),
+    }
+}
+
+/// CPU time (user + system) used by this process so far, from /proc/self/stat.
+/// Resolution is one clock tick (10 ms); scenarios run for seconds.
+pub fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 overall: 12th and 13th after ')'.
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let total = ticks(11) + ticks(12);
+    Duration::from_millis(total * 10)
+}
+
+/// One row of redis-benchmark's CSV output.
+#[derive(Clone, Debug, Default)]
+pub struct CFloor {
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// Runs `redis-benchmark --csv` with the given arguments and parses the
+/// first data row (Redis 7's CSV: test, rps, avg, min, p50, p95, p99, max).
+pub fn redis_benchmark(port: u16, args: &[&str]) -> Option<CFloor> {
+    let out = std::process::Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .arg("--csv")
+        .args(args)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| !l.starts_with("\"test\"") && l.contains(','))?;
+    let cols: Vec<f64> = row
+        .split(',')
+        .skip(1)
+        .map(|c| c.trim_matches('"').parse().unwrap_or(f64::NAN))
+        .collect();
+    Some(CFloor {
+        rps: *cols.first()?,
+        p50_ms: *cols.get(3)?,
+        p99_ms: *cols.get(5)?,
+    })
+}
+
+/// Formats a duration in microseconds with one decimal.
+pub fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}

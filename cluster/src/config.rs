@@ -1,0 +1,327 @@
+//! Connection settings and `redis://` URL parsing.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Which RESP version to speak.
+///
+/// ```
+/// use keylatch_cluster::Protocol;
+/// assert_eq!(Protocol::default(), Protocol::Auto);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// Try `HELLO 3`; fall back to RESP2 when the server refuses `HELLO`.
+    #[default]
+    Auto,
+    /// RESP2 only (no `HELLO`).
+    Resp2,
+    /// RESP3 required: a server that refuses `HELLO 3` is an error.
+    Resp3,
+}
+
+/// The protocol a connection ended up speaking.
+///
+/// ```
+/// use keylatch_cluster::Negotiated;
+/// assert_ne!(Negotiated::Resp2, Negotiated::Resp3);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Negotiated {
+    /// RESP2 (arrays for maps, no push frames).
+    Resp2,
+    /// RESP3 (maps, sets, doubles, push frames).
+    Resp3,
+}
+
+/// Everything needed to open one connection to one node.
+///
+/// ```
+/// use std::time::Duration;
+/// use keylatch_cluster::ConnectionConfig;
+/// let cfg = ConnectionConfig::from_url("redis://app:secret@127.0.0.1:6380/2")?
+///     .request_timeout(Some(Duration::from_secs(5)));
+/// assert_eq!(cfg.host, "127.0.0.1");
+/// assert_eq!(cfg.port, 6380);
+/// assert_eq!(cfg.db, 2);
+/// assert_eq!(cfg.username.as_deref(), Some("app"));
+/// # Ok::<(), keylatch_cluster::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionConfig {
+    /// Host name or IP address (IPv6 without brackets).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// ACL user name (`None`: the default user).
+    pub username: Option<String>,
+    /// Password (`AUTH`).
+    pub password: Option<String>,
+    /// Database index (`SELECT`); clusters only have 0.
+    pub db: i64,
+    /// RESP version preference.
+    pub protocol: Protocol,
+    /// `CLIENT SETNAME` value.
+    pub client_name: Option<String>,
+    /// Time allowed for TCP connect plus handshake.
+    pub connect_timeout: Duration,
+    /// Time a request may wait for its reply (`None`: no limit). Counted from
+    /// when it is queued. Default 30 s: a paused server must not hang callers.
+    pub request_timeout: Option<Duration>,
+    /// Requests queued for the connection task before senders wait
+    /// (backpressure).
+    pub queue_capacity: usize,
+    /// Replies outstanding on the socket before the task stops taking new
+    /// requests (backpressure towards the queue).
+    pub max_in_flight: usize,
+    /// First reconnect delay; doubles per failed attempt, with jitter.
+    pub reconnect_min: Duration,
+    /// Cap on the reconnect delay.
+    pub reconnect_max: Duration,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".to_owned(),
+            port: 6379,
+            username: None,
+            password: None,
+            db: 0,
+            protocol: Protocol::Auto,
+            client_name: None,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Some(Duration::from_secs(30)),
+            queue_capacity: 4096,
+            max_in_flight: 16384,
+            reconnect_min: Duration::from_millis(10),
+            reconnect_max: Duration::from_secs(2),
+        }
+    }
+}
+
+impl ConnectionConfig {
+    /// Parses `redis://[user[:password]@]host[:port][/db][?protocol=resp2|resp3&name=n]`.
+    ///
+    /// User and password may be percent-encoded; IPv6 hosts go in brackets.
+    /// `rediss://` (TLS) is recognised and refused: this build has no TLS.
+    ///
+    /// ```
+    /// use keylatch_cluster::{ConnectionConfig, Protocol};
+    /// let cfg = ConnectionConfig::from_url("redis://:p%40ss@[::1]?protocol=resp2")?;
+    /// assert_eq!(cfg.password.as_deref(), Some("p@ss"));
+    /// assert_eq!(cfg.host, "::1");
+    /// assert_eq!(cfg.protocol, Protocol::Resp2);
+    /// assert!(ConnectionConfig::from_url("rediss://localhost").is_err());
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming what is wrong.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let rest = if let Some(rest) = url.strip_prefix("redis://") {
+            rest
+        } else if url.starts_with("rediss://") {
+            return Err(Error::Config(
+                "rediss:// (TLS) is not supported by this build of keylatch".to_owned(),
+            ));
+        } else {
+            return Err(Error::Config(format!(
+                "URL must start with redis:// (got {url:?})"
+            )));
+        };
+        let mut cfg = Self::default();
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match rest.split_once('/') {
+            Some((a, p)) => (a, p),
+            None => (rest, ""),
+        };
+        let hostport = match authority.rsplit_once('@') {
+            Some((userinfo, hostport)) => {
+                let (user, pass) = match userinfo.split_once(':') {
+                    Some((u, p)) => (u, Some(p)),
+                    None => (userinfo, None),
+                };
+                if !user.is_empty() {
+                    cfg.username = Some(percent_decode(user)?);
+                }
+                if let Some(p) = pass {
+                    cfg.password = Some(percent_decode(p)?);
+                } else if !user.is_empty() {
+                    // `redis://secret@host` is the common password-only form.
+                    cfg.password = cfg.username.take();
+                }
+                hostport
+            }
+            None => authority,
+        };
+        let (host, port) = split_host_port(hostport)?;
+        if host.is_empty() {
+            return Err(Error::Config(format!("URL has no host: {url:?}")));
+        }
+        cfg.host = host.to_owned();
+        if let Some(port) = port {
+            cfg.port = port;
+        }
+        if !path.is_empty() {
+            cfg.db = path
+                .parse::<i64>()
+                .ok()
+                .filter(|db| *db >= 0)
+                .ok_or_else(|| Error::Config(format!("bad database index {path:?} in URL")))?;
+        }
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "protocol" => {
+                    cfg.protocol = match v {
+                        "resp2" | "2" => Protocol::Resp2,
+                        "resp3" | "3" => Protocol::Resp3,
+                        "auto" => Protocol::Auto,
+                        _ => return Err(Error::Config(format!("unknown protocol {v:?}"))),
+                    }
+                }
+                "name" | "client_name" => cfg.client_name = Some(percent_decode(v)?),
+                "db" => {
+                    cfg.db = v
+                        .parse()
+                        .map_err(|_| Error::Config(format!("bad db {v:?}")))?
+                }
+                _ => return Err(Error::Config(format!("unknown URL parameter {k:?}"))),
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Sets the request timeout (`None`: wait forever).
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the RESP version preference.
+    pub fn protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Sets the client name sent with `HELLO … SETNAME`/`CLIENT SETNAME`.
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
+    }
+
+    /// Sets the request queue capacity (at least 1).
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue_capacity = capacity.max(1);
+        self
+    }
+
+    /// `host:port` as used by `connect` (IPv6 in brackets).
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+fn split_host_port(s: &str) -> Result<(&str, Option<u16>)> {
+    let bad_port = |p: &str| Error::Config(format!("bad port {p:?} in URL"));
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| Error::Config(format!("unclosed '[' in host {s:?}")))?;
+        return match after.strip_prefix(':') {
+            Some(p) => Ok((host, Some(p.parse().map_err(|_| bad_port(p))?))),
+            None if after.is_empty() => Ok((host, None)),
+            None => Err(Error::Config(format!("junk after host {s:?}"))),
+        };
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) => Ok((h, Some(p.parse().map_err(|_| bad_port(p))?))),
+        None => Ok((s, None)),
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| Error::Config(format!("bad percent-encoding in {s:?}")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| Error::Config(format!("non-UTF-8 credentials in {s:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_full_url() {
+        let c = ConnectionConfig::from_url("redis://alice:p%3Ass@example.test:7000/3?name=w1")
+            .unwrap();
+        assert_eq!(c.username.as_deref(), Some("alice"));
+        assert_eq!(c.password.as_deref(), Some("p:ss"));
+        assert_eq!(c.host, "example.test");
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.db, 3);
+        assert_eq!(c.client_name.as_deref(), Some("w1"));
+        assert_eq!(c.addr(), "example.test:7000");
+    }
+
+    #[test]
+    fn defaults_and_short_forms() {
+        let c = ConnectionConfig::from_url("redis://localhost").unwrap();
+        assert_eq!((c.host.as_str(), c.port, c.db), ("localhost", 6379, 0));
+        assert_eq!(c.username, None);
+        let c = ConnectionConfig::from_url("redis://secret@h:1/").unwrap();
+        assert_eq!((c.username, c.password.as_deref()), (None, Some("secret")));
+        let c = ConnectionConfig::from_url("redis://:pw@h").unwrap();
+        assert_eq!((c.username, c.password.as_deref()), (None, Some("pw")));
+        let c = ConnectionConfig::from_url("redis://[::1]:6390?protocol=resp3").unwrap();
+        assert_eq!((c.host.as_str(), c.port), ("::1", 6390));
+        assert_eq!(c.protocol, Protocol::Resp3);
+        assert_eq!(c.addr(), "[::1]:6390");
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        for url in [
+            "http://h",
+            "rediss://h",
+            "redis://h:notaport",
+            "redis://h:70000",
+            "redis://h/x",
+            "redis://h/-1",
+            "redis://[::1",
+            "redis://",
+            "redis://h?protocol=9",
+            "redis://h?nope=1",
+            "redis://u:%zz@h",
+        ] {
+            assert!(
+                matches!(ConnectionConfig::from_url(url), Err(Error::Config(_))),
+                "{url}"
+            );
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The cheap, cloneable handle to one node's connection task.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_resp::{Cmd, Frame};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{ConnectionConfig, Negotiated};
+use crate::driver::{Driver, Payload, ReplyTx, Request};
+use crate::error::{Error, Result};
+use crate::handshake::establish;
+use crate::pipeline::Pipeline;
+use crate::reply::{check, FromReply};
+
+/// State shared between the handles and the task.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: ConnectionConfig,
+    /// 0 = disconnected, 2 = RESP2, 3 = RESP3.
+    protocol: AtomicU8,
+    pub(crate) reconnects: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn set_connected(&self, protocol: Option<Negotiated>) {
+        let v = match protocol {
+            None => 0,
+            Some(Negotiated::Resp2) => 2,
+            Some(Negotiated::Resp3) => 3,
+        };
+        self.protocol.store(v, Ordering::Release);
+    }
+}
+
+/// A multiplexed connection to one Redis node.
+///
+/// Clones share one socket and one connection task. Concurrent requests from
+/// any number of tasks are pipelined automatically: whatever is queued when
+/// the task runs goes out in one write. Replies come back in order.
+///
+/// ```no_run
+/// use keylatch_cluster::Connection;
+/// use keylatch_resp::Cmd;
+/// # async fn demo() -> keylatch_cluster::Result<()> {
+/// let conn = Connection::connect("redis://127.0.0.1:6379").await?;
+/// conn.set("greeting", "hello").await?;
+/// let n: i64 = conn.cmd(Cmd::new("INCR").key("hits")).await?;
+/// assert!(n >= 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Connection {
+    tx: mpsc::Sender<Request>,
+    shared: Arc<Shared>,
+}
+
+/// Commands that would turn the connection into a subscriber or a monitor:
+/// replies would no longer match requests one to one.
+const REFUSED: &[&[u8]] = &[
+    b"SUBSCRIBE",
+    b"PSUBSCRIBE",
+    b"SSUBSCRIBE",
+    b"UNSUBSCRIBE",
+    b"PUNSUBSCRIBE",
+    b"SUNSUBSCRIBE",
+    b"MONITOR",
+    b"HELLO",
+    b"RESET",
+    b"QUIT",
+];
+
+impl Connection {
+    /// Connects to the node a `redis://` URL names and spawns the connection
+    /// task on the current tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let conn = keylatch_cluster::Connection::connect("redis://127.0.0.1:6379/0").await?;
+    /// conn.ping().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A bad URL ([`Error::Config`]), an unreachable server ([`Error::Io`]),
+    /// or a refused handshake (e.g. `WRONGPASS` as [`Error::Server`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes the half-open socket.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the task must be spawned).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(ConnectionConfig::from_url(url)?).await
+    }
+
+    /// Connects with an explicit configuration and spawns the task.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::{Connection, ConnectionConfig};
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let cfg = ConnectionConfig::from_url("redis://127.0.0.1:6379")?.client_name("worker-1");
+    /// let conn = Connection::connect_with(cfg).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn connect_with(config: ConnectionConfig) -> Result<Self> {
+        let (conn, task) = Self::connect_unspawned(config).await?;
+        tokio::spawn(task);
+        Ok(conn)
+    }
+
+    /// Connects and returns the handle with its connection task *not*
+    /// spawned: the caller decides where it runs (tests use this to hold
+    /// the task still while they arrange requests).
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::{Connection, ConnectionConfig};
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let (conn, task) = Connection::connect_unspawned(ConnectionConfig::default()).await?;
+    /// tokio::spawn(task);
+    /// conn.ping().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn connect_unspawned(
+        config: ConnectionConfig,
+    ) -> Result<(Self, impl Future<Output = ()> + Send + 'static)> {
+        let io = establish(&config).await?;
+        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
+        let shared = Arc::new(Shared {
+            config,
+            protocol: AtomicU8::new(0),
+            reconnects: AtomicU64::new(0),
+        });
+        shared.set_connected(Some(io.protocol));
+        let driver = Driver::new(rx, Arc::clone(&shared), io);
+        Ok((Self { tx, shared }, driver.run()))
+    }
+
+    /// Sends one command and returns its reply frame. An error reply becomes
+    /// [`Error::Server`].
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
+    /// let frame = conn.send(keylatch_resp::Cmd::new("PING")).await?;
+    /// assert_eq!(frame, "PONG");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Server`] for an error reply; [`Error::Timeout`] past the
+    /// request timeout; [`Error::Disconnected`] while reconnecting (not sent);
+    /// [`Error::ConnectionClosed`]/[`Error::Io`] when the socket died with the
+    /// request pending; [`Error::InvalidCommand`] for SUBSCRIBE, MONITOR and
+    /// other commands that would break request/reply pairing.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped request that was not yet written is never
+    /// written; one already written has its reply read and discarded, so later
+    /// replies stay matched to their requests.
+    pub async fn send(&self, cmd: Cmd) -> Result<Frame> {
+        self.send_timeout(cmd, self.shared.config.request_timeout)
+            .await
+    }
+
+    /// [`send`](Self::send) with a timeout for this request only (`None`: none).
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
+    /// use std::time::Duration;
+    /// let cmd = keylatch_resp::Cmd::new("BLPOP").key("jobs").arg(0);
+    /// let job = conn.send_timeout(cmd, None).await?; // blocks as long as it takes
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    ///
+    /// # Cancel safety
+    /// As [`send`](Self::send).
+    pub async fn send_timeout(&self, cmd: Cmd, timeout: Option<Duration>) -> Result<Frame> {
+        refuse(&cmd)?;
+        let (tx, rx) = oneshot::channel();
+        let request = Request {
+            payload: Payload::One(cmd),
+            tx: ReplyTx::One(tx),
+        };
+        let frame = with_timeout(timeout, async {
+            self.tx
+                .send(request)
+                .await
+                .map_err(|_| Error::ConnectionClosed)?;
+            rx.await.unwrap_or(Err(Error::ConnectionClosed))
+        })
+        .await?;
+        check(frame)
+    }
+
+    /// Sends one command and converts the reply.
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
+    /// use keylatch_resp::Cmd;
+    /// let members: Vec<String> = conn.cmd(Cmd::new("SMEMBERS").key("s")).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Self::send), plus [`Error::UnexpectedReply`] when the
+    /// reply does not convert to `T`.
+    ///
+    /// # Cancel safety
+    /// As [`send`](Self::send).
+    pub async fn cmd<T: FromReply>(&self, cmd: Cmd) -> Result<T> {
+        T::from_reply(self.send(cmd).await?)
+    }
+
+    /// Sends a pipeline: every command in one write, every reply in order,
+    /// each its own `Result`. The outer `Result` fails only when the
+    /// connection does.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
+    /// let mut p = Pipeline::new();
+    /// p.add(Cmd::new("SET").key("a").arg(1)).add(Cmd::new("INCR").key("a"));
+    /// let replies = conn.pipeline(p).await?;
+    /// assert_eq!(replies.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The outer error as for [`send`](Self::send) (the connection failed, or
+    /// a refused command is in the pipeline); inner errors are per command.
+    ///
+    /// # Cancel safety
+    /// As [`send`](Self::send): a pipeline is written whole or not at all.
+    pub async fn pipeline(&self, pipeline: Pipeline) -> Result<Vec<Result<Frame>>> {
+        let cmds = pipeline.into_cmds();
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        for cmd in &cmds {
+            refuse(cmd)?;
+        }
+        let (tx, rx) = oneshot::channel();
+        let request = Request {
+            payload: Payload::Many(cmds),
+            tx: ReplyTx::Many(tx),
+        };
+        let frames = with_timeout(self.shared.config.request_timeout, async {
+            self.tx
+                .send(request)
+                .await
+                .map_err(|_| Error::ConnectionClosed)?;
+            rx.await.unwrap_or(Err(Error::ConnectionClosed))
+        })
+        .await?;
+        Ok(frames.into_iter().map(check).collect())
+    }
+
+    /// The protocol of the current socket, or `None` while reconnecting.
+    ///
+    /// ```no_run
+    /// # fn demo(conn: keylatch_cluster::Connection) {
+    /// if conn.protocol() == Some(keylatch_cluster::Negotiated::Resp3) { /* maps are maps */ }
+    /// # }
+    /// ```
+    pub fn protocol(&self) -> Option<Negotiated> {
+        match self.shared.protocol.load(Ordering::Acquire) {
+            2 => Some(Negotiated::Resp2),
+            3 => Some(Negotiated::Resp3),
+            _ => None,
+        }
+    }
+
+    /// Whether the task currently holds a live socket.
+    ///
+    /// ```no_run
+    /// # fn demo(conn: keylatch_cluster::Connection) { let _up = conn.is_connected(); }
+    /// ```
+    pub fn is_connected(&self) -> bool {
+        self.protocol().is_some()
+    }
+
+    /// How many times the task has reconnected since it started.
+    ///
+    /// ```no_run
+    /// # fn demo(conn: keylatch_cluster::Connection) { assert_eq!(conn.reconnects(), 0); }
+    /// ```
+    pub fn reconnects(&self) -> u64 {
+        self.shared.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// The configuration this connection was opened with.
+    ///
+    /// ```no_run
+    /// # fn demo(conn: keylatch_cluster::Connection) { println!("{}", conn.config().addr()); }
+    /// ```
+    pub fn config(&self) -> &ConnectionConfig {
+        &self.shared.config
+    }
+}
+
+fn refuse(cmd: &Cmd) -> Result<()> {
+    let name = cmd.name();
+    if name.len() <= 12 && REFUSED.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+        return Err(Error::InvalidCommand(format!(
+            "{} is not allowed on a multiplexed connection",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
+async fn with_timeout<T>(
+    timeout: Option<Duration>,
+    fut: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match timeout {
+        Some(d) => tokio::time::timeout(d, fut)
+            .await
+            .unwrap_or(Err(Error::Timeout)),
+        None => fut.await,
+    }
+}

@@ -1,0 +1,347 @@
+//! The connection task: the one owner of a node's socket.
+//!
+//! Callers queue pre-encoded requests on a bounded channel. Each time the
+//! task runs it takes every ready request into one write buffer (so concurrent
+//! callers share writes and round trips: automatic pipelining), writes what
+//! the socket accepts, and reads and decodes whatever has arrived, answering
+//! the oldest pending request per reply. Reading never waits for writing to
+//! finish. When the socket fails, every pending request is failed at once and
+//! the task reconnects with backoff, failing new requests fast meanwhile.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BytesMut};
+use keylatch_resp::{Cmd, Decoder, Frame, Limits};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backoff::Backoff;
+use crate::connection::Shared;
+use crate::error::{Error, Result};
+use crate::handshake::{establish, Established};
+
+/// Stop taking requests while this much is waiting to be written, so a slow
+/// socket pushes back on callers instead of growing the buffer.
+const WRITE_HIGH_WATER: usize = 1 << 20;
+/// Smallest read: enough for many small replies per syscall.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What a request carries: one command or an explicit pipeline.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    One(Cmd),
+    Many(Vec<Cmd>),
+}
+
+/// Where the reply goes.
+#[derive(Debug)]
+pub(crate) enum ReplyTx {
+    One(oneshot::Sender<Result<Frame>>),
+    Many(oneshot::Sender<Result<Vec<Frame>>>),
+}
+
+impl ReplyTx {
+    fn is_closed(&self) -> bool {
+        match self {
+            ReplyTx::One(tx) => tx.is_closed(),
+            ReplyTx::Many(tx) => tx.is_closed(),
+        }
+    }
+
+    fn fail(self, e: Error) {
+        // The caller may be gone; nobody to tell then.
+        match self {
+            ReplyTx::One(tx) => drop(tx.send(Err(e))),
+            ReplyTx::Many(tx) => drop(tx.send(Err(e))),
+        }
+    }
+}
+
+/// One queued request.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) payload: Payload,
+    pub(crate) tx: ReplyTx,
+}
+
+/// A request written to the socket whose replies have not all come.
+struct Pending {
+    tx: ReplyTx,
+    /// Replies still expected (pipelines).
+    remaining: usize,
+    /// Replies collected so far (pipelines only; empty for single commands).
+    frames: Vec<Frame>,
+}
+
+/// Why the connected phase ended.
+enum Exit {
+    /// Every handle is gone and nothing is pending: stop the task.
+    Done,
+    /// The socket failed; pending requests get this error.
+    Failed(Error),
+}
+
+/// The task's state across reconnects.
+pub(crate) struct Driver {
+    rx: mpsc::Receiver<Request>,
+    shared: Arc<Shared>,
+    io: Option<Established>,
+}
+
+impl Driver {
+    pub(crate) fn new(rx: mpsc::Receiver<Request>, shared: Arc<Shared>, io: Established) -> Self {
+        Self {
+            rx,
+            shared,
+            io: Some(io),
+        }
+    }
+
+    /// Runs until every [`Connection`](crate::Connection) handle is dropped.
+    pub(crate) async fn run(mut self) {
+        let mut backoff = Backoff::new(
+            self.shared.config.reconnect_min,
+            self.shared.config.reconnect_max,
+        );
+        loop {
+            let io = match self.io.take() {
+                Some(io) => io,
+                None => match self.reconnect(&mut backoff).await {
+                    Some(io) => io,
+                    None => return,
+                },
+            };
+            self.shared.set_connected(Some(io.protocol));
+            let mut conn = Connected::new(io, self.shared.config.max_in_flight);
+            let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
+            self.shared.set_connected(None);
+            match exit {
+                Exit::Done => return,
+                Exit::Failed(e) => conn.fail_all(&e),
+            }
+        }
+    }
+
+    /// Connects again, with backoff between attempts. Requests arriving
+    /// meanwhile fail at once with [`Error::Disconnected`]: they were not
+    /// sent, and a lock caller would rather retry or give up than wait
+    /// blind. Returns `None` when every handle is gone.
+    async fn reconnect(&mut self, backoff: &mut Backoff) -> Option<Established> {
+        loop {
+            let attempt = establish(&self.shared.config);
+            tokio::pin!(attempt);
+            let outcome = loop {
+                tokio::select! {
+                    r = &mut attempt => break r,
+                    req = self.rx.recv() => match req {
+                        Some(req) => req.tx.fail(Error::Disconnected),
+                        None => return None,
+                    },
+                }
+            };
+            match outcome {
+                Ok(io) => {
+                    backoff.reset();
+                    self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
+                    return Some(io);
+                }
+                Err(_) => {
+                    let sleep = tokio::time::sleep(backoff.next_delay());
+                    tokio::pin!(sleep);
+                    loop {
+                        tokio::select! {
+                            () = &mut sleep => break,
+                            req = self.rx.recv() => match req {
+                                Some(req) => req.tx.fail(Error::Disconnected),
+                                None => return None,
+                            },
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The connected phase: socket, buffers and the FIFO of pending replies.
+struct Connected {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    decoder: Decoder,
+    pending: VecDeque<Pending>,
+    max_in_flight: usize,
+    rx_closed: bool,
+}
+
+impl Connected {
+    fn new(io: Established, max_in_flight: usize) -> Self {
+        let mut rbuf = io.read_buf;
+        rbuf.reserve(READ_CHUNK);
+        Self {
+            stream: io.stream,
+            rbuf,
+            wbuf: BytesMut::with_capacity(READ_CHUNK),
+            decoder: Decoder::new(Limits::default()),
+            pending: VecDeque::with_capacity(64),
+            max_in_flight: max_in_flight.max(1),
+            rx_closed: false,
+        }
+    }
+
+    /// One turn of the loop: take requests, write, read; repeat while any of
+    /// them made progress, so the task parks only when all three would block.
+    fn poll(&mut self, cx: &mut Context<'_>, rx: &mut mpsc::Receiver<Request>) -> Poll<Exit> {
+        loop {
+            let mut progress = self.take_requests(cx, rx);
+            match self.write(cx) {
+                Ok(p) => progress |= p,
+                Err(e) => return Poll::Ready(Exit::Failed(e)),
+            }
+            match self.read(cx) {
+                Ok(p) => progress |= p,
+                Err(e) => return Poll::Ready(Exit::Failed(e)),
+            }
+            if self.rx_closed && self.pending.is_empty() && self.wbuf.is_empty() {
+                return Poll::Ready(Exit::Done);
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Moves every ready request into the write buffer (while under the
+    /// in-flight and buffer caps). A request whose caller already left is
+    /// dropped unsent.
+    fn take_requests(&mut self, cx: &mut Context<'_>, rx: &mut mpsc::Receiver<Request>) -> bool {
+        let mut progress = false;
+        while !self.rx_closed
+            && self.pending.len() < self.max_in_flight
+            && self.wbuf.len() < WRITE_HIGH_WATER
+        {
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(req)) => {
+                    progress = true;
+                    if req.tx.is_closed() {
+                        continue;
+                    }
+                    let remaining = match &req.payload {
+                        Payload::One(cmd) => {
+                            cmd.encode(&mut self.wbuf);
+                            1
+                        }
+                        Payload::Many(cmds) => {
+                            self.wbuf.reserve(cmds.iter().map(Cmd::encoded_len).sum());
+                            for cmd in cmds {
+                                cmd.encode(&mut self.wbuf);
+                            }
+                            cmds.len()
+                        }
+                    };
+                    let frames = match req.tx {
+                        ReplyTx::Many(_) => Vec::with_capacity(remaining),
+                        ReplyTx::One(_) => Vec::new(),
+                    };
+                    self.pending.push_back(Pending {
+                        tx: req.tx,
+                        remaining,
+                        frames,
+                    });
+                }
+                Poll::Ready(None) => {
+                    self.rx_closed = true;
+                    progress = true;
+                }
+                Poll::Pending => break,
+            }
+        }
+        progress
+    }
+
+    fn write(&mut self, cx: &mut Context<'_>) -> Result<bool> {
+        let mut progress = false;
+        while !self.wbuf.is_empty() {
+            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) => {
+                    return Err(Error::io(std::io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.wbuf.advance(n);
+                    progress = true;
+                }
+                Poll::Ready(Err(e)) => return Err(Error::io(e)),
+                Poll::Pending => break,
+            }
+        }
+        Ok(progress)
+    }
+
+    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool> {
+        let mut progress = false;
+        loop {
+            while let Some(frame) = self.decoder.decode(&mut self.rbuf)? {
+                self.dispatch(frame)?;
+                progress = true;
+            }
+            let want = self.decoder.needed().max(READ_CHUNK);
+            if self.rbuf.capacity() - self.rbuf.len() < want {
+                self.rbuf.reserve(want);
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.rbuf) {
+                Poll::Ready(Ok(0)) => return Err(Error::ConnectionClosed),
+                Poll::Ready(Ok(_)) => progress = true,
+                Poll::Ready(Err(e)) => return Err(Error::io(e)),
+                Poll::Pending => return Ok(progress),
+            }
+        }
+    }
+
+    /// Hands one reply to the oldest pending request.
+    fn dispatch(&mut self, frame: Frame) -> Result<()> {
+        if let Frame::Push(_) = frame {
+            // RESP3 out-of-band data (invalidations, pub/sub) is not a reply.
+            // This connection never subscribes, so there is nobody to route it to.
+            return Ok(());
+        }
+        let Some(front) = self.pending.front_mut() else {
+            return Err(Error::UnexpectedReply(format!(
+                "reply with no request pending: {frame}"
+            )));
+        };
+        front.remaining -= 1;
+        let done = front.remaining == 0;
+        if let ReplyTx::Many(_) = front.tx {
+            front.frames.push(frame);
+            if done {
+                if let Some(p) = self.pending.pop_front() {
+                    if let ReplyTx::Many(tx) = p.tx {
+                        // Caller gone: the replies were read, nothing else to do.
+                        let _ = tx.send(Ok(p.frames));
+                    }
+                }
+            }
+        } else if let Some(p) = self.pending.pop_front() {
+            if let ReplyTx::One(tx) = p.tx {
+                let _ = tx.send(Ok(frame));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails every pending request with the socket's error.
+    fn fail_all(&mut self, e: &Error) {
+        for p in self.pending.drain(..) {
+            p.tx.fail(e.clone());
+        }
+        self.wbuf.clear();
+        self.rbuf.clear();
+        self.decoder.reset();
+    }
+}

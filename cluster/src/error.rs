@@ -1,0 +1,386 @@
+//! The one error type callers see, and server errors parsed once into kinds.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use keylatch_resp::ProtocolError;
+
+/// `Result` with keylatch's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to Redis.
+///
+/// `Clone` (the I/O error is behind an `Arc`) so that one socket failure can
+/// complete every pending request with the same cause.
+///
+/// ```
+/// use keylatch_cluster::{Error, ServerErrorKind};
+/// let e = Error::from_server_error(b"NOSCRIPT No matching script.");
+/// assert_eq!(e.server_kind(), Some(ServerErrorKind::NoScript));
+/// assert!(!e.is_unknown_outcome());
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Connecting failed, or the socket failed with this I/O error. Requests
+    /// that were pending when it happened may or may not have run.
+    Io(Arc<io::Error>),
+    /// The server closed the connection (or the connection task ended) while
+    /// the request was pending: it may or may not have run.
+    ConnectionClosed,
+    /// The connection is down and being re-established; the request was not
+    /// sent, so it is safe to retry.
+    Disconnected,
+    /// No reply within the request timeout. The request may still run; its
+    /// late reply is read and discarded, so the connection stays in sync.
+    Timeout,
+    /// The server sent bytes that are not valid RESP; the connection is reset.
+    Protocol(ProtocolError),
+    /// The server answered with an error reply.
+    Server(ServerError),
+    /// The reply was valid RESP but not of the type asked for.
+    UnexpectedReply(String),
+    /// The URL or configuration is not usable.
+    Config(String),
+    /// The command cannot be sent on a multiplexed connection (e.g. SUBSCRIBE,
+    /// MONITOR), or is otherwise refused before sending.
+    InvalidCommand(String),
+}
+
+impl Error {
+    /// Parses an error reply (`-KIND message`) into a [`Error::Server`].
+    ///
+    /// ```
+    /// let e = keylatch_cluster::Error::from_server_error(b"MOVED 3999 127.0.0.1:6381");
+    /// assert!(e.is_redirect());
+    /// ```
+    pub fn from_server_error(line: &[u8]) -> Self {
+        Error::Server(ServerError::parse(Bytes::copy_from_slice(line)))
+    }
+
+    /// The server error kind, if this is a server error.
+    ///
+    /// ```
+    /// use keylatch_cluster::{Error, ServerErrorKind};
+    /// assert_eq!(Error::Timeout.server_kind(), None);
+    /// ```
+    pub fn server_kind(&self) -> Option<ServerErrorKind> {
+        match self {
+            Error::Server(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+
+    /// True when the request may or may not have executed on the server: the
+    /// connection broke or the reply did not come in time after it was sent.
+    /// A lock acquire that ends this way must be treated as maybe-acquired.
+    ///
+    /// ```
+    /// assert!(keylatch_cluster::Error::Timeout.is_unknown_outcome());
+    /// assert!(!keylatch_cluster::Error::Disconnected.is_unknown_outcome());
+    /// ```
+    pub fn is_unknown_outcome(&self) -> bool {
+        matches!(
+            self,
+            Error::Io(_) | Error::ConnectionClosed | Error::Timeout | Error::Protocol(_)
+        )
+    }
+
+    /// True when the connection (not the command) failed: worth retrying on
+    /// a fresh connection.
+    ///
+    /// ```
+    /// assert!(keylatch_cluster::Error::Disconnected.is_connection_error());
+    /// ```
+    pub fn is_connection_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Io(_) | Error::ConnectionClosed | Error::Disconnected | Error::Protocol(_)
+        )
+    }
+
+    /// True for `MOVED` and `ASK` replies.
+    ///
+    /// ```
+    /// assert!(keylatch_cluster::Error::from_server_error(b"ASK 1 127.0.0.1:7000").is_redirect());
+    /// ```
+    pub fn is_redirect(&self) -> bool {
+        matches!(
+            self.server_kind(),
+            Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
+        )
+    }
+
+    pub(crate) fn io(e: io::Error) -> Self {
+        Error::Io(Arc::new(e))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::ConnectionClosed => f.write_str("connection closed with the request pending"),
+            Error::Disconnected => f.write_str("not connected (reconnecting); request not sent"),
+            Error::Timeout => f.write_str("request timed out (it may still run)"),
+            Error::Protocol(e) => write!(f, "protocol error: {e}"),
+            Error::Server(e) => write!(f, "server error: {e}"),
+            Error::UnexpectedReply(s) => write!(f, "unexpected reply: {s}"),
+            Error::Config(s) => write!(f, "configuration error: {s}"),
+            Error::InvalidCommand(s) => write!(f, "invalid command: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e.as_ref()),
+            Error::Protocol(e) => Some(e),
+            Error::Server(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::io(e)
+    }
+}
+
+impl From<ProtocolError> for Error {
+    fn from(e: ProtocolError) -> Self {
+        Error::Protocol(e)
+    }
+}
+
+/// What kind of error reply the server sent, from its first word.
+///
+/// ```
+/// use keylatch_cluster::ServerErrorKind;
+/// assert_eq!(ServerErrorKind::from_code(b"TRYAGAIN"), ServerErrorKind::TryAgain);
+/// assert_eq!(ServerErrorKind::from_code(b"ERR"), ServerErrorKind::Other);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ServerErrorKind {
+    /// `NOSCRIPT`: EVALSHA of a script the node does not have.
+    NoScript,
+    /// `MOVED slot host:port`: the slot lives elsewhere for good.
+    Moved,
+    /// `ASK slot host:port`: the slot is migrating; ask the target once.
+    Ask,
+    /// `TRYAGAIN`: multi-key command during a slot migration.
+    TryAgain,
+    /// `CLUSTERDOWN`: the cluster cannot serve the slot now.
+    ClusterDown,
+    /// `CROSSSLOT`: keys of one command in different slots.
+    CrossSlot,
+    /// `READONLY`: a write sent to a replica.
+    ReadOnly,
+    /// `LOADING`: the server is loading its dataset.
+    Loading,
+    /// `BUSY`: a script is running too long.
+    Busy,
+    /// `NOAUTH`: authentication required.
+    NoAuth,
+    /// `WRONGPASS`: bad user name or password.
+    WrongPass,
+    /// `NOPERM`: the ACL user may not run this.
+    NoPerm,
+    /// `NOPROTO`: the requested protocol version is not supported.
+    NoProto,
+    /// `ERR unknown command …`: the server does not know the command.
+    UnknownCommand,
+    /// `MASTERDOWN`: a replica whose link to its master is down.
+    MasterDown,
+    /// Any other error (`ERR`, `WRONGTYPE`, script errors, …).
+    Other,
+}
+
+impl ServerErrorKind {
+    /// Classifies an error code (the first word of the error line).
+    pub fn from_code(code: &[u8]) -> Self {
+        match code {
+            b"NOSCRIPT" => Self::NoScript,
+            b"MOVED" => Self::Moved,
+            b"ASK" => Self::Ask,
+            b"TRYAGAIN" => Self::TryAgain,
+            b"CLUSTERDOWN" => Self::ClusterDown,
+            b"CROSSSLOT" => Self::CrossSlot,
+            b"READONLY" => Self::ReadOnly,
+            b"LOADING" => Self::Loading,
+            b"BUSY" => Self::Busy,
+            b"NOAUTH" => Self::NoAuth,
+            b"WRONGPASS" => Self::WrongPass,
+            b"NOPERM" => Self::NoPerm,
+            b"NOPROTO" => Self::NoProto,
+            b"MASTERDOWN" => Self::MasterDown,
+            _ => Self::Other,
+        }
+    }
+
+    /// How a caller should react to this kind.
+    ///
+    /// ```
+    /// use keylatch_cluster::{RetryClass, ServerErrorKind};
+    /// assert_eq!(ServerErrorKind::TryAgain.retry_class(), RetryClass::AfterBackoff);
+    /// ```
+    pub fn retry_class(self) -> RetryClass {
+        match self {
+            Self::Moved | Self::Ask => RetryClass::Redirect,
+            Self::TryAgain | Self::ClusterDown | Self::Loading | Self::Busy | Self::MasterDown => {
+                RetryClass::AfterBackoff
+            }
+            Self::NoScript => RetryClass::ReloadScript,
+            _ => RetryClass::Never,
+        }
+    }
+}
+
+/// The retry policy a server error calls for.
+///
+/// ```
+/// use keylatch_cluster::{RetryClass, ServerErrorKind};
+/// assert_eq!(ServerErrorKind::WrongPass.retry_class(), RetryClass::Never);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryClass {
+    /// Resend to the node named in the redirect.
+    Redirect,
+    /// Resend after a short backoff (the condition is transient).
+    AfterBackoff,
+    /// Load the script and resend.
+    ReloadScript,
+    /// Retrying will not help.
+    Never,
+}
+
+/// An error reply from the server, classified once.
+///
+/// ```
+/// use keylatch_cluster::{ServerError, ServerErrorKind};
+/// let e = ServerError::parse(bytes::Bytes::from_static(b"MOVED 3999 127.0.0.1:6381"));
+/// assert_eq!(e.kind(), ServerErrorKind::Moved);
+/// assert_eq!(e.redirect(), Some((3999, "127.0.0.1:6381")));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerError {
+    kind: ServerErrorKind,
+    line: Bytes,
+}
+
+impl ServerError {
+    /// Classifies a raw error line (without the leading `-`).
+    pub fn parse(line: Bytes) -> Self {
+        let code_end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+        let mut kind = ServerErrorKind::from_code(&line[..code_end]);
+        if kind == ServerErrorKind::Other && line.starts_with(b"ERR unknown command") {
+            kind = ServerErrorKind::UnknownCommand;
+        }
+        Self { kind, line }
+    }
+
+    /// The classified kind.
+    pub fn kind(&self) -> ServerErrorKind {
+        self.kind
+    }
+
+    /// The first word of the line (`ERR`, `WRONGTYPE`, …).
+    pub fn code(&self) -> &str {
+        let end = self
+            .line
+            .iter()
+            .position(|&b| b == b' ')
+            .unwrap_or(self.line.len());
+        std::str::from_utf8(&self.line[..end]).unwrap_or("")
+    }
+
+    /// The whole line as text (lossy for non-UTF-8 bytes).
+    pub fn message(&self) -> String {
+        String::from_utf8_lossy(&self.line).into_owned()
+    }
+
+    /// The raw line.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// For `MOVED`/`ASK`: the slot and the `host:port` to go to.
+    pub fn redirect(&self) -> Option<(u16, &str)> {
+        if !matches!(self.kind, ServerErrorKind::Moved | ServerErrorKind::Ask) {
+            return None;
+        }
+        let text = std::str::from_utf8(&self.line).ok()?;
+        let mut parts = text.split(' ');
+        parts.next()?;
+        let slot = parts.next()?.parse::<u16>().ok()?;
+        let addr = parts.next()?;
+        (slot < 16384).then_some((slot, addr))
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.line))
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_parsed_once_from_the_first_word() {
+        let table: &[(&[u8], ServerErrorKind)] = &[
+            (b"NOSCRIPT No matching script.", ServerErrorKind::NoScript),
+            (b"MOVED 1 127.0.0.1:7000", ServerErrorKind::Moved),
+            (b"ASK 1 127.0.0.1:7000", ServerErrorKind::Ask),
+            (b"TRYAGAIN Multiple keys request during rehashing of slot", ServerErrorKind::TryAgain),
+            (b"CLUSTERDOWN The cluster is down", ServerErrorKind::ClusterDown),
+            (b"CROSSSLOT Keys in request don't hash to the same slot", ServerErrorKind::CrossSlot),
+            (b"READONLY You can't write against a read only replica.", ServerErrorKind::ReadOnly),
+            (b"LOADING Redis is loading the dataset in memory", ServerErrorKind::Loading),
+            (b"BUSY Redis is busy running a script.", ServerErrorKind::Busy),
+            (b"NOAUTH Authentication required.", ServerErrorKind::NoAuth),
+            (b"WRONGPASS invalid username-password pair or user is disabled.", ServerErrorKind::WrongPass),
+            (b"NOPERM User x has no permissions", ServerErrorKind::NoPerm),
+            (b"NOPROTO unsupported protocol version", ServerErrorKind::NoProto),
+            (b"ERR unknown command 'HELLO', with args beginning with: ", ServerErrorKind::UnknownCommand),
+            (b"MASTERDOWN Link with MASTER is down", ServerErrorKind::MasterDown),
+            (b"ERR syntax error", ServerErrorKind::Other),
+            (b"WRONGTYPE Operation against a key holding the wrong kind of value", ServerErrorKind::Other),
+            (b"", ServerErrorKind::Other),
+        ];
+        for (line, kind) in table {
+            let e = ServerError::parse(Bytes::copy_from_slice(line));
+            assert_eq!(e.kind(), *kind, "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn redirects_are_parsed() {
+        let e = ServerError::parse(Bytes::from_static(b"ASK 16383 [::1]:7001"));
+        assert_eq!(e.redirect(), Some((16383, "[::1]:7001")));
+        let bad = ServerError::parse(Bytes::from_static(b"MOVED 16384 127.0.0.1:1"));
+        assert_eq!(bad.redirect(), None);
+        let other = ServerError::parse(Bytes::from_static(b"ERR x 1"));
+        assert_eq!(other.redirect(), None);
+        assert_eq!(other.code(), "ERR");
+    }
+
+    #[test]
+    fn outcome_classes() {
+        assert!(Error::ConnectionClosed.is_unknown_outcome());
+        assert!(!Error::Disconnected.is_unknown_outcome());
+        assert!(Error::Disconnected.is_connection_error());
+        assert!(!Error::Timeout.is_connection_error());
+        assert_eq!(ServerErrorKind::NoScript.retry_class(), RetryClass::ReloadScript);
+        assert_eq!(ServerErrorKind::Moved.retry_class(), RetryClass::Redirect);
+    }
+}

@@ -1,0 +1,175 @@
+//! Opening a socket and the connection handshake (HELLO 3 or the RESP2 path).
+//!
+//! Runs before the connection task takes the socket over, as a plain
+//! request/response exchange: nothing else can be in flight yet.
+
+use bytes::BytesMut;
+use keylatch_resp::{Cmd, Decoder, Frame, Limits};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::config::{ConnectionConfig, Negotiated, Protocol};
+use crate::error::{Error, Result, ServerErrorKind};
+use crate::reply::check;
+
+/// A socket that has completed the handshake, with any bytes read past it.
+#[derive(Debug)]
+pub(crate) struct Established {
+    pub(crate) stream: TcpStream,
+    pub(crate) read_buf: BytesMut,
+    pub(crate) protocol: Negotiated,
+}
+
+/// Connects and runs the handshake within `cfg.connect_timeout`.
+pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
+    match tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "connect to {} timed out after {:?}",
+                cfg.addr(),
+                cfg.connect_timeout
+            ),
+        ))),
+    }
+}
+
+async fn establish_inner(cfg: &ConnectionConfig) -> Result<Established> {
+    let stream = TcpStream::connect((cfg.host.as_str(), cfg.port))
+        .await
+        .map_err(|e| {
+            Error::io(std::io::Error::new(
+                e.kind(),
+                format!("connect to {}: {e}", cfg.addr()),
+            ))
+        })?;
+    // Requests are small and latency-bound; Nagle would hold them back.
+    stream.set_nodelay(true)?;
+    let mut ex = Exchange {
+        stream,
+        buf: BytesMut::with_capacity(4096),
+        decoder: Decoder::new(Limits::default()),
+    };
+    let protocol = match cfg.protocol {
+        Protocol::Resp2 => {
+            resp2_setup(&mut ex, cfg).await?;
+            Negotiated::Resp2
+        }
+        Protocol::Auto | Protocol::Resp3 => {
+            let reply = ex.round_trip(&[hello(cfg)]).await?;
+            match reply.into_iter().next().map(check) {
+                Some(Ok(Frame::Map(_) | Frame::Array(_))) => {
+                    if cfg.db != 0 {
+                        expect_ok(ex.round_trip(&[select(cfg.db)]).await?)?;
+                    }
+                    Negotiated::Resp3
+                }
+                Some(Err(e))
+                    if cfg.protocol == Protocol::Auto
+                        && matches!(
+                            e.server_kind(),
+                            Some(ServerErrorKind::UnknownCommand | ServerErrorKind::NoProto)
+                        ) =>
+                {
+                    resp2_setup(&mut ex, cfg).await?;
+                    Negotiated::Resp2
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(other)) => {
+                    return Err(Error::UnexpectedReply(format!("HELLO answered {other}")))
+                }
+                None => return Err(Error::ConnectionClosed),
+            }
+        }
+    };
+    Ok(Established {
+        stream: ex.stream,
+        read_buf: ex.buf,
+        protocol,
+    })
+}
+
+fn hello(cfg: &ConnectionConfig) -> Cmd {
+    let mut cmd = Cmd::new("HELLO").arg("3");
+    if let Some(pass) = &cfg.password {
+        cmd.push_arg("AUTH");
+        cmd.push_arg(cfg.username.as_deref().unwrap_or("default"));
+        cmd.push_arg(pass.as_str());
+    }
+    if let Some(name) = &cfg.client_name {
+        cmd.push_arg("SETNAME");
+        cmd.push_arg(name.as_str());
+    }
+    cmd
+}
+
+fn select(db: i64) -> Cmd {
+    Cmd::new("SELECT").arg(db)
+}
+
+/// AUTH, SELECT and CLIENT SETNAME in one write.
+async fn resp2_setup(ex: &mut Exchange, cfg: &ConnectionConfig) -> Result<()> {
+    let mut cmds = Vec::with_capacity(3);
+    if let Some(pass) = &cfg.password {
+        let mut auth = Cmd::new("AUTH");
+        if let Some(user) = &cfg.username {
+            auth.push_arg(user.as_str());
+        }
+        auth.push_arg(pass.as_str());
+        cmds.push(auth);
+    }
+    if cfg.db != 0 {
+        cmds.push(select(cfg.db));
+    }
+    let named = cfg.client_name.is_some();
+    if let Some(name) = &cfg.client_name {
+        cmds.push(Cmd::new("CLIENT").arg("SETNAME").arg(name.as_str()));
+    }
+    if cmds.is_empty() {
+        return Ok(());
+    }
+    let mut replies = ex.round_trip(&cmds).await?;
+    if named {
+        // A server too old for CLIENT SETNAME still works: the name is cosmetic.
+        replies.pop();
+    }
+    expect_ok(replies)
+}
+
+fn expect_ok(replies: Vec<Frame>) -> Result<()> {
+    for r in replies {
+        check(r)?;
+    }
+    Ok(())
+}
+
+struct Exchange {
+    stream: TcpStream,
+    buf: BytesMut,
+    decoder: Decoder,
+}
+
+impl Exchange {
+    async fn round_trip(&mut self, cmds: &[Cmd]) -> Result<Vec<Frame>> {
+        let mut out = BytesMut::with_capacity(cmds.iter().map(Cmd::encoded_len).sum());
+        for c in cmds {
+            c.encode(&mut out);
+        }
+        self.stream.write_all(&out).await?;
+        let mut replies = Vec::with_capacity(cmds.len());
+        while replies.len() < cmds.len() {
+            if let Some(frame) = self.decoder.decode(&mut self.buf)? {
+                if !matches!(frame, Frame::Push(_)) {
+                    replies.push(frame);
+                }
+                continue;
+            }
+            self.buf.reserve(4096);
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(Error::ConnectionClosed);
+            }
+        }
+        Ok(replies)
+    }
+}

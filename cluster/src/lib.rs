@@ -1,0 +1,51 @@
+//! keylatch's Redis client: connections, handshake, reconnect, typed commands.
+//!
+//! Layout:
+//! - [`Connection`] (`connection.rs`): the cheap, cloneable handle; requests
+//!   go to one task per socket over a bounded queue.
+//! - `driver.rs`: that task. It drains every ready request into one write
+//!   (automatic pipelining), reads while it writes, answers a FIFO of pending
+//!   replies, fails everything pending when the socket dies, and reconnects
+//!   with [`Backoff`].
+//! - `handshake.rs`: TCP connect, `HELLO 3 [AUTH] [SETNAME]`, or the RESP2 path
+//!   (`AUTH`, `SELECT`, `CLIENT SETNAME`) when `HELLO` is refused.
+//! - [`ConnectionConfig`] (`config.rs`): settings and `redis://` URL parsing.
+//! - [`Pipeline`]: explicit batches, one write, replies in order.
+//! - `commands.rs`: typed helpers (`get`, `set_with`, `evalsha`, `pttl`, …).
+//! - [`FromReply`] (`reply.rs`): reply frames into Rust values.
+//! - [`Error`] (`error.rs`): the one error type; server errors are parsed
+//!   once into [`ServerErrorKind`]s with a [`RetryClass`].
+//!
+//! The cluster router (slots, MOVED/ASK) and pub/sub hub build on this crate.
+//!
+//! ```no_run
+//! use keylatch_cluster::{Connection, Pipeline};
+//! use keylatch_resp::Cmd;
+//! # async fn demo() -> keylatch_cluster::Result<()> {
+//! let conn = Connection::connect("redis://127.0.0.1:6379").await?;
+//! conn.set("k", "v").await?;
+//! let replies = conn
+//!     .pipeline(Pipeline::new().cmd(Cmd::new("GET").key("k")).cmd(Cmd::new("DBSIZE")))
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod backoff;
+mod commands;
+mod config;
+mod connection;
+mod driver;
+mod error;
+mod handshake;
+mod pipeline;
+mod reply;
+
+pub use backoff::Backoff;
+pub use commands::{SetCondition, SetOptions, Ttl};
+pub use config::{ConnectionConfig, Negotiated, Protocol};
+pub use connection::Connection;
+pub use error::{Error, Result, RetryClass, ServerError, ServerErrorKind};
+pub use pipeline::Pipeline;
+pub use reply::FromReply;

@@ -1,0 +1,222 @@
+//! Converting reply frames into Rust values.
+
+use bytes::Bytes;
+use keylatch_resp::Frame;
+
+use crate::error::{Error, Result, ServerError};
+
+/// A type a reply frame converts into.
+///
+/// Error replies never reach `from_reply`: they become
+/// [`Error::Server`] before conversion. Conversions accept both the RESP2 and
+/// the RESP3 shape of a reply (e.g. an array of pairs or a map).
+///
+/// ```
+/// use keylatch_cluster::FromReply;
+/// use keylatch_resp::Frame;
+/// assert_eq!(i64::from_reply(Frame::Integer(7)).unwrap(), 7);
+/// assert_eq!(Option::<i64>::from_reply(Frame::Null).unwrap(), None);
+/// ```
+pub trait FromReply: Sized {
+    /// Converts one (non-error) frame.
+    ///
+    /// # Errors
+    /// [`Error::UnexpectedReply`] when the frame has another shape.
+    fn from_reply(frame: Frame) -> Result<Self>;
+}
+
+/// Turns an error frame into `Err`, anything else into `Ok`.
+pub(crate) fn check(frame: Frame) -> Result<Frame> {
+    match frame {
+        Frame::Error(line) => Err(Error::Server(ServerError::parse(line))),
+        f => Ok(f),
+    }
+}
+
+fn unexpected<T>(want: &str, got: &Frame) -> Result<T> {
+    let mut shown = got.to_string();
+    if shown.len() > 120 {
+        let mut cut = 120;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push('…');
+    }
+    Err(Error::UnexpectedReply(format!("expected {want}, got {shown}")))
+}
+
+impl FromReply for Frame {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        Ok(frame)
+    }
+}
+
+impl FromReply for () {
+    fn from_reply(_: Frame) -> Result<Self> {
+        Ok(())
+    }
+}
+
+impl FromReply for i64 {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match &frame {
+            Frame::Integer(i) => Ok(*i),
+            Frame::Simple(b) | Frame::Bulk(b) | Frame::BigNumber(b) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .map_or_else(|| unexpected("an integer", &frame), Ok),
+            Frame::Boolean(b) => Ok(i64::from(*b)),
+            _ => unexpected("an integer", &frame),
+        }
+    }
+}
+
+impl FromReply for u64 {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        let shown = frame.clone();
+        let i = i64::from_reply(frame)?;
+        u64::try_from(i).map_or_else(|_| unexpected("a non-negative integer", &shown), Ok)
+    }
+}
+
+impl FromReply for f64 {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match &frame {
+            Frame::Double(d) => Ok(*d),
+            #[allow(clippy::cast_precision_loss)]
+            Frame::Integer(i) => Ok(*i as f64),
+            Frame::Simple(b) | Frame::Bulk(b) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .map_or_else(|| unexpected("a number", &frame), Ok),
+            _ => unexpected("a number", &frame),
+        }
+    }
+}
+
+impl FromReply for bool {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match &frame {
+            Frame::Boolean(b) => Ok(*b),
+            Frame::Integer(i) => Ok(*i != 0),
+            Frame::Simple(_) => Ok(true),
+            Frame::Null => Ok(false),
+            _ => unexpected("a boolean", &frame),
+        }
+    }
+}
+
+impl FromReply for Bytes {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match frame {
+            Frame::Bulk(b) | Frame::Simple(b) | Frame::BigNumber(b) => Ok(b),
+            Frame::Verbatim { text, .. } => Ok(text),
+            other => unexpected("a string", &other),
+        }
+    }
+}
+
+impl FromReply for Vec<u8> {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        Bytes::from_reply(frame).map(Vec::from)
+    }
+}
+
+impl FromReply for String {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        if let Frame::Integer(i) = frame {
+            return Ok(i.to_string());
+        }
+        let b = Bytes::from_reply(frame)?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| Error::UnexpectedReply("expected UTF-8 text".to_owned()))
+    }
+}
+
+impl<T: FromReply> FromReply for Option<T> {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match frame {
+            Frame::Null => Ok(None),
+            f => T::from_reply(f).map(Some),
+        }
+    }
+}
+
+impl<T: FromReply> FromReply for Vec<T> {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match frame {
+            Frame::Array(items) | Frame::Set(items) | Frame::Push(items) => {
+                items.into_iter().map(|f| T::from_reply(check(f)?)).collect()
+            }
+            Frame::Map(pairs) => {
+                let mut out = Vec::with_capacity(pairs.len() * 2);
+                for (k, v) in pairs {
+                    out.push(T::from_reply(check(k)?)?);
+                    out.push(T::from_reply(check(v)?)?);
+                }
+                Ok(out)
+            }
+            Frame::Null => Ok(Vec::new()),
+            other => unexpected("an array", &other),
+        }
+    }
+}
+
+/// Key/value pairs from a RESP3 map or a flat RESP2 array.
+impl<K: FromReply, V: FromReply> FromReply for Vec<(K, V)> {
+    fn from_reply(frame: Frame) -> Result<Self> {
+        match frame {
+            Frame::Map(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| Ok((K::from_reply(check(k)?)?, V::from_reply(check(v)?)?)))
+                .collect(),
+            Frame::Array(items) if items.len() % 2 == 0 => {
+                let mut out = Vec::with_capacity(items.len() / 2);
+                let mut it = items.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    out.push((K::from_reply(check(k)?)?, V::from_reply(check(v)?)?));
+                }
+                Ok(out)
+            }
+            Frame::Null => Ok(Vec::new()),
+            other => unexpected("a map", &other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &'static str) -> Frame {
+        Frame::Bulk(Bytes::from_static(s.as_bytes()))
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(i64::from_reply(bulk("-12")).unwrap(), -12);
+        assert!(i64::from_reply(bulk("x")).is_err());
+        assert!(u64::from_reply(Frame::Integer(-1)).is_err());
+        assert!(bool::from_reply(Frame::Integer(1)).unwrap());
+        assert!(!bool::from_reply(Frame::Null).unwrap());
+        assert_eq!(String::from_reply(bulk("hi")).unwrap(), "hi");
+        assert_eq!(f64::from_reply(Frame::Double(1.5)).unwrap(), 1.5);
+        assert_eq!(Option::<Bytes>::from_reply(Frame::Null).unwrap(), None);
+    }
+
+    #[test]
+    fn maps_in_both_protocols() {
+        let resp2 = Frame::Array(vec![bulk("a"), bulk("1"), bulk("b"), bulk("2")]);
+        let resp3 = Frame::Map(vec![(bulk("a"), Frame::Integer(1)), (bulk("b"), Frame::Integer(2))]);
+        let want = vec![("a".to_owned(), 1i64), ("b".to_owned(), 2)];
+        assert_eq!(Vec::<(String, i64)>::from_reply(resp2).unwrap(), want);
+        assert_eq!(Vec::<(String, i64)>::from_reply(resp3).unwrap(), want);
+    }
+
+    #[test]
+    fn nested_errors_surface() {
+        let f = Frame::Array(vec![Frame::Integer(1), Frame::Error(Bytes::from_static(b"ERR x"))]);
+        assert!(matches!(Vec::<i64>::from_reply(f), Err(Error::Server(_))));
+    }
+}

@@ -1,0 +1,401 @@
+//! The incremental [`Decoder`] and its [`Limits`].
+//!
+//! Decoding runs in two phases. The scan walks the buffer once, item by item, keeping an
+//! explicit stack of "elements still to come" per open aggregate, until one whole top-level
+//! frame has been validated; it remembers where it stopped, so bytes are never scanned twice
+//! across calls. Then the frame's bytes are split off and frozen once and the tree is built
+//! from that [`Bytes`](bytes::Bytes) by slicing, without copying payloads.
+
+use std::ops::Range;
+
+use bytes::{Buf, BytesMut};
+
+use crate::build;
+use crate::item::{finish_body, parse_item, Item, Value};
+use crate::{Frame, ProtocolError};
+
+/// Nesting is never allowed deeper than this, whatever [`Limits::max_depth`] says: the tree
+/// builder recurses once per level.
+const DEPTH_CEILING: usize = 512;
+
+/// Bounds on what a peer may make the [`Decoder`] accept, each checked as soon as the header
+/// that breaks it arrives.
+///
+/// ```
+/// use keylatch_resp::{Decoder, Limits};
+///
+/// let limits = Limits { max_bulk_len: 1 << 20, ..Limits::default() };
+/// let decoder = Decoder::new(limits);
+/// # let _ = decoder;
+/// assert_eq!(Limits::default().max_depth, 64);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest bulk string, blob error or verbatim string, in bytes (default 512 MiB, as in
+    /// Redis). The decoder reserves buffer space for a bulk as soon as its header arrives, so
+    /// this is also the most a single header can make it allocate.
+    pub max_bulk_len: usize,
+    /// Most elements in one aggregate; maps and attributes count two per pair (default
+    /// 2^24).
+    pub max_aggregate_len: usize,
+    /// Deepest nesting of aggregates (default 64; values above 512 are treated as 512).
+    pub max_depth: usize,
+    /// Longest simple string, simple error, integer, double or big number line, in bytes,
+    /// without its type byte and CRLF (default 64 KiB).
+    pub max_line_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_bulk_len: 512 << 20,
+            max_aggregate_len: 1 << 24,
+            max_depth: 64,
+            max_line_len: 64 << 10,
+        }
+    }
+}
+
+/// An open aggregate during the scan.
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    remaining: usize,
+    /// Attributes annotate the frame after them and do not count as an element of their
+    /// parent.
+    attribute: bool,
+}
+
+/// A bulk body whose header has been read but whose bytes have not all arrived.
+#[derive(Clone, Copy, Debug)]
+struct PendingBody {
+    kind: u8,
+    body: usize,
+    len: usize,
+    end: usize,
+}
+
+/// What the scan concluded in one call.
+enum Step {
+    /// Incomplete; `reserve` more bytes should be reserved in the buffer (0 for none).
+    Pending { reserve: usize },
+    /// The frame is a single scalar (possibly after attributes): no tree to build.
+    Scalar {
+        value: Value,
+        payload: Range<usize>,
+        end: usize,
+    },
+    /// The frame holds aggregates and spans `..end`.
+    Tree { end: usize },
+}
+
+/// An incremental, resumable RESP2/RESP3 decoder over a [`BytesMut`] read buffer.
+///
+/// Feed it the same buffer, with new bytes appended, until it returns a frame. Partial state
+/// refers to offsets in that buffer: if the buffer is replaced or drained by someone else,
+/// call [`reset`](Self::reset) first.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use keylatch_resp::{Decoder, Frame};
+///
+/// let mut decoder = Decoder::default();
+/// let mut buf = BytesMut::from(&b"$5\r\nhel"[..]);
+/// assert_eq!(decoder.decode(&mut buf)?, None);
+/// assert_eq!(decoder.needed(), 4); // "lo\r\n"
+/// buf.extend_from_slice(b"lo\r\n:1\r\n");
+/// assert_eq!(decoder.decode(&mut buf)?, Some(Frame::Bulk("hello".into())));
+/// assert_eq!(decoder.decode(&mut buf)?, Some(Frame::Integer(1)));
+/// assert!(buf.is_empty());
+/// # Ok::<(), keylatch_resp::ProtocolError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Decoder {
+    limits: Limits,
+    /// Start of the first item not yet validated.
+    pos: usize,
+    /// Where the search for the end of the item at `pos` continues (0: from its start).
+    resume: usize,
+    stack: Vec<Level>,
+    body: Option<PendingBody>,
+    needed: usize,
+    /// Bytes of line and header text examined, to prove in tests that nothing is rescanned.
+    #[cfg(test)]
+    pub(crate) scanned: usize,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl Decoder {
+    /// A decoder enforcing `limits` (with `max_depth` capped at 512).
+    ///
+    /// ```
+    /// use keylatch_resp::{Decoder, Limits};
+    ///
+    /// let decoder = Decoder::new(Limits { max_depth: 8, ..Limits::default() });
+    /// # let _ = decoder;
+    /// ```
+    pub fn new(mut limits: Limits) -> Self {
+        limits.max_depth = limits.max_depth.min(DEPTH_CEILING);
+        Self {
+            limits,
+            pos: 0,
+            resume: 0,
+            stack: Vec::new(),
+            body: None,
+            needed: 0,
+            #[cfg(test)]
+            scanned: 0,
+        }
+    }
+
+    /// Decodes the next frame from the front of `buf`.
+    ///
+    /// Returns `Ok(Some(frame))` and removes the frame's bytes from `buf`, or `Ok(None)` when
+    /// `buf` does not yet hold a whole frame: then nothing is removed, and the next call
+    /// resumes where this one stopped. Once a bulk header announces its length, the room for
+    /// it is reserved in `buf` and the buffer is not looked at again until it is all there.
+    /// RESP3 attributes are validated and skipped: the frame they annotate is returned.
+    ///
+    /// # Errors
+    ///
+    /// A [`ProtocolError`] when the bytes are not valid RESP or break the [`Limits`]. The
+    /// decoder then forgets its partial state; `buf` is left as it was, but the stream cannot
+    /// be resynchronised and should be dropped.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use keylatch_resp::{Decoder, Frame};
+    ///
+    /// let mut buf = BytesMut::from(&b"|1\r\n+ttl\r\n:3\r\n%1\r\n+k\r\n#t\r\n"[..]);
+    /// let mut decoder = Decoder::default();
+    /// assert_eq!(decoder.decode(&mut buf)?, Some(Frame::Map(vec![(Frame::Simple("k".into()), Frame::Boolean(true))])));
+    /// # Ok::<(), keylatch_resp::ProtocolError>(())
+    /// ```
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
+        let step = match self.scan(buf) {
+            Ok(step) => step,
+            Err(e) => {
+                self.reset();
+                return Err(e);
+            }
+        };
+        match step {
+            Step::Pending { reserve } => {
+                if reserve > 0 {
+                    buf.reserve(reserve);
+                }
+                Ok(None)
+            }
+            Step::Scalar {
+                value,
+                payload,
+                end,
+            } => {
+                self.reset();
+                scalar(buf, value, payload, end).map(Some)
+            }
+            Step::Tree { end } => {
+                self.reset();
+                if end > buf.len() {
+                    return Err(ProtocolError::MissingCrlf);
+                }
+                let src = buf.split_to(end).freeze();
+                build::frame(&src, &self.limits).map(Some)
+            }
+        }
+    }
+
+    /// How many more bytes the decoder knows it needs: the rest of a bulk body whose header
+    /// has arrived, or 0 when unknown. Useful to size the next read.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use keylatch_resp::Decoder;
+    ///
+    /// let mut decoder = Decoder::default();
+    /// let mut buf = BytesMut::from(&b"$10\r\n0123"[..]);
+    /// assert_eq!(decoder.decode(&mut buf)?, None);
+    /// assert_eq!(decoder.needed(), 8);
+    /// # Ok::<(), keylatch_resp::ProtocolError>(())
+    /// ```
+    pub fn needed(&self) -> usize {
+        self.needed
+    }
+
+    /// Forgets any partially scanned frame, as when the connection's socket is replaced and
+    /// its buffer cleared.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use keylatch_resp::{Decoder, Frame};
+    ///
+    /// let mut decoder = Decoder::default();
+    /// let mut buf = BytesMut::from(&b"*2\r\n:1\r\n"[..]);
+    /// assert_eq!(decoder.decode(&mut buf)?, None);
+    /// buf.clear();
+    /// decoder.reset();
+    /// buf.extend_from_slice(b"+OK\r\n");
+    /// assert_eq!(decoder.decode(&mut buf)?, Some(Frame::Simple("OK".into())));
+    /// # Ok::<(), keylatch_resp::ProtocolError>(())
+    /// ```
+    pub fn reset(&mut self) {
+        self.pos = 0;
+        self.resume = 0;
+        self.stack.clear();
+        self.body = None;
+        self.needed = 0;
+    }
+
+    fn scan(&mut self, data: &[u8]) -> Result<Step, ProtocolError> {
+        self.needed = 0;
+        if let Some(p) = self.body {
+            if data.len() < p.end {
+                self.needed = p.end - data.len();
+                return Ok(Step::Pending { reserve: 0 });
+            }
+            self.body = None;
+            let (value, payload, end) = finish_body(data, p.kind, p.body, p.len)?;
+            self.pos = end;
+            if let Some(step) = self.element_done(Some((value, payload)), end) {
+                return Ok(step);
+            }
+        }
+        loop {
+            let start = self.pos;
+            let from = self.resume.max(start + 1);
+            let item = parse_item(data, start, from, &self.limits)?;
+            self.resume = 0;
+            match item {
+                Item::Incomplete { resume } => {
+                    self.count(resume.saturating_sub(from));
+                    self.resume = resume;
+                    return Ok(Step::Pending { reserve: 0 });
+                }
+                Item::Scalar {
+                    value,
+                    payload,
+                    end,
+                } => {
+                    self.count(end.saturating_sub(from));
+                    self.pos = end;
+                    if let Some(step) = self.element_done(Some((value, payload)), end) {
+                        return Ok(step);
+                    }
+                }
+                Item::Body { kind, body, len } => {
+                    self.count(body.saturating_sub(from));
+                    let end = body.checked_add(len).and_then(|e| e.checked_add(2)).ok_or(
+                        ProtocolError::BulkTooLong {
+                            len,
+                            max: self.limits.max_bulk_len,
+                        },
+                    )?;
+                    if data.len() < end {
+                        self.pos = start;
+                        self.body = Some(PendingBody {
+                            kind,
+                            body,
+                            len,
+                            end,
+                        });
+                        self.needed = end - data.len();
+                        return Ok(Step::Pending {
+                            reserve: self.needed,
+                        });
+                    }
+                    let (value, payload, end) = finish_body(data, kind, body, len)?;
+                    self.pos = end;
+                    if let Some(step) = self.element_done(Some((value, payload)), end) {
+                        return Ok(step);
+                    }
+                }
+                Item::Aggregate { kind, count, end } => {
+                    self.count(end.saturating_sub(from));
+                    self.pos = end;
+                    if self.stack.len() >= self.limits.max_depth {
+                        return Err(ProtocolError::TooDeep {
+                            max: self.limits.max_depth,
+                        });
+                    }
+                    let attribute = kind == b'|';
+                    if count > 0 {
+                        self.stack.push(Level {
+                            remaining: count,
+                            attribute,
+                        });
+                    } else if !attribute {
+                        if let Some(step) = self.element_done(None, end) {
+                            return Ok(step);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records that one element (a scalar, or an empty aggregate when `scalar` is `None`)
+    /// ended at `end`, closing every aggregate it completes. Returns the step to take when
+    /// that completes the top-level frame.
+    fn element_done(&mut self, scalar: Option<(Value, Range<usize>)>, end: usize) -> Option<Step> {
+        if self.stack.is_empty() {
+            return Some(match scalar {
+                Some((value, payload)) => Step::Scalar {
+                    value,
+                    payload,
+                    end,
+                },
+                None => Step::Tree { end },
+            });
+        }
+        while let Some(top) = self.stack.last_mut() {
+            top.remaining = top.remaining.saturating_sub(1);
+            if top.remaining > 0 {
+                return None;
+            }
+            let attribute = top.attribute;
+            self.stack.pop();
+            if attribute {
+                return None;
+            }
+        }
+        Some(Step::Tree { end })
+    }
+
+    #[cfg(test)]
+    fn count(&mut self, n: usize) {
+        self.scanned += n;
+    }
+
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn count(&mut self, _: usize) {}
+}
+
+/// Takes a top-level scalar off the front of `buf` without building a tree; numbers need no
+/// `Bytes` at all.
+fn scalar(
+    buf: &mut BytesMut,
+    value: Value,
+    payload: Range<usize>,
+    end: usize,
+) -> Result<Frame, ProtocolError> {
+    if end > buf.len() {
+        return Err(ProtocolError::MissingCrlf);
+    }
+    let frame = match value {
+        Value::Integer(i) => Frame::Integer(i),
+        Value::Double(d) => Frame::Double(d),
+        Value::Boolean(b) => Frame::Boolean(b),
+        Value::Null => Frame::Null,
+        _ => {
+            let src = buf.split_to(end).freeze();
+            return build::bytes_frame(&src, value, payload);
+        }
+    };
+    buf.advance(end);
+    Ok(frame)
+}

@@ -1,0 +1,30 @@
+//! keylatch: distributed locks on Redis and Valkey, with a RESP client of its own.
+//!
+//! Layout (one crate per layer, dependencies point one way):
+//! - [`resp`] (`keylatch-resp`): RESP2/RESP3 frames, the zero-copy incremental
+//!   decoder, the command encoder.
+//! - [`cluster`] (`keylatch-cluster`): multiplexed auto-pipelined connections,
+//!   handshake, reconnect, typed commands; the cluster router and pub/sub hub
+//!   come next.
+//! - [`lock`] (`keylatch-lock`): the lock family (in progress).
+//! - this crate: the facade users depend on, and the `keylatch` CLI.
+//!
+//! ```no_run
+//! # async fn demo() -> keylatch::Result<()> {
+//! let conn = keylatch::Connection::connect("redis://127.0.0.1:6379").await?;
+//! conn.set("greeting", "hello").await?;
+//! assert_eq!(conn.get("greeting").await?.as_deref(), Some(&b"hello"[..]));
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub use keylatch_cluster as cluster;
+pub use keylatch_lock as lock;
+pub use keylatch_resp as resp;
+
+pub use keylatch_cluster::{
+    Connection, ConnectionConfig, Error, FromReply, Negotiated, Pipeline, Protocol, Result,
+    ServerError, ServerErrorKind, SetCondition, SetOptions, Ttl,
+};
+pub use keylatch_resp::{Cmd, Frame};

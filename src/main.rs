@@ -1,0 +1,228 @@
+//! The `keylatch` command line.
+//!
+//! `keylatch demo` starts a local redis-server when none is reachable and
+//! shows the client at work. Lock subcommands (`exec`, `status`, `bench`)
+//! arrive with the lock layer.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch::{Cmd, Connection, Pipeline};
+use keylatch_harness::RedisServer;
+
+const USAGE: &str = "usage: keylatch demo [--url redis://host:port] [--seconds N] [--clients N]
+
+  demo   run a short demo of the client against --url, $KEYLATCH_URL, a
+         redis-server on 127.0.0.1:6379, or (if none answers) a redis-server
+         it starts itself on a free port (installing Debian's package first
+         when missing and running as root, unless KEYLATCH_NO_INSTALL=1)";
+
+struct Args {
+    url: Option<String>,
+    seconds: u64,
+    clients: usize,
+}
+
+fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut args = Args {
+        url: std::env::var("KEYLATCH_URL").ok(),
+        seconds: 2,
+        clients: 64,
+    };
+    while let Some(a) = argv.next() {
+        let mut value = |name: &str| argv.next().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--url" => args.url = Some(value("--url")?),
+            "--seconds" => {
+                args.seconds = value("--seconds")?
+                    .parse()
+                    .map_err(|_| "--seconds takes a whole number".to_owned())?
+            }
+            "--clients" => {
+                args.clients = value("--clients")?
+                    .parse()
+                    .map_err(|_| "--clients takes a whole number".to_owned())?
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let result = match argv.next().as_deref() {
+        Some("demo") => parse(argv).and_then(|args| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the runtime: {e}"))?;
+            rt.block_on(demo(args))
+        }),
+        Some("-h" | "--help" | "help") | None => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("keylatch: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Finds a server to talk to, starting one if needed. The returned
+/// `RedisServer` (if any) must live as long as the demo: dropping it kills it.
+fn find_server(url: Option<String>) -> Result<(String, Option<RedisServer>), String> {
+    if let Some(url) = url {
+        return Ok((url, None));
+    }
+    if keylatch_harness::ping(6379).is_ok() {
+        return Ok(("redis://127.0.0.1:6379".to_owned(), None));
+    }
+    ensure_redis_installed()?;
+    let server = RedisServer::builder()
+        .start()
+        .map_err(|e| format!("cannot start redis-server: {e}"))?;
+    println!(
+        "started redis-server (pid {}) on {}",
+        server.pid().unwrap_or(0),
+        server.url()
+    );
+    Ok((server.url(), Some(server)))
+}
+
+fn ensure_redis_installed() -> Result<(), String> {
+    let have = std::process::Command::new(keylatch_harness::server_binary())
+        .arg("--version")
+        .output()
+        .is_ok();
+    if have {
+        return Ok(());
+    }
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false);
+    if !root || std::env::var_os("KEYLATCH_NO_INSTALL").is_some() {
+        return Err("redis-server is not installed: `apt-get install redis-server redis-tools`, \
+                    or pass --url"
+            .to_owned());
+    }
+    println!("redis-server not found: installing Debian's redis-server and redis-tools");
+    for args in [
+        &["update", "-qq"][..],
+        &["install", "-y", "-qq", "redis-server", "redis-tools"][..],
+    ] {
+        let status = std::process::Command::new("apt-get")
+            .args(args)
+            .status()
+            .map_err(|e| format!("apt-get: {e}"))?;
+        if !status.success() {
+            return Err(format!("apt-get {} failed", args.join(" ")));
+        }
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+async fn demo(args: Args) -> Result<(), String> {
+    let (url, _server) = find_server(args.url)?;
+    let conn = Connection::connect(&url)
+        .await
+        .map_err(|e| format!("connect {url}: {e}"))?;
+    let err = |e: keylatch::Error| e.to_string();
+    println!("connected to {url} ({:?})", conn.protocol());
+    let info = conn.info(Some("server")).await.map_err(err)?;
+    if let Some(v) = info.lines().find(|l| l.starts_with("redis_version:")) {
+        println!("server {v}");
+    }
+
+    let prefix = format!("keylatch:demo:{}", std::process::id());
+    let counter = format!("{prefix}:counter");
+    conn.del([counter.as_str()]).await.map_err(err)?;
+
+    // Sequential round trips: the latency a single caller sees.
+    let mut lat = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        let t = Instant::now();
+        conn.get(counter.as_str()).await.map_err(err)?;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    println!(
+        "sequential GET: p50 {:?}  p99 {:?}  (2000 round trips)",
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.99)
+    );
+
+    // An explicit pipeline: 100 commands, one write.
+    let p: Pipeline = (0..100).map(|_| Cmd::new("INCR").key(counter.as_str())).collect();
+    let replies = conn.pipeline(p).await.map_err(err)?;
+    let last: i64 = keylatch::FromReply::from_reply(
+        replies
+            .into_iter()
+            .last()
+            .ok_or("empty pipeline reply")?
+            .map_err(err)?,
+    )
+    .map_err(err)?;
+    println!("pipeline of 100 INCR: counter = {last}");
+
+    // Many tasks, one connection: automatic pipelining.
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(args.seconds.max(1));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(args.clients);
+    for _ in 0..args.clients.max(1) {
+        let conn = conn.clone();
+        let counter = counter.clone();
+        let done = Arc::clone(&done);
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                conn.cmd::<i64>(Cmd::new("INCR").key(counter.as_str()))
+                    .await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, keylatch::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())?.map_err(err)?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let ops = done.load(Ordering::Relaxed);
+    let total: i64 = conn
+        .cmd(Cmd::new("GET").key(counter.as_str()))
+        .await
+        .map_err(err)?;
+    println!(
+        "{} tasks on one connection: {ops} INCR in {elapsed:.2} s = {:.0} ops/s",
+        args.clients,
+        ops as f64 / elapsed
+    );
+    let expected = ops as i64 + 100;
+    println!(
+        "counter check: server says {total}, tasks counted {expected}: {}",
+        if total == expected { "exact" } else { "MISMATCH" }
+    );
+    conn.del([counter.as_str()]).await.map_err(err)?;
+    if total != expected {
+        return Err("counter mismatch".to_owned());
+    }
+    println!("locks: coming with the lock layer (see README)");
+    Ok(())
+}
