@@ -111,9 +111,11 @@ fn ensure_redis_installed() -> Result<(), String> {
         .map(|o| o.stdout.starts_with(b"0"))
         .unwrap_or(false);
     if !root || std::env::var_os("KEYLATCH_NO_INSTALL").is_some() {
-        return Err("redis-server is not installed: `apt-get install redis-server redis-tools`, \
+        return Err(
+            "redis-server is not installed: `apt-get install redis-server redis-tools`, \
                     or pass --url"
-            .to_owned());
+                .to_owned(),
+        );
     }
     println!("redis-server not found: installing Debian's redis-server and redis-tools");
     for args in [
@@ -170,7 +172,9 @@ async fn demo(args: Args) -> Result<(), String> {
     );
 
     // An explicit pipeline: 100 commands, one write.
-    let p: Pipeline = (0..100).map(|_| Cmd::new("INCR").key(counter.as_str())).collect();
+    let p: Pipeline = (0..100)
+        .map(|_| Cmd::new("INCR").key(counter.as_str()))
+        .collect();
     let replies = conn.pipeline(p).await.map_err(err)?;
     let last: i64 = keylatch::FromReply::from_reply(
         replies
@@ -217,7 +221,11 @@ async fn demo(args: Args) -> Result<(), String> {
     let expected = ops as i64 + 100;
     println!(
         "counter check: server says {total}, tasks counted {expected}: {}",
-        if total == expected { "exact" } else { "MISMATCH" }
+        if total == expected {
+            "exact"
+        } else {
+            "MISMATCH"
+        }
     );
     conn.del([counter.as_str()]).await.map_err(err)?;
     if total != expected {

@@ -47,10 +47,18 @@ async fn typed_helpers_round_trip() {
     assert_eq!(conn.get("missing").await.unwrap(), None);
     conn.set("k", "v").await.unwrap();
     assert_eq!(conn.get("k").await.unwrap().as_deref(), Some(&b"v"[..]));
-    assert!(conn.set_nx_px("lock", "me", Duration::from_secs(5)).await.unwrap());
-    assert!(!conn.set_nx_px("lock", "you", Duration::from_secs(5)).await.unwrap());
+    assert!(conn
+        .set_nx_px("lock", "me", Duration::from_secs(5))
+        .await
+        .unwrap());
+    assert!(!conn
+        .set_nx_px("lock", "you", Duration::from_secs(5))
+        .await
+        .unwrap());
     match conn.pttl("lock").await.unwrap() {
-        Ttl::Expires(left) => assert!(left <= Duration::from_secs(5) && left > Duration::from_secs(3)),
+        Ttl::Expires(left) => {
+            assert!(left <= Duration::from_secs(5) && left > Duration::from_secs(3))
+        }
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(conn.pttl("k").await.unwrap(), Ttl::Persistent);
@@ -80,7 +88,11 @@ async fn typed_helpers_round_trip() {
         .unwrap();
     assert!(now.abs_diff(wall) < Duration::from_secs(5));
     assert_eq!(conn.wait(0, Duration::from_millis(10)).await.unwrap(), 0);
-    assert!(conn.info(Some("server")).await.unwrap().contains("redis_version"));
+    assert!(conn
+        .info(Some("server"))
+        .await
+        .unwrap()
+        .contains("redis_version"));
 }
 
 #[tokio::test]
@@ -156,13 +168,19 @@ async fn cancelled_requests_never_desync_replies() {
             () = timer => { cancelled += 1; }
         }
         let payload = format!("after-{i}");
-        let echoed: String = conn.cmd(Cmd::new("ECHO").arg(payload.as_str())).await.unwrap();
+        let echoed: String = conn
+            .cmd(Cmd::new("ECHO").arg(payload.as_str()))
+            .await
+            .unwrap();
         assert_eq!(echoed, payload);
         // A request cancelled at a random point after being polled once.
         let quick = conn.cmd::<String>(Cmd::new("ECHO").arg("dropped"));
         let _ = tokio::time::timeout(Duration::from_micros(u64::from(i % 3) * 50), quick).await;
     }
-    assert!(cancelled > 0, "the test must actually cancel in-flight requests");
+    assert!(
+        cancelled > 0,
+        "the test must actually cancel in-flight requests"
+    );
     // Replies of cancelled requests were read and discarded: still in sync.
     for i in 0..50 {
         let v: i64 = conn.cmd(Cmd::new("ECHO").arg(i)).await.unwrap();
@@ -243,7 +261,8 @@ async fn server_death_fails_pending_fast_and_the_handle_reconnects() {
     for i in 0..100 {
         let conn = conn.clone();
         blocked.push(tokio::spawn(async move {
-            conn.send(Cmd::new("BLPOP").key(format!("q{i}")).arg(10)).await
+            conn.send(Cmd::new("BLPOP").key(format!("q{i}")).arg(10))
+                .await
         }));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -257,7 +276,10 @@ async fn server_death_fails_pending_fast_and_the_handle_reconnects() {
         );
     }
     let failed_after = killed_at.elapsed();
-    assert!(failed_after < Duration::from_secs(5), "took {failed_after:?}");
+    assert!(
+        failed_after < Duration::from_secs(5),
+        "took {failed_after:?}"
+    );
 
     // While the server is down, requests fail fast (not sent), never hang.
     let started = Instant::now();
@@ -279,7 +301,10 @@ async fn server_death_fails_pending_fast_and_the_handle_reconnects() {
     }
     assert!(conn.reconnects() >= 1);
     conn.set("after", "restart").await.unwrap();
-    assert_eq!(conn.get("after").await.unwrap().as_deref(), Some(&b"restart"[..]));
+    assert_eq!(
+        conn.get("after").await.unwrap().as_deref(),
+        Some(&b"restart"[..])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,7 +346,9 @@ async fn resp3_by_default_with_maps() {
     let server = RedisServer::start();
     let conn = connect(&server).await;
     assert_eq!(conn.protocol(), Some(Negotiated::Resp3));
-    conn.send(Cmd::new("HSET").key("h").arg("f").arg("v")).await.unwrap();
+    conn.send(Cmd::new("HSET").key("h").arg("f").arg("v"))
+        .await
+        .unwrap();
     let reply = conn.send(Cmd::new("HGETALL").key("h")).await.unwrap();
     assert!(matches!(reply, Frame::Map(_)), "{reply}");
     let pairs: Vec<(String, String)> = conn.cmd(Cmd::new("HGETALL").key("h")).await.unwrap();
@@ -338,13 +365,18 @@ async fn hello_refused_falls_back_to_resp2() {
         .await
         .unwrap();
     assert_eq!(conn.protocol(), Some(Negotiated::Resp2));
-    conn.send(Cmd::new("HSET").key("h").arg("f").arg("v")).await.unwrap();
+    conn.send(Cmd::new("HSET").key("h").arg("f").arg("v"))
+        .await
+        .unwrap();
     let reply = conn.send(Cmd::new("HGETALL").key("h")).await.unwrap();
     assert!(matches!(reply, Frame::Array(_)), "{reply}");
     let pairs: Vec<(String, String)> = conn.cmd(Cmd::new("HGETALL").key("h")).await.unwrap();
     assert_eq!(pairs, vec![("f".to_owned(), "v".to_owned())]);
     // SELECT 3 happened on the RESP2 path too.
-    assert_eq!(server.cli(&["-n", "3", "HGET", "h", "f"]).unwrap().trim(), "v");
+    assert_eq!(
+        server.cli(&["-n", "3", "HGET", "h", "f"]).unwrap().trim(),
+        "v"
+    );
     // Asking for RESP3 explicitly is an error against this server.
     let err = Connection::connect(&format!("{}?protocol=resp3", server.url()))
         .await
@@ -360,7 +392,10 @@ async fn explicit_resp2_and_select() {
         .unwrap();
     assert_eq!(conn.protocol(), Some(Negotiated::Resp2));
     conn.set("in5", "yes").await.unwrap();
-    assert_eq!(server.cli(&["-n", "5", "GET", "in5"]).unwrap().trim(), "yes");
+    assert_eq!(
+        server.cli(&["-n", "5", "GET", "in5"]).unwrap().trim(),
+        "yes"
+    );
     let name: Option<String> = conn.cmd(Cmd::new("CLIENT").arg("GETNAME")).await.unwrap();
     assert_eq!(name.as_deref(), Some("probe"));
 }
@@ -369,9 +404,13 @@ async fn explicit_resp2_and_select() {
 async fn acl_user_authenticates_in_both_protocols_and_bad_passwords_are_typed() {
     let server = RedisServer::start();
     server
-        .cli(&["ACL", "SETUSER", "locker", "on", ">s3cret", "~*", "&*", "+@all"])
+        .cli(&[
+            "ACL", "SETUSER", "locker", "on", ">s3cret", "~*", "&*", "+@all",
+        ])
         .unwrap();
-    server.cli(&["CONFIG", "SET", "requirepass", "adminpw"]).unwrap();
+    server
+        .cli(&["CONFIG", "SET", "requirepass", "adminpw"])
+        .unwrap();
     let port = server.port();
     for proto in ["resp3", "resp2"] {
         let url = format!("redis://locker:s3cret@127.0.0.1:{port}?protocol={proto}&name=lk");
@@ -391,7 +430,11 @@ async fn acl_user_authenticates_in_both_protocols_and_bad_passwords_are_typed() 
     for proto in ["resp3", "resp2"] {
         let url = format!("redis://locker:wrong@127.0.0.1:{port}?protocol={proto}");
         let err = Connection::connect(&url).await.unwrap_err();
-        assert_eq!(err.server_kind(), Some(ServerErrorKind::WrongPass), "{proto}: {err}");
+        assert_eq!(
+            err.server_kind(),
+            Some(ServerErrorKind::WrongPass),
+            "{proto}: {err}"
+        );
     }
     let err = Connection::connect(&format!("redis://127.0.0.1:{port}"))
         .await
@@ -399,7 +442,10 @@ async fn acl_user_authenticates_in_both_protocols_and_bad_passwords_are_typed() 
     assert_eq!(err.server_kind(), Some(ServerErrorKind::NoAuth), "{err}");
     // A user without the permission gets NOPERM per command, not a broken connection.
     server
-        .cli(&["--user", "default", "--pass", "adminpw", "ACL", "SETUSER", "reader", "on", ">r", "~*", "+get", "+hello", "+client", "+ping"])
+        .cli(&[
+            "--user", "default", "--pass", "adminpw", "ACL", "SETUSER", "reader", "on", ">r", "~*",
+            "+get", "+hello", "+client", "+ping",
+        ])
         .unwrap();
     let conn = Connection::connect(&format!("redis://reader:r@127.0.0.1:{port}"))
         .await
@@ -416,7 +462,9 @@ async fn unreachable_server_is_a_typed_io_error() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Io(_)), "{err}");
-    let err = Connection::connect("rediss://127.0.0.1:1").await.unwrap_err();
+    let err = Connection::connect("rediss://127.0.0.1:1")
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err}");
 }
 

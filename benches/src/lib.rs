@@ -40,7 +40,12 @@ pub fn process_cpu() -> Duration {
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = after.split_whitespace().collect();
     // utime and stime are fields 14 and 15 overall: 12th and 13th after ')'.
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     let total = ticks(11) + ticks(12);
     Duration::from_millis(total * 10)
 }
@@ -64,7 +69,9 @@ pub fn redis_benchmark(port: u16, args: &[&str]) -> Option<CFloor> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let row = text.lines().find(|l| !l.starts_with("\"test\"") && l.contains(','))?;
+    let row = text
+        .lines()
+        .find(|l| !l.starts_with("\"test\"") && l.contains(','))?;
     let cols: Vec<f64> = row
         .split(',')
         .skip(1)

@@ -44,7 +44,11 @@ impl Backoff {
         let ceiling = self.min.saturating_mul(1 << shift).min(self.max);
         let ceiling_ns = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
         let half = ceiling_ns / 2;
-        let jitter = if half == 0 { 0 } else { self.next_u64() % (half + 1) };
+        let jitter = if half == 0 {
+            0
+        } else {
+            self.next_u64() % (half + 1)
+        };
         Duration::from_nanos(half + jitter)
     }
 

@@ -177,7 +177,9 @@ impl Connection {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn set(&self, key: impl ToArg, value: impl ToArg) -> Result<()> {
-        self.send(Cmd::new("SET").key(key).arg(value)).await.map(drop)
+        self.send(Cmd::new("SET").key(key).arg(value))
+            .await
+            .map(drop)
     }
 
     /// `SET key value [NX|XX] [PX ms|KEEPTTL]`; `true` when the value was written.
@@ -230,7 +232,12 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe (but a cancelled call may still have set the key).
-    pub async fn set_nx_px(&self, key: impl ToArg, value: impl ToArg, ttl: Duration) -> Result<bool> {
+    pub async fn set_nx_px(
+        &self,
+        key: impl ToArg,
+        value: impl ToArg,
+        ttl: Duration,
+    ) -> Result<bool> {
         let opts = SetOptions::default()
             .condition(SetCondition::IfAbsent)
             .expire(ttl);

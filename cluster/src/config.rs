@@ -277,8 +277,8 @@ mod tests {
 
     #[test]
     fn parses_full_url() {
-        let c = ConnectionConfig::from_url("redis://alice:p%3Ass@example.test:7000/3?name=w1")
-            .unwrap();
+        let c =
+            ConnectionConfig::from_url("redis://alice:p%3Ass@example.test:7000/3?name=w1").unwrap();
         assert_eq!(c.username.as_deref(), Some("alice"));
         assert_eq!(c.password.as_deref(), Some("p:ss"));
         assert_eq!(c.host, "example.test");

@@ -178,6 +178,8 @@ struct Connected {
     pending: VecDeque<Pending>,
     max_in_flight: usize,
     rx_closed: bool,
+    /// Counted by `dispatch`: replies handed out since `poll` last looked.
+    answered_since_poll: usize,
 }
 
 impl Connected {
@@ -192,12 +194,14 @@ impl Connected {
             pending: VecDeque::with_capacity(64),
             max_in_flight: max_in_flight.max(1),
             rx_closed: false,
+            answered_since_poll: 0,
         }
     }
 
     /// One turn of the loop: take requests, write, read; repeat while any of
     /// them made progress, so the task parks only when all three would block.
     fn poll(&mut self, cx: &mut Context<'_>, rx: &mut mpsc::Receiver<Request>) -> Poll<Exit> {
+        let mut answered = 0usize;
         loop {
             let mut progress = self.take_requests(cx, rx);
             match self.write(cx) {
@@ -205,13 +209,28 @@ impl Connected {
                 Err(e) => return Poll::Ready(Exit::Failed(e)),
             }
             match self.read(cx) {
-                Ok(p) => progress |= p,
+                Ok(Some(_)) => progress = true,
+                Ok(None) => {}
                 Err(e) => return Poll::Ready(Exit::Failed(e)),
             }
+            answered += self.answered_since_poll;
+            self.answered_since_poll = 0;
             if self.rx_closed && self.pending.is_empty() && self.wbuf.is_empty() {
                 return Poll::Ready(Exit::Done);
             }
             if !progress {
+                if !self.rx_closed && (answered > 1 || (answered == 1 && !self.pending.is_empty()))
+                {
+                    // Several callers were just answered: they are queued to
+                    // run on this worker and will each send a request. Parked,
+                    // the task would be woken by the first of them (straight
+                    // into the runtime's LIFO slot) and write one request per
+                    // syscall. Waking itself now queues it behind them
+                    // instead, so their requests go out in one write. A lone
+                    // sequential caller skips this: the yield would only add
+                    // a scheduler round trip to its latency.
+                    cx.waker().wake_by_ref();
+                }
                 return Poll::Pending;
             }
         }
@@ -283,7 +302,8 @@ impl Connected {
         Ok(progress)
     }
 
-    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool> {
+    /// Reads and dispatches what has arrived; `Some(())` when anything did.
+    fn read(&mut self, cx: &mut Context<'_>) -> Result<Option<()>> {
         let mut progress = false;
         loop {
             while let Some(frame) = self.decoder.decode(&mut self.rbuf)? {
@@ -298,13 +318,14 @@ impl Connected {
                 Poll::Ready(Ok(0)) => return Err(Error::ConnectionClosed),
                 Poll::Ready(Ok(_)) => progress = true,
                 Poll::Ready(Err(e)) => return Err(Error::io(e)),
-                Poll::Pending => return Ok(progress),
+                Poll::Pending => return Ok(progress.then_some(())),
             }
         }
     }
 
     /// Hands one reply to the oldest pending request.
     fn dispatch(&mut self, frame: Frame) -> Result<()> {
+        self.answered_since_poll += 1;
         if let Frame::Push(_) = frame {
             // RESP3 out-of-band data (invalidations, pub/sub) is not a reply.
             // This connection never subscribes, so there is nobody to route it to.

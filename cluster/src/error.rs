@@ -341,20 +341,53 @@ mod tests {
             (b"NOSCRIPT No matching script.", ServerErrorKind::NoScript),
             (b"MOVED 1 127.0.0.1:7000", ServerErrorKind::Moved),
             (b"ASK 1 127.0.0.1:7000", ServerErrorKind::Ask),
-            (b"TRYAGAIN Multiple keys request during rehashing of slot", ServerErrorKind::TryAgain),
-            (b"CLUSTERDOWN The cluster is down", ServerErrorKind::ClusterDown),
-            (b"CROSSSLOT Keys in request don't hash to the same slot", ServerErrorKind::CrossSlot),
-            (b"READONLY You can't write against a read only replica.", ServerErrorKind::ReadOnly),
-            (b"LOADING Redis is loading the dataset in memory", ServerErrorKind::Loading),
-            (b"BUSY Redis is busy running a script.", ServerErrorKind::Busy),
+            (
+                b"TRYAGAIN Multiple keys request during rehashing of slot",
+                ServerErrorKind::TryAgain,
+            ),
+            (
+                b"CLUSTERDOWN The cluster is down",
+                ServerErrorKind::ClusterDown,
+            ),
+            (
+                b"CROSSSLOT Keys in request don't hash to the same slot",
+                ServerErrorKind::CrossSlot,
+            ),
+            (
+                b"READONLY You can't write against a read only replica.",
+                ServerErrorKind::ReadOnly,
+            ),
+            (
+                b"LOADING Redis is loading the dataset in memory",
+                ServerErrorKind::Loading,
+            ),
+            (
+                b"BUSY Redis is busy running a script.",
+                ServerErrorKind::Busy,
+            ),
             (b"NOAUTH Authentication required.", ServerErrorKind::NoAuth),
-            (b"WRONGPASS invalid username-password pair or user is disabled.", ServerErrorKind::WrongPass),
+            (
+                b"WRONGPASS invalid username-password pair or user is disabled.",
+                ServerErrorKind::WrongPass,
+            ),
             (b"NOPERM User x has no permissions", ServerErrorKind::NoPerm),
-            (b"NOPROTO unsupported protocol version", ServerErrorKind::NoProto),
-            (b"ERR unknown command 'HELLO', with args beginning with: ", ServerErrorKind::UnknownCommand),
-            (b"MASTERDOWN Link with MASTER is down", ServerErrorKind::MasterDown),
+            (
+                b"NOPROTO unsupported protocol version",
+                ServerErrorKind::NoProto,
+            ),
+            (
+                b"ERR unknown command 'HELLO', with args beginning with: ",
+                ServerErrorKind::UnknownCommand,
+            ),
+            (
+                b"MASTERDOWN Link with MASTER is down",
+                ServerErrorKind::MasterDown,
+            ),
             (b"ERR syntax error", ServerErrorKind::Other),
-            (b"WRONGTYPE Operation against a key holding the wrong kind of value", ServerErrorKind::Other),
+            (
+                b"WRONGTYPE Operation against a key holding the wrong kind of value",
+                ServerErrorKind::Other,
+            ),
             (b"", ServerErrorKind::Other),
         ];
         for (line, kind) in table {
@@ -380,7 +413,10 @@ mod tests {
         assert!(!Error::Disconnected.is_unknown_outcome());
         assert!(Error::Disconnected.is_connection_error());
         assert!(!Error::Timeout.is_connection_error());
-        assert_eq!(ServerErrorKind::NoScript.retry_class(), RetryClass::ReloadScript);
+        assert_eq!(
+            ServerErrorKind::NoScript.retry_class(),
+            RetryClass::ReloadScript
+        );
         assert_eq!(ServerErrorKind::Moved.retry_class(), RetryClass::Redirect);
     }
 }

@@ -43,7 +43,9 @@ fn unexpected<T>(want: &str, got: &Frame) -> Result<T> {
         shown.truncate(cut);
         shown.push('…');
     }
-    Err(Error::UnexpectedReply(format!("expected {want}, got {shown}")))
+    Err(Error::UnexpectedReply(format!(
+        "expected {want}, got {shown}"
+    )))
 }
 
 impl FromReply for Frame {
@@ -146,9 +148,10 @@ impl<T: FromReply> FromReply for Option<T> {
 impl<T: FromReply> FromReply for Vec<T> {
     fn from_reply(frame: Frame) -> Result<Self> {
         match frame {
-            Frame::Array(items) | Frame::Set(items) | Frame::Push(items) => {
-                items.into_iter().map(|f| T::from_reply(check(f)?)).collect()
-            }
+            Frame::Array(items) | Frame::Set(items) | Frame::Push(items) => items
+                .into_iter()
+                .map(|f| T::from_reply(check(f)?))
+                .collect(),
             Frame::Map(pairs) => {
                 let mut out = Vec::with_capacity(pairs.len() * 2);
                 for (k, v) in pairs {
@@ -208,7 +211,10 @@ mod tests {
     #[test]
     fn maps_in_both_protocols() {
         let resp2 = Frame::Array(vec![bulk("a"), bulk("1"), bulk("b"), bulk("2")]);
-        let resp3 = Frame::Map(vec![(bulk("a"), Frame::Integer(1)), (bulk("b"), Frame::Integer(2))]);
+        let resp3 = Frame::Map(vec![
+            (bulk("a"), Frame::Integer(1)),
+            (bulk("b"), Frame::Integer(2)),
+        ]);
         let want = vec![("a".to_owned(), 1i64), ("b".to_owned(), 2)];
         assert_eq!(Vec::<(String, i64)>::from_reply(resp2).unwrap(), want);
         assert_eq!(Vec::<(String, i64)>::from_reply(resp3).unwrap(), want);
@@ -216,7 +222,10 @@ mod tests {
 
     #[test]
     fn nested_errors_surface() {
-        let f = Frame::Array(vec![Frame::Integer(1), Frame::Error(Bytes::from_static(b"ERR x"))]);
+        let f = Frame::Array(vec![
+            Frame::Integer(1),
+            Frame::Error(Bytes::from_static(b"ERR x")),
+        ]);
         assert!(matches!(Vec::<i64>::from_reply(f), Err(Error::Server(_))));
     }
 }

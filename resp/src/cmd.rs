@@ -44,9 +44,9 @@ impl Cmd {
     /// assert_eq!(Cmd::new("PING").name(), b"PING");
     /// ```
     pub fn new(name: impl ToArg) -> Self {
-        let mut cmd = Self::default();
-        cmd.push_arg(name);
-        cmd
+        // Room for a typical lock command up front: growing 8 -> 16 -> 32 -> 64 bytes
+        // reallocates three times.
+        Self::with_capacity(name, 64)
     }
 
     /// A command with room for `bytes` bytes of encoded arguments (each takes its length plus

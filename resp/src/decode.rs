@@ -11,7 +11,7 @@ use std::ops::Range;
 use bytes::{Buf, BytesMut};
 
 use crate::build;
-use crate::item::{finish_body, parse_item, Item, Value};
+use crate::item::{find_crlf, finish_body, parse_int, parse_item, Item, Line, Value, LEN_LINE_MAX};
 use crate::{Frame, ProtocolError};
 
 /// Nesting is never allowed deeper than this, whatever [`Limits::max_depth`] says: the tree
@@ -172,10 +172,16 @@ impl Decoder {
     ///
     /// let mut buf = BytesMut::from(&b"|1\r\n+ttl\r\n:3\r\n%1\r\n+k\r\n#t\r\n"[..]);
     /// let mut decoder = Decoder::default();
-    /// assert_eq!(decoder.decode(&mut buf)?, Some(Frame::Map(vec![(Frame::Simple("k".into()), Frame::Boolean(true))])));
+    /// let map = Frame::Map(vec![(Frame::Simple("k".into()), Frame::Boolean(true))]);
+    /// assert_eq!(decoder.decode(&mut buf)?, Some(map));
     /// # Ok::<(), keylatch_resp::ProtocolError>(())
     /// ```
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
+        if self.resume == 0 && self.pos == 0 && self.body.is_none() && self.stack.is_empty() {
+            if let Some(done) = self.fast(buf) {
+                return Ok(done);
+            }
+        }
         let step = match self.scan(buf) {
             Ok(step) => step,
             Err(e) => {
@@ -248,6 +254,64 @@ impl Decoder {
         self.stack.clear();
         self.body = None;
         self.needed = 0;
+    }
+
+    /// The common replies (`+`, `-`, `:` and a complete `$` at the front of the buffer, with
+    /// nothing pending) without the scan's bookkeeping. Gives the same verdict as the scan
+    /// would; returns `None` to let the scan decide anything unusual (errors, attributes,
+    /// aggregates, a bulk body still arriving).
+    #[inline]
+    fn fast(&mut self, buf: &mut BytesMut) -> Option<Option<Frame>> {
+        let data: &[u8] = buf;
+        let ty = *data.first()?;
+        let max = if ty == b'$' {
+            LEN_LINE_MAX
+        } else {
+            self.limits.max_line_len
+        };
+        if !matches!(ty, b'+' | b'-' | b':' | b'$') {
+            return None;
+        }
+        let cr = match find_crlf(data, 1, 1, max).ok()? {
+            Line::Cr(cr) => cr,
+            Line::Partial(resume) => {
+                // Exactly what the scan would record, so the next call resumes here.
+                self.count(resume - 1);
+                self.resume = resume;
+                self.needed = 0;
+                return Some(None);
+            }
+        };
+        let text = data.get(1..cr)?;
+        let frame = match ty {
+            b':' => {
+                let i = parse_int(text).ok()?;
+                buf.advance(cr + 2);
+                Frame::Integer(i)
+            }
+            b'$' => {
+                if text.first() == Some(&b'+') {
+                    return None;
+                }
+                let len = usize::try_from(parse_int(text).ok()?).ok()?;
+                let end = (cr + 4).checked_add(len)?;
+                if len > self.limits.max_bulk_len || data.get(end - 2..end)? != b"\r\n" {
+                    return None;
+                }
+                Frame::Bulk(buf.split_to(end).freeze().slice(cr + 2..end - 2))
+            }
+            _ => {
+                let line = buf.split_to(cr + 2).freeze().slice(1..cr);
+                if ty == b'+' {
+                    Frame::Simple(line)
+                } else {
+                    Frame::Error(line)
+                }
+            }
+        };
+        self.count(cr + 1);
+        self.needed = 0;
+        Some(Some(frame))
     }
 
     fn scan(&mut self, data: &[u8]) -> Result<Step, ProtocolError> {

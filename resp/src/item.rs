@@ -41,7 +41,7 @@ pub(crate) enum Item {
     Aggregate { kind: u8, count: usize, end: usize },
 }
 
-enum Line {
+pub(crate) enum Line {
     /// The index of the `\r` of a complete CRLF.
     Cr(usize),
     /// No terminator yet; resume searching here.
@@ -212,7 +212,13 @@ pub(crate) fn finish_body(
 ///
 /// The content may be at most `max` bytes: the verdict depends only on bytes up to the
 /// limit, so feeding the same input whole or in pieces always gives the same answer.
-fn find_crlf(data: &[u8], line: usize, from: usize, max: usize) -> Result<Line, ProtocolError> {
+#[inline]
+pub(crate) fn find_crlf(
+    data: &[u8],
+    line: usize,
+    from: usize,
+    max: usize,
+) -> Result<Line, ProtocolError> {
     // Index of the last place the `\r` may be.
     let last = line.saturating_add(max);
     let stop = data.len().min(last.saturating_add(1));
@@ -241,6 +247,7 @@ pub(crate) enum IntError {
 
 /// An optional sign and at least one digit, as an `i64` (accumulated negatively for a `-` so
 /// that `i64::MIN` parses).
+#[inline]
 pub(crate) fn parse_int(s: &[u8]) -> Result<i64, IntError> {
     let (neg, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),

@@ -58,6 +58,7 @@ struct Opts {
     seconds: u64,
     tasks: usize,
     runtime: String,
+    only: Option<String>,
 }
 
 fn parse() -> Opts {
@@ -68,6 +69,7 @@ fn parse() -> Opts {
         seconds: 3,
         tasks: 64,
         runtime: "multi".to_owned(),
+        only: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -79,6 +81,7 @@ fn parse() -> Opts {
             "--seconds" => o.seconds = v.parse().expect("--seconds"),
             "--tasks" => o.tasks = v.parse().expect("--tasks"),
             "--runtime" => o.runtime = v,
+            "--only" => o.only = Some(v),
             _ => panic!("unknown argument {a}"),
         }
     }
@@ -110,11 +113,25 @@ fn main() {
         .next()
         .and_then(|p| p.trim_end_matches('/').parse().ok())
         .expect("port in URL");
-    rt.block_on(run(&opts, &url, port));
+    // Run inside a spawned task, as application code does: a future driven
+    // by block_on lives outside the worker pool, so every wake-up would
+    // cross threads and measure the runtime rather than the client.
+    let opts = Arc::new(opts);
+    rt.block_on(async move {
+        tokio::spawn(async move { run(&opts, &url, port).await })
+            .await
+            .expect("bench task");
+    });
 }
 
 async fn run(opts: &Opts, url: &str, port: u16) {
-    let kl = Connection::connect(url).await.expect("keylatch connect");
+    let mut cfg = keylatch_cluster::ConnectionConfig::from_url(url).expect("url");
+    if std::env::var_os("KL_NO_TIMEOUT").is_some() {
+        cfg = cfg.request_timeout(None);
+    }
+    let kl = Connection::connect_with(cfg)
+        .await
+        .expect("keylatch connect");
     let rr = redis::Client::open(url)
         .expect("redis-rs url")
         .get_multiplexed_async_connection()
@@ -142,6 +159,9 @@ async fn run(opts: &Opts, url: &str, port: u16) {
             }
         }
         for &i in &order {
+            if opts.only.as_deref().is_some_and(|o| o != clients[i].name()) {
+                continue;
+            }
             let (n, c, w) = throughput(&clients[i], key, opts.tasks, opts.seconds).await;
             ops[i] += n;
             cpu[i] += c;
@@ -154,26 +174,33 @@ async fn run(opts: &Opts, url: &str, port: u16) {
     let cpu_per_op = |i: usize| cpu[i].as_secs_f64() * 1e6 / ops[i].max(1) as f64;
 
     let c_seq = redis_benchmark(port, &["-c", "1", "-n", "50000", "-t", "get"]);
-    let c_par = redis_benchmark(port, &["-c", &opts.tasks.to_string(), "-n", "500000", "-t", "get"]);
+    let c_par = redis_benchmark(
+        port,
+        &["-c", &opts.tasks.to_string(), "-n", "500000", "-t", "get"],
+    );
     let c_pipe = redis_benchmark(port, &["-c", "1", "-P", "64", "-n", "2000000", "-t", "get"]);
 
     println!();
     println!(
         "runtime: {} | rounds: {} | sequential GETs per client: {} | {} tasks × {} s per round",
-        opts.runtime,
-        opts.rounds,
-        s[0].n,
-        opts.tasks,
-        opts.seconds
+        opts.runtime, opts.rounds, s[0].n, opts.tasks, opts.seconds
     );
     println!(
         "{:<34} {:>12} {:>12} {:>10} {:>14} {:>9}",
-        "scenario", clients[0].name(), clients[1].name(), "kl/rr", "redis-bench(C)", "kl/C"
+        "scenario",
+        clients[0].name(),
+        clients[1].name(),
+        "kl/rr",
+        "redis-bench(C)",
+        "kl/C"
     );
     let row = |name: &str, a: f64, b: f64, c: Option<f64>| {
         let c_txt = c.map_or("-".to_owned(), |c| format!("{c:.1}"));
         let kc = c.map_or("-".to_owned(), |c| format!("{:.2}", a / c));
-        println!("{name:<34} {a:>12.1} {b:>12.1} {:>10.2} {c_txt:>14} {kc:>9}", a / b);
+        println!(
+            "{name:<34} {a:>12.1} {b:>12.1} {:>10.2} {c_txt:>14} {kc:>9}",
+            a / b
+        );
     };
     let secs = |d: Duration| d.as_secs_f64() * 1e6;
     row(
@@ -210,7 +237,12 @@ async fn run(opts: &Opts, url: &str, port: u16) {
 }
 
 /// `tasks` callers on one shared connection for `seconds`: (ops, CPU, wall).
-async fn throughput(client: &Client, key: &str, tasks: usize, seconds: u64) -> (u64, Duration, Duration) {
+async fn throughput(
+    client: &Client,
+    key: &str,
+    tasks: usize,
+    seconds: u64,
+) -> (u64, Duration, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::with_capacity(tasks);

@@ -52,13 +52,34 @@ fn bulk(n: usize) -> Vec<u8> {
 
 fn cases() -> Vec<Case> {
     vec![
-        Case { name: "small: +OK", one: b"+OK\r\n".to_vec() },
-        Case { name: "small: :integer", one: b":1234567\r\n".to_vec() },
-        Case { name: "small: 16 B bulk", one: bulk(16) },
-        Case { name: "small: nil bulk", one: b"$-1\r\n".to_vec() },
-        Case { name: "bulk 1 KiB", one: bulk(1024) },
-        Case { name: "bulk 64 KiB", one: bulk(64 * 1024) },
-        Case { name: "bulk 1 MiB", one: bulk(1024 * 1024) },
+        Case {
+            name: "small: +OK",
+            one: b"+OK\r\n".to_vec(),
+        },
+        Case {
+            name: "small: :integer",
+            one: b":1234567\r\n".to_vec(),
+        },
+        Case {
+            name: "small: 16 B bulk",
+            one: bulk(16),
+        },
+        Case {
+            name: "small: nil bulk",
+            one: b"$-1\r\n".to_vec(),
+        },
+        Case {
+            name: "bulk 1 KiB",
+            one: bulk(1024),
+        },
+        Case {
+            name: "bulk 64 KiB",
+            one: bulk(64 * 1024),
+        },
+        Case {
+            name: "bulk 1 MiB",
+            one: bulk(1024 * 1024),
+        },
         Case {
             name: "nested arrays (3 levels)",
             one: b"*3\r\n*2\r\n$5\r\nhello\r\n:1\r\n%1\r\n+k\r\n*2\r\n:1\r\n:2\r\n#t\r\n".to_vec(),
