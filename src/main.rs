@@ -59,7 +59,14 @@ fn main() -> ExitCode {
                 .enable_all()
                 .build()
                 .map_err(|e| format!("cannot start the runtime: {e}"))?;
-            rt.block_on(demo(args))
+            // Run the demo as a spawned task, like application code: a
+            // future driven by block_on sits outside the worker pool and
+            // pays a cross-thread wake-up on every reply.
+            rt.block_on(async move {
+                tokio::spawn(demo(args))
+                    .await
+                    .map_err(|e| format!("demo task failed: {e}"))?
+            })
         }),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");

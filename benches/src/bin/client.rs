@@ -147,15 +147,24 @@ async fn run(opts: &Opts, url: &str, port: u16) {
     let mut wall = [Duration::ZERO; 2];
     for round in 0..opts.rounds {
         let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        // Warm up, then time each request alone, alternating the clients in
+        // blocks of 500 so both see the same machine noise.
         for &i in &order {
-            // Warm up, then time each request alone.
             for _ in 0..1000 {
                 clients[i].get(key).await;
             }
-            for _ in 0..opts.seq {
-                let t = Instant::now();
-                clients[i].get(key).await;
-                seq[i].push(t.elapsed());
+        }
+        let blocks = opts.seq.div_ceil(500);
+        for b in 0..blocks {
+            for &i in &order {
+                if opts.only.as_deref().is_some_and(|o| o != clients[i].name()) {
+                    continue;
+                }
+                for _ in 0..opts.seq.min(500 * (b + 1)) - 500 * b {
+                    let t = Instant::now();
+                    clients[i].get(key).await;
+                    seq[i].push(t.elapsed());
+                }
             }
         }
         for &i in &order {
