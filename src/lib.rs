@@ -10,10 +10,12 @@
 //! - this crate: the facade users depend on, and the `keylatch` CLI.
 //!
 //! ```no_run
+//! use keylatch::{Client, Commands};
 //! # async fn demo() -> keylatch::Result<()> {
-//! let conn = keylatch::Connection::connect("redis://127.0.0.1:6379").await?;
-//! conn.set("greeting", "hello").await?;
-//! assert_eq!(conn.get("greeting").await?.as_deref(), Some(&b"hello"[..]));
+//! // Standalone or cluster: detected from the server.
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! client.set("greeting", "hello").await?;
+//! assert_eq!(client.get("greeting").await?.as_deref(), Some(&b"hello"[..]));
 //! # Ok(()) }
 //! ```
 
@@ -24,7 +26,8 @@ pub use keylatch_lock as lock;
 pub use keylatch_resp as resp;
 
 pub use keylatch_cluster::{
-    Connection, ConnectionConfig, Error, FromReply, Negotiated, Pipeline, Protocol, Result,
-    ServerError, ServerErrorKind, SetCondition, SetOptions, Ttl,
+    Client, ClientConfig, ClientMode, Commands, Connection, ConnectionConfig, Error, FromReply,
+    Negotiated, Pipeline, Protocol, Result, RouterOptions, Script, ServerError, ServerErrorKind,
+    SetCondition, SetOptions, Shard, Slot, Ttl,
 };
 pub use keylatch_resp::{Cmd, Frame};

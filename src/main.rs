@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch::{Cmd, Connection, Pipeline};
+use keylatch::{Cmd, Commands, Connection, Pipeline};
 use keylatch_harness::RedisServer;
 
 const USAGE: &str = "usage: keylatch demo [--url redis://host:port] [--seconds N] [--clients N]

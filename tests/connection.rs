@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{
-    Connection, ConnectionConfig, Error, Negotiated, Pipeline, ServerErrorKind, SetOptions, Ttl,
+    Commands, Connection, ConnectionConfig, Error, Negotiated, Pipeline, ServerErrorKind,
+    SetOptions, Ttl,
 };
 use keylatch_harness::RedisServer;
 use keylatch_resp::{Cmd, Frame};

@@ -1,13 +1,15 @@
 //! Typed helpers for the commands the lock layer (and most users) need.
 
+use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
 use keylatch_resp::{Cmd, Frame, ToArg};
 
 use crate::connection::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ServerErrorKind};
 use crate::reply::FromReply;
+use crate::script::Script;
 
 /// When `SET` may write.
 ///
@@ -123,87 +125,185 @@ fn script_cmd<K: ToArg, A: ToArg>(
     cmd
 }
 
-impl Connection {
-    /// `PING`.
+/// The commands every client type speaks: one required method, [`send`](Commands::send),
+/// and typed helpers on top of it.
+///
+/// Implemented by [`Connection`] (one node) and [`Client`](crate::Client)
+/// (standalone or cluster, with routing). Bring it into scope to use the
+/// helpers: `use keylatch_cluster::Commands;`.
+///
+/// ```no_run
+/// use keylatch_cluster::{Commands, Connection};
+/// # async fn demo() -> keylatch_cluster::Result<()> {
+/// let conn = Connection::connect("redis://127.0.0.1:6379").await?;
+/// conn.set("k", "v").await?;
+/// assert_eq!(conn.get("k").await?.as_deref(), Some(&b"v"[..]));
+/// # Ok(()) }
+/// ```
+///
+/// # Cancel safety
+/// Every helper is cancel safe in the sense of [`Connection::send`]: a
+/// dropped call never desynchronises the connection, but a command already
+/// written may still run.
+pub trait Commands: Sync {
+    /// Sends one command; an error reply becomes [`Error::Server`].
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// conn.ping().await?;
+    /// use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let pong = c.send(keylatch_resp::Cmd::new("PING")).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send), or [`Error::UnexpectedReply`] if not `PONG`.
+    /// See [`Connection::send`] and, for clusters, [`Error::Routing`] and
+    /// [`Error::CrossSlot`].
     ///
     /// # Cancel safety
-    /// Cancel safe (as [`send`](Self::send)).
-    pub async fn ping(&self) -> Result<()> {
-        let reply = self.send(Cmd::new("PING")).await?;
-        if reply == "PONG" {
-            Ok(())
-        } else {
-            Err(Error::UnexpectedReply(format!("PING answered {reply}")))
+    /// Cancel safe: see [`Connection::send`].
+    fn send(&self, cmd: Cmd) -> impl Future<Output = Result<Frame>> + Send;
+
+    /// Sends one command and converts the reply.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::Commands;
+    /// use keylatch_resp::Cmd;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let n: i64 = c.cmd(Cmd::new("INCR").key("hits")).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Commands::send), plus [`Error::UnexpectedReply`] when the
+    /// reply does not convert.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    fn cmd<T: FromReply + Send>(&self, cmd: Cmd) -> impl Future<Output = Result<T>> + Send {
+        async move { T::from_reply(self.send(cmd).await?) }
+    }
+
+    /// Runs a [`Script`]: `EVALSHA` first; on `NOSCRIPT`, `SCRIPT LOAD` and
+    /// the retry in one write to the same node.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::{Commands, Script};
+    /// static GET: Script = Script::new("get", "return redis.call('GET', KEYS[1])");
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let v = c.eval_script(&GET, &["k"], &[] as &[&str]).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Commands::send); script errors are [`Error::Server`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a cancelled script may still have run).
+    fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: &[A],
+    ) -> impl Future<Output = Result<Frame>> + Send {
+        let cmd = script.evalsha_cmd(keys, args);
+        async move {
+            match self.send(cmd).await {
+                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                    // One node: load, then run again (two round trips on this
+                    // rare path; Client pipelines both into one write).
+                    self.send(script.load_cmd()).await?;
+                    self.send(script.evalsha_cmd(keys, args)).await
+                }
+                other => other,
+            }
+        }
+    }
+
+    /// `PING`.
+    ///
+    /// ```no_run
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// c.ping().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Commands::send), or [`Error::UnexpectedReply`] if not `PONG`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    fn ping(&self) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let reply = self.send(Cmd::new("PING")).await?;
+            if reply == "PONG" {
+                Ok(())
+            } else {
+                Err(Error::UnexpectedReply(format!("PING answered {reply}")))
+            }
         }
     }
 
     /// `GET key`.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let v: Option<bytes::Bytes> = conn.get("k").await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let v: Option<bytes::Bytes> = c.get("k").await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn get(&self, key: impl ToArg) -> Result<Option<Bytes>> {
-        self.cmd(Cmd::new("GET").key(key)).await
+    fn get(&self, key: impl ToArg) -> impl Future<Output = Result<Option<Bytes>>> + Send {
+        let cmd = Cmd::new("GET").key(key);
+        async move { self.cmd(cmd).await }
     }
 
     /// `SET key value`.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// conn.set("k", "v").await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// c.set("k", "v").await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn set(&self, key: impl ToArg, value: impl ToArg) -> Result<()> {
-        self.send(Cmd::new("SET").key(key).arg(value))
-            .await
-            .map(drop)
+    fn set(&self, key: impl ToArg, value: impl ToArg) -> impl Future<Output = Result<()>> + Send {
+        let cmd = Cmd::new("SET").key(key).arg(value);
+        async move { self.send(cmd).await.map(drop) }
     }
 
     /// `SET key value [NX|XX] [PX ms|KEEPTTL]`; `true` when the value was written.
     ///
     /// ```no_run
     /// use std::time::Duration;
-    /// use keylatch_cluster::{SetCondition, SetOptions};
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
+    /// use keylatch_cluster::{Commands, SetCondition, SetOptions};
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
     /// let opts = SetOptions::default().condition(SetCondition::IfAbsent).expire(Duration::from_secs(1));
-    /// let won = conn.set_with("k", "v", opts).await?;
+    /// let won = c.set_with("k", "v", opts).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn set_with(
+    fn set_with(
         &self,
         key: impl ToArg,
         value: impl ToArg,
         opts: SetOptions,
-    ) -> Result<bool> {
+    ) -> impl Future<Output = Result<bool>> + Send {
         let mut cmd = Cmd::new("SET").key(key).arg(value);
         match opts.condition {
             Some(SetCondition::IfAbsent) => cmd.push_arg("NX"),
@@ -216,194 +316,253 @@ impl Connection {
         } else if opts.keep_ttl {
             cmd.push_arg("KEEPTTL");
         }
-        Ok(!matches!(self.send(cmd).await?, Frame::Null))
+        async move { Ok(!matches!(self.send(cmd).await?, Frame::Null)) }
     }
 
     /// `SET key value NX PX ttl`: `true` when the key was absent and is now set.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let won = conn.set_nx_px("lock", "me", std::time::Duration::from_secs(10)).await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let won = c.set_nx_px("lock", "me", std::time::Duration::from_secs(10)).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe (but a cancelled call may still have set the key).
-    pub async fn set_nx_px(
+    fn set_nx_px(
         &self,
         key: impl ToArg,
         value: impl ToArg,
         ttl: Duration,
-    ) -> Result<bool> {
+    ) -> impl Future<Output = Result<bool>> + Send {
         let opts = SetOptions::default()
             .condition(SetCondition::IfAbsent)
             .expire(ttl);
-        self.set_with(key, value, opts).await
+        self.set_with(key, value, opts)
     }
 
-    /// `DEL key…`: how many keys were removed.
+    /// `DEL key…`: how many keys were removed. In a cluster all keys must
+    /// share a slot.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let n = conn.del(["a", "b"]).await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let n = c.del(["{user}:a", "{user}:b"]).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn del<K: ToArg>(&self, keys: impl IntoIterator<Item = K>) -> Result<i64> {
-        self.cmd(keys_cmd("DEL", keys)).await
+    fn del<K: ToArg>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        let cmd = keys_cmd("DEL", keys);
+        async move { self.cmd(cmd).await }
     }
 
     /// `PEXPIRE key ms`: `true` when the key exists and got the TTL.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// conn.pexpire("k", std::time::Duration::from_millis(250)).await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// c.pexpire("k", std::time::Duration::from_millis(250)).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn pexpire(&self, key: impl ToArg, ttl: Duration) -> Result<bool> {
-        self.cmd(Cmd::new("PEXPIRE").key(key).arg(millis_arg(ttl)))
-            .await
+    fn pexpire(&self, key: impl ToArg, ttl: Duration) -> impl Future<Output = Result<bool>> + Send {
+        let cmd = Cmd::new("PEXPIRE").key(key).arg(millis_arg(ttl));
+        async move { self.cmd(cmd).await }
     }
 
     /// `PTTL key`.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// if let keylatch_cluster::Ttl::Expires(left) = conn.pttl("k").await? { println!("{left:?}"); }
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// if let keylatch_cluster::Ttl::Expires(left) = c.pttl("k").await? { println!("{left:?}"); }
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn pttl(&self, key: impl ToArg) -> Result<Ttl> {
-        Ok(Ttl::from_pttl(self.cmd(Cmd::new("PTTL").key(key)).await?))
+    fn pttl(&self, key: impl ToArg) -> impl Future<Output = Result<Ttl>> + Send {
+        let cmd = Cmd::new("PTTL").key(key);
+        async move { Ok(Ttl::from_pttl(self.cmd(cmd).await?)) }
     }
 
     /// `EVAL script numkeys keys… args…`.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let reply = conn.eval("return redis.call('GET', KEYS[1])", ["k"], [0u8; 0].iter()).await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let reply = c.eval("return redis.call('GET', KEYS[1])", ["k"], [0u8; 0].iter()).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send); script errors are [`Error::Server`].
+    /// As [`send`](Commands::send); script errors are [`Error::Server`].
     ///
     /// # Cancel safety
     /// Cancel safe (a cancelled script may still have run).
-    pub async fn eval<K: ToArg, A: ToArg>(
+    fn eval<K: ToArg, A: ToArg>(
         &self,
         script: &str,
         keys: impl IntoIterator<Item = K>,
         args: impl IntoIterator<Item = A>,
-    ) -> Result<Frame> {
-        self.send(script_cmd("EVAL", script, keys, args)).await
+    ) -> impl Future<Output = Result<Frame>> + Send {
+        let cmd = script_cmd("EVAL", script, keys, args);
+        self.send(cmd)
     }
 
     /// `EVALSHA sha numkeys keys… args…`. A script the server does not have
-    /// answers [`ServerErrorKind::NoScript`](crate::ServerErrorKind::NoScript).
+    /// answers [`ServerErrorKind::NoScript`]; prefer
+    /// [`eval_script`](Commands::eval_script), which handles that.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let sha = conn.script_load("return ARGV[1]").await?;
-    /// let reply = conn.evalsha(&sha, [0u8; 0].iter(), ["hi"]).await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let sha = c.script_load("return ARGV[1]").await?;
+    /// let reply = c.evalsha(&sha, [0u8; 0].iter(), ["hi"]).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe (a cancelled script may still have run).
-    pub async fn evalsha<K: ToArg, A: ToArg>(
+    fn evalsha<K: ToArg, A: ToArg>(
         &self,
         sha: &str,
         keys: impl IntoIterator<Item = K>,
         args: impl IntoIterator<Item = A>,
-    ) -> Result<Frame> {
-        self.send(script_cmd("EVALSHA", sha, keys, args)).await
+    ) -> impl Future<Output = Result<Frame>> + Send {
+        let cmd = script_cmd("EVALSHA", sha, keys, args);
+        self.send(cmd)
     }
 
-    /// `SCRIPT LOAD script`: the script's SHA1 in hex.
+    /// `SCRIPT LOAD script`: the script's SHA1 in hex. On a cluster client
+    /// this loads on one master only; [`eval_script`](Commands::eval_script)
+    /// loads wherever needed.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let sha = conn.script_load("return 1").await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let sha = c.script_load("return 1").await?;
     /// assert_eq!(sha.len(), 40);
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn script_load(&self, script: &str) -> Result<String> {
-        self.cmd(Cmd::new("SCRIPT").arg("LOAD").arg(script)).await
+    fn script_load(&self, script: &str) -> impl Future<Output = Result<String>> + Send {
+        let cmd = Cmd::new("SCRIPT").arg("LOAD").arg(script);
+        async move { self.cmd(cmd).await }
     }
 
     /// `PUBLISH channel message`: how many subscribers received it.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let receivers = conn.publish("news", "hello").await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let receivers = c.publish("news", "hello").await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send).
+    /// As [`send`](Commands::send).
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn publish(&self, channel: impl ToArg, message: impl ToArg) -> Result<i64> {
-        self.cmd(Cmd::new("PUBLISH").arg(channel).arg(message))
-            .await
+    fn publish(
+        &self,
+        channel: impl ToArg,
+        message: impl ToArg,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        let cmd = Cmd::new("PUBLISH").arg(channel).arg(message);
+        async move { self.cmd(cmd).await }
     }
 
     /// `TIME`: the server's clock as time since the Unix epoch.
     ///
     /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let now = conn.time().await?;
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let now = c.time().await?;
     /// assert!(now.as_secs() > 1_600_000_000);
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`send`](Self::send), or [`Error::UnexpectedReply`].
+    /// As [`send`](Commands::send), or [`Error::UnexpectedReply`].
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn time(&self) -> Result<Duration> {
-        let parts: Vec<u64> = self.cmd(Cmd::new("TIME")).await?;
-        match parts.as_slice() {
-            [secs, micros] if *micros < 1_000_000 => {
-                Ok(Duration::from_secs(*secs) + Duration::from_micros(*micros))
+    fn time(&self) -> impl Future<Output = Result<Duration>> + Send {
+        async move {
+            let parts: Vec<u64> = self.cmd(Cmd::new("TIME")).await?;
+            match parts.as_slice() {
+                [secs, micros] if *micros < 1_000_000 => {
+                    Ok(Duration::from_secs(*secs) + Duration::from_micros(*micros))
+                }
+                _ => Err(Error::UnexpectedReply(format!("TIME answered {parts:?}"))),
             }
-            _ => Err(Error::UnexpectedReply(format!("TIME answered {parts:?}"))),
         }
     }
 
-    /// `WAIT numreplicas timeout`: how many replicas acknowledged the
-    /// connection's writes so far.
+    /// `INFO [section]` as text.
+    ///
+    /// ```no_run
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let info = c.info(Some("server")).await?;
+    /// assert!(info.contains("redis_version"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Commands::send).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    fn info(&self, section: Option<&str>) -> impl Future<Output = Result<String>> + Send {
+        let mut cmd = Cmd::new("INFO");
+        if let Some(s) = section {
+            cmd.push_arg(s);
+        }
+        async move { self.cmd(cmd).await }
+    }
+}
+
+impl Commands for Connection {
+    fn send(&self, cmd: Cmd) -> impl Future<Output = Result<Frame>> + Send {
+        Connection::send(self, cmd)
+    }
+}
+
+impl Connection {
+    /// `WAIT numreplicas timeout`: how many replicas acknowledged this
+    /// connection's writes so far. It must run on the connection that did
+    /// the writes, hence here and not on [`Commands`].
     ///
     /// ```no_run
     /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
@@ -422,32 +581,9 @@ impl Connection {
             .config()
             .request_timeout
             .map(|t| t.max(timeout + Duration::from_secs(1)));
-        let cmd = Cmd::new("WAIT")
-            .arg(replicas)
-            .arg(timeout.as_millis().min(u128::from(u64::MAX)) as u64);
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let cmd = Cmd::new("WAIT").arg(replicas).arg(ms);
         i64::from_reply(self.send_timeout(cmd, budget).await?)
-    }
-
-    /// `INFO [section]` as text.
-    ///
-    /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let info = conn.info(Some("server")).await?;
-    /// assert!(info.contains("redis_version"));
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`send`](Self::send).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn info(&self, section: Option<&str>) -> Result<String> {
-        let mut cmd = Cmd::new("INFO");
-        if let Some(s) = section {
-            cmd.push_arg(s);
-        }
-        self.cmd(cmd).await
     }
 }
 

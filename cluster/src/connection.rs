@@ -42,7 +42,7 @@ impl Shared {
 /// the task runs goes out in one write. Replies come back in order.
 ///
 /// ```no_run
-/// use keylatch_cluster::Connection;
+/// use keylatch_cluster::{Commands, Connection};
 /// use keylatch_resp::Cmd;
 /// # async fn demo() -> keylatch_cluster::Result<()> {
 /// let conn = Connection::connect("redis://127.0.0.1:6379").await?;
@@ -77,6 +77,7 @@ impl Connection {
     /// task on the current tokio runtime.
     ///
     /// ```no_run
+    /// use keylatch_cluster::Commands;
     /// # async fn demo() -> keylatch_cluster::Result<()> {
     /// let conn = keylatch_cluster::Connection::connect("redis://127.0.0.1:6379/0").await?;
     /// conn.ping().await?;
@@ -125,7 +126,7 @@ impl Connection {
     /// the task still while they arrange requests).
     ///
     /// ```no_run
-    /// use keylatch_cluster::{Connection, ConnectionConfig};
+    /// use keylatch_cluster::{Commands, Connection, ConnectionConfig};
     /// # async fn demo() -> keylatch_cluster::Result<()> {
     /// let (conn, task) = Connection::connect_unspawned(ConnectionConfig::default()).await?;
     /// tokio::spawn(task);

@@ -47,6 +47,24 @@ pub enum Error {
     /// The command cannot be sent on a multiplexed connection (e.g. SUBSCRIBE,
     /// MONITOR), or is otherwise refused before sending.
     InvalidCommand(String),
+    /// A command's keys hash to different slots of a cluster; refused
+    /// before sending (the server would answer `CROSSSLOT`).
+    CrossSlot {
+        /// The slot of the first key.
+        first: u16,
+        /// The first slot that differs from it.
+        other: u16,
+    },
+    /// The cluster router gave up: no node answered for the slot within the
+    /// attempt budget (redirects, retries and topology refreshes included).
+    Routing {
+        /// The slot routed by (`None` for keyless commands).
+        slot: Option<u16>,
+        /// The nodes tried, in order.
+        tried: Vec<String>,
+        /// The last error seen.
+        last: Box<Error>,
+    },
 }
 
 impl Error {
@@ -69,6 +87,15 @@ impl Error {
     pub fn server_kind(&self) -> Option<ServerErrorKind> {
         match self {
             Error::Server(e) => Some(e.kind()),
+            Error::Routing { last, .. } => last.server_kind(),
+            _ => None,
+        }
+    }
+
+    /// The server error, if this is one.
+    pub fn as_server_error(&self) -> Option<&ServerError> {
+        match self {
+            Error::Server(e) => Some(e),
             _ => None,
         }
     }
@@ -82,10 +109,11 @@ impl Error {
     /// assert!(!keylatch_cluster::Error::Disconnected.is_unknown_outcome());
     /// ```
     pub fn is_unknown_outcome(&self) -> bool {
-        matches!(
-            self,
-            Error::Io(_) | Error::ConnectionClosed | Error::Timeout | Error::Protocol(_)
-        )
+        match self {
+            Error::Io(_) | Error::ConnectionClosed | Error::Timeout | Error::Protocol(_) => true,
+            Error::Routing { last, .. } => last.is_unknown_outcome(),
+            _ => false,
+        }
     }
 
     /// True when the connection (not the command) failed: worth retrying on
@@ -130,6 +158,17 @@ impl fmt::Display for Error {
             Error::UnexpectedReply(s) => write!(f, "unexpected reply: {s}"),
             Error::Config(s) => write!(f, "configuration error: {s}"),
             Error::InvalidCommand(s) => write!(f, "invalid command: {s}"),
+            Error::CrossSlot { first, other } => write!(
+                f,
+                "keys of one command hash to different slots ({first} and {other})"
+            ),
+            Error::Routing { slot, tried, last } => {
+                match slot {
+                    Some(s) => write!(f, "no node served slot {s}")?,
+                    None => f.write_str("no node answered")?,
+                }
+                write!(f, " (tried {}): {last}", tried.join(", "))
+            }
         }
     }
 }
@@ -140,6 +179,7 @@ impl std::error::Error for Error {
             Error::Io(e) => Some(e.as_ref()),
             Error::Protocol(e) => Some(e),
             Error::Server(e) => Some(e),
+            Error::Routing { last, .. } => Some(last.as_ref()),
             _ => None,
         }
     }

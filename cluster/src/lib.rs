@@ -19,7 +19,7 @@
 //! The cluster router (slots, MOVED/ASK) and pub/sub hub build on this crate.
 //!
 //! ```no_run
-//! use keylatch_cluster::{Connection, Pipeline};
+//! use keylatch_cluster::{Commands, Connection, Pipeline};
 //! use keylatch_resp::Cmd;
 //! # async fn demo() -> keylatch_cluster::Result<()> {
 //! let conn = Connection::connect("redis://127.0.0.1:6379").await?;
@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod backoff;
+mod client;
 mod commands;
 mod config;
 mod connection;
@@ -41,11 +42,21 @@ mod error;
 mod handshake;
 mod pipeline;
 mod reply;
+mod router;
+mod script;
+mod sha1;
+mod slot;
+mod topology;
 
 pub use backoff::Backoff;
-pub use commands::{SetCondition, SetOptions, Ttl};
+pub use client::{Client, ClientConfig, ClientMode};
+pub use commands::{Commands, SetCondition, SetOptions, Ttl};
 pub use config::{ConnectionConfig, Negotiated, Protocol};
 pub use connection::Connection;
 pub use error::{Error, Result, RetryClass, ServerError, ServerErrorKind};
 pub use pipeline::Pipeline;
 pub use reply::FromReply;
+pub use router::RouterOptions;
+pub use script::Script;
+pub use slot::{hash_tag, Slot, SLOT_COUNT};
+pub use topology::Shard;

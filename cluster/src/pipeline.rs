@@ -1,9 +1,13 @@
-//! Explicit pipelines: several commands, one write, replies in order.
+//! Explicit pipelines: several commands, one write per node, replies in order.
 
-use keylatch_resp::Cmd;
+use keylatch_resp::{Cmd, ToArg};
+
+use crate::script::Script;
 
 /// A batch of commands sent in one write with
-/// [`Connection::pipeline`](crate::Connection::pipeline).
+/// [`Connection::pipeline`](crate::Connection::pipeline) or
+/// [`Client::pipeline`](crate::Client::pipeline) (which splits it per node
+/// in a cluster and puts the replies back in order).
 ///
 /// ```
 /// use keylatch_cluster::Pipeline;
@@ -15,6 +19,9 @@ use keylatch_resp::Cmd;
 #[derive(Clone, Debug, Default)]
 pub struct Pipeline {
     cmds: Vec<Cmd>,
+    /// `(index, script)` for entries added with [`Pipeline::add_script`], so
+    /// a `NOSCRIPT` reply can be healed by loading the script.
+    scripts: Vec<(usize, &'static Script)>,
 }
 
 impl Pipeline {
@@ -27,6 +34,7 @@ impl Pipeline {
     pub fn with_capacity(n: usize) -> Self {
         Self {
             cmds: Vec::with_capacity(n),
+            scripts: Vec::new(),
         }
     }
 
@@ -49,6 +57,29 @@ impl Pipeline {
         self
     }
 
+    /// Appends an `EVALSHA` of `script`. With
+    /// [`Client::pipeline`](crate::Client::pipeline), entries that meet
+    /// `NOSCRIPT` are healed: each missing script is loaded once per node and
+    /// only the failed entries are sent again, in order.
+    ///
+    /// ```
+    /// use keylatch_cluster::{Pipeline, Script};
+    /// static INCR: Script = Script::new("incr", "return redis.call('INCR', KEYS[1])");
+    /// let mut p = Pipeline::new();
+    /// p.add_script(&INCR, &["a"], &[] as &[&str]);
+    /// assert_eq!(p.len(), 1);
+    /// ```
+    pub fn add_script<K: ToArg, A: ToArg>(
+        &mut self,
+        script: &'static Script,
+        keys: &[K],
+        args: &[A],
+    ) -> &mut Self {
+        self.scripts.push((self.cmds.len(), script));
+        self.cmds.push(script.evalsha_cmd(keys, args));
+        self
+    }
+
     /// Number of commands.
     pub fn len(&self) -> usize {
         self.cmds.len()
@@ -68,12 +99,32 @@ impl Pipeline {
     pub fn into_cmds(self) -> Vec<Cmd> {
         self.cmds
     }
+
+    /// The commands with the script (if any) behind each.
+    pub(crate) fn into_entries(self) -> Vec<(Cmd, Option<&'static Script>)> {
+        let mut scripts = self.scripts.into_iter().peekable();
+        self.cmds
+            .into_iter()
+            .enumerate()
+            .map(|(i, cmd)| {
+                let script = match scripts.peek() {
+                    Some(&(j, s)) if j == i => {
+                        scripts.next();
+                        Some(s)
+                    }
+                    _ => None,
+                };
+                (cmd, script)
+            })
+            .collect()
+    }
 }
 
 impl FromIterator<Cmd> for Pipeline {
     fn from_iter<I: IntoIterator<Item = Cmd>>(iter: I) -> Self {
         Self {
             cmds: iter.into_iter().collect(),
+            scripts: Vec::new(),
         }
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch_benches::{process_cpu, redis_benchmark, summarise, us, Summary};
-use keylatch_cluster::Connection;
+use keylatch_cluster::{Commands, Connection};
 
 #[derive(Clone)]
 enum Client {

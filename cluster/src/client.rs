@@ -1,0 +1,515 @@
+//! `Client`: one handle for a standalone server or a whole cluster.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use keylatch_resp::{Cmd, Frame, ToArg};
+
+use crate::commands::Commands;
+use crate::config::ConnectionConfig;
+use crate::connection::Connection;
+use crate::error::{Error, Result, ServerErrorKind};
+use crate::pipeline::Pipeline;
+use crate::router::{command_slot, seed_addr, Router, RouterOptions};
+use crate::script::Script;
+use crate::slot::Slot;
+use crate::topology::Shard;
+
+/// Standalone or cluster.
+///
+/// ```
+/// assert_eq!(keylatch_cluster::ClientMode::default(), keylatch_cluster::ClientMode::Auto);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientMode {
+    /// Ask the first reachable seed (`INFO cluster`).
+    #[default]
+    Auto,
+    /// One server; no slot routing.
+    Standalone,
+    /// A Redis Cluster; the seeds are members.
+    Cluster,
+}
+
+/// Seeds and settings for a [`Client`].
+///
+/// ```
+/// use keylatch_cluster::{ClientConfig, ClientMode};
+/// let cfg = ClientConfig::from_urls(&["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"])?
+///     .mode(ClientMode::Cluster);
+/// assert_eq!(cfg.seeds.len(), 2);
+/// # Ok::<(), keylatch_cluster::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Nodes to start from; their credentials and timeouts apply to every
+    /// node of a cluster.
+    pub seeds: Vec<ConnectionConfig>,
+    /// Standalone, cluster, or detect.
+    pub mode: ClientMode,
+    /// Redirect and retry budget (cluster only).
+    pub router: RouterOptions,
+}
+
+impl ClientConfig {
+    /// One seed from a `redis://` URL.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad URL.
+    pub fn from_url(url: &str) -> Result<Self> {
+        Self::from_urls(&[url])
+    }
+
+    /// Several seeds (cluster members).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad URL or an empty list.
+    pub fn from_urls(urls: &[&str]) -> Result<Self> {
+        if urls.is_empty() {
+            return Err(Error::Config("no URL given".to_owned()));
+        }
+        Ok(Self {
+            seeds: urls
+                .iter()
+                .map(|u| ConnectionConfig::from_url(u))
+                .collect::<Result<_>>()?,
+            mode: ClientMode::Auto,
+            router: RouterOptions::default(),
+        })
+    }
+
+    /// Sets the mode.
+    pub fn mode(mut self, mode: ClientMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the router options.
+    pub fn router(mut self, opts: RouterOptions) -> Self {
+        self.router = opts;
+        self
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Inner {
+    Standalone(Connection),
+    Cluster(Arc<Router>),
+}
+
+/// A client for a standalone server or a Redis Cluster, chosen from the
+/// seeds (or told). Cheap to clone; clones share connections.
+///
+/// In a cluster, a command goes to the master of its keys' slot (all keys of
+/// one command must share a slot: [`Error::CrossSlot`] otherwise, before
+/// anything is sent); keyless commands go to any master. `MOVED`, `ASK`,
+/// `TRYAGAIN`, `CLUSTERDOWN` and unreachable nodes are handled within a
+/// bounded budget.
+///
+/// ```no_run
+/// use keylatch_cluster::{Client, Commands};
+/// # async fn demo() -> keylatch_cluster::Result<()> {
+/// let client = Client::connect("redis://127.0.0.1:7000").await?;
+/// client.set("{user:1}:name", "ada").await?;
+/// println!("cluster: {}", client.is_cluster());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Inner,
+}
+
+impl Client {
+    /// Connects to the server or cluster a `redis://` URL names.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let client = keylatch_cluster::Client::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect_with`](Self::connect_with).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(ClientConfig::from_url(url)?).await
+    }
+
+    /// Connects with explicit seeds and mode. In `Auto` mode, the first
+    /// reachable seed is asked `INFO cluster`.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::{Client, ClientConfig};
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let cfg = ClientConfig::from_urls(&["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"])?;
+    /// let client = Client::connect_with(cfg).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// No seed reachable ([`Error::Io`] of the last one), a refused
+    /// handshake ([`Error::Server`]), or a cluster whose topology cannot be
+    /// read.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn connect_with(cfg: ClientConfig) -> Result<Self> {
+        let mut last = Error::Config("no seeds".to_owned());
+        for seed in &cfg.seeds {
+            let conn = match Connection::connect_with(seed.clone()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            let cluster = match cfg.mode {
+                ClientMode::Standalone => false,
+                ClientMode::Cluster => true,
+                ClientMode::Auto => conn
+                    .send(Cmd::new("INFO").arg("cluster"))
+                    .await
+                    .ok()
+                    .and_then(|f| f.as_bytes().cloned())
+                    .is_some_and(|info| info.windows(17).any(|w| w == b"cluster_enabled:1")),
+            };
+            if !cluster {
+                return Ok(Self {
+                    inner: Inner::Standalone(conn),
+                });
+            }
+            let seeds = cfg.seeds.iter().map(seed_addr).collect();
+            let router = Router::new(seed.clone(), seeds, cfg.router.clone(), Some(conn)).await?;
+            return Ok(Self {
+                inner: Inner::Cluster(router),
+            });
+        }
+        Err(last)
+    }
+
+    /// True when talking to a Redis Cluster.
+    ///
+    /// ```no_run
+    /// # fn demo(c: keylatch_cluster::Client) { if c.is_cluster() { /* hash-tag your keys */ } }
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner, Inner::Cluster(_))
+    }
+
+    /// Sends a pipeline. In a cluster it is split per node, the parts are
+    /// sent concurrently (one write each), entries that meet a redirect or a
+    /// transient error are retried alone, and the replies come back in the
+    /// caller's order, each its own `Result`.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// # async fn demo(c: keylatch_cluster::Client) -> keylatch_cluster::Result<()> {
+    /// let p: Pipeline = (0..100).map(|i| Cmd::new("INCR").key(format!("k{i}"))).collect();
+    /// let replies = c.pipeline(p).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The outer error only for a refused command in standalone mode or a
+    /// standalone connection failure; in a cluster, failures are per entry.
+    ///
+    /// # Cancel safety
+    /// Cancel safe in the sense of [`Connection::send`]; entries already
+    /// written may run.
+    pub async fn pipeline(&self, pipeline: Pipeline) -> Result<Vec<Result<Frame>>> {
+        let entries = pipeline.into_entries();
+        match &self.inner {
+            Inner::Standalone(conn) => Ok(run_group(conn, &entries).await),
+            Inner::Cluster(router) => Ok(cluster_pipeline(router, entries).await),
+        }
+    }
+
+    /// The connection of the master that serves `key` (standalone: the one
+    /// connection). For commands that must share a connection with earlier
+    /// writes, such as `WAIT`.
+    ///
+    /// ```no_run
+    /// # async fn demo(c: keylatch_cluster::Client) -> keylatch_cluster::Result<()> {
+    /// let conn = c.connection_for_key("lock:{order-7}").await?;
+    /// let acked = conn.wait(1, std::time::Duration::from_millis(50)).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The node cannot be reached, or no master serves the slot.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn connection_for_key(&self, key: impl ToArg) -> Result<Connection> {
+        match &self.inner {
+            Inner::Standalone(conn) => Ok(conn.clone()),
+            Inner::Cluster(router) => {
+                let cmd = Cmd::new("X").key(key);
+                let slot = command_slot(&cmd)?;
+                router.connection_for_slot(slot).await
+            }
+        }
+    }
+
+    /// Reloads the cluster topology now (no-op for standalone).
+    ///
+    /// ```no_run
+    /// # async fn demo(c: keylatch_cluster::Client) -> keylatch_cluster::Result<()> {
+    /// c.refresh_topology().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// No node could be asked.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn refresh_topology(&self) -> Result<()> {
+        match &self.inner {
+            Inner::Standalone(_) => Ok(()),
+            Inner::Cluster(router) => router.refresh(true).await,
+        }
+    }
+
+    /// The shards (masters and replicas) as last seen; standalone: one
+    /// shard without replicas.
+    ///
+    /// ```no_run
+    /// # fn demo(c: keylatch_cluster::Client) {
+    /// for shard in c.shards() { println!("{} -> {:?}", shard.master, shard.replicas); }
+    /// # }
+    /// ```
+    pub fn shards(&self) -> Vec<Shard> {
+        match &self.inner {
+            Inner::Standalone(conn) => vec![Shard {
+                master: seed_addr(conn.config()),
+                replicas: Vec::new(),
+            }],
+            Inner::Cluster(router) => router.shards(),
+        }
+    }
+
+    /// The slot of a key (meaningful in a cluster; computed either way).
+    ///
+    /// ```
+    /// assert_eq!(keylatch_cluster::Client::slot_of("foo"), 12182);
+    /// ```
+    pub fn slot_of(key: impl ToArg) -> u16 {
+        let cmd = Cmd::new("X").key(key);
+        cmd.first_key().map_or(0, |k| Slot::of(k).get())
+    }
+}
+
+impl Commands for Client {
+    async fn send(&self, cmd: Cmd) -> Result<Frame> {
+        match &self.inner {
+            Inner::Standalone(conn) => conn.send(cmd).await,
+            Inner::Cluster(router) => router.send(cmd, None).await,
+        }
+    }
+
+    fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: &[A],
+    ) -> impl Future<Output = Result<Frame>> + Send {
+        let cmd = script.evalsha_cmd(keys, args);
+        async move {
+            match &self.inner {
+                Inner::Standalone(conn) => match conn.send(cmd).await {
+                    Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                        // Load and retry in one write on this node.
+                        let p: Pipeline = [script.load_cmd(), script.evalsha_cmd(keys, args)]
+                            .into_iter()
+                            .collect();
+                        let mut replies = conn.pipeline(p).await?;
+                        let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
+                        match replies.pop() {
+                            Some(Err(load_err)) => Err(load_err),
+                            _ => retry,
+                        }
+                    }
+                    other => other,
+                },
+                Inner::Cluster(router) => router.send(cmd, Some(script)).await,
+            }
+        }
+    }
+}
+
+/// Sends entries to one connection in one write; heals `NOSCRIPT` by loading
+/// each missing script once and resending only the failed entries, in order.
+async fn run_group(
+    conn: &Connection,
+    entries: &[(Cmd, Option<&'static Script>)],
+) -> Vec<Result<Frame>> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let batch: Pipeline = entries.iter().map(|(c, _)| c.clone()).collect();
+    let mut out = match conn.pipeline(batch).await {
+        Ok(r) => r,
+        Err(e) => return vec![Err(e); entries.len()],
+    };
+    let failed: Vec<usize> = out
+        .iter()
+        .enumerate()
+        .filter(|(j, r)| {
+            entries[*j].1.is_some()
+                && matches!(r, Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript))
+        })
+        .map(|(j, _)| j)
+        .collect();
+    if failed.is_empty() {
+        return out;
+    }
+    let mut scripts: Vec<&'static Script> = Vec::new();
+    for &j in &failed {
+        if let Some(s) = entries[j].1 {
+            if !scripts.iter().any(|k| k.sha1() == s.sha1()) {
+                scripts.push(s);
+            }
+        }
+    }
+    let mut batch = Pipeline::with_capacity(scripts.len() + failed.len());
+    for s in &scripts {
+        batch.add(s.load_cmd());
+    }
+    for &j in &failed {
+        batch.add(entries[j].0.clone());
+    }
+    match conn.pipeline(batch).await {
+        Ok(replies) => {
+            for (k, reply) in replies.into_iter().skip(scripts.len()).enumerate() {
+                if let Some(&j) = failed.get(k) {
+                    out[j] = reply;
+                }
+            }
+        }
+        Err(e) => {
+            for &j in &failed {
+                out[j] = Err(e.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Splits a pipeline per master, runs the parts concurrently, retries alone
+/// the entries that met a redirect or a transient error, and restores order.
+async fn cluster_pipeline(
+    router: &Arc<Router>,
+    entries: Vec<(Cmd, Option<&'static Script>)>,
+) -> Vec<Result<Frame>> {
+    let n = entries.len();
+    let mut results: Vec<Option<Result<Frame>>> = vec![None; n];
+    // Group entry indices by master address.
+    let mut groups: Vec<(Connection, Vec<usize>)> = Vec::new();
+    let mut addrs: Vec<String> = Vec::new();
+    let mut retry: Vec<usize> = Vec::new();
+    for (i, (cmd, _)) in entries.iter().enumerate() {
+        let slot = match command_slot(cmd) {
+            Ok(s) => s,
+            Err(e) => {
+                results[i] = Some(Err(e));
+                continue;
+            }
+        };
+        match router.connection_for_slot(slot).await {
+            Ok(conn) => {
+                let addr = seed_addr(conn.config());
+                match addrs.iter().position(|a| *a == addr) {
+                    Some(g) => groups[g].1.push(i),
+                    None => {
+                        addrs.push(addr);
+                        groups.push((conn, vec![i]));
+                    }
+                }
+            }
+            Err(_) => retry.push(i),
+        }
+    }
+    let parts = join_all(groups.iter().map(|(conn, idx)| {
+        let part: Vec<(Cmd, Option<&'static Script>)> =
+            idx.iter().map(|&i| entries[i].clone()).collect();
+        async move { run_group(conn, &part).await }
+    }))
+    .await;
+    for ((_, idx), replies) in groups.iter().zip(parts) {
+        for (&i, reply) in idx.iter().zip(replies) {
+            let transient = match &reply {
+                Err(Error::Disconnected) => true,
+                Err(e) => matches!(
+                    e.server_kind(),
+                    Some(
+                        ServerErrorKind::Moved
+                            | ServerErrorKind::Ask
+                            | ServerErrorKind::TryAgain
+                            | ServerErrorKind::ClusterDown
+                            | ServerErrorKind::Loading
+                            | ServerErrorKind::MasterDown
+                    )
+                ),
+                Ok(_) => false,
+            };
+            if transient {
+                retry.push(i);
+            } else {
+                results[i] = Some(reply);
+            }
+        }
+    }
+    if !retry.is_empty() {
+        router.refresh_soon();
+        let retried = join_all(retry.iter().map(|&i| {
+            let (cmd, script) = entries[i].clone();
+            let router = Arc::clone(router);
+            async move { router.send(cmd, script).await }
+        }))
+        .await;
+        for (&i, r) in retry.iter().zip(retried) {
+            results[i] = Some(r);
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or(Err(Error::ConnectionClosed)))
+        .collect()
+}
+
+/// Polls futures concurrently and returns their outputs in order.
+async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut all = true;
+        for (f, slot) in pending.iter_mut().zip(done.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *slot = Some(v),
+                    Poll::Pending => all = false,
+                }
+            }
+        }
+        if all {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    done.into_iter().flatten().collect()
+}

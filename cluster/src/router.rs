@@ -1,0 +1,490 @@
+//! The router: which node a command goes to, and what to do when the node
+//! says it went elsewhere.
+//!
+//! Standalone is the one-node case (no slots, no redirects). In a cluster the
+//! command's first key picks the slot; the slot table (an `Arc` swapped whole)
+//! picks the master; each master has one lazily opened multiplexed
+//! [`Connection`]. `MOVED` patches that slot and schedules a full refresh;
+//! `ASK` sends `ASKING` + the command to the target in one write without
+//! touching the table; `TRYAGAIN`/`CLUSTERDOWN`/`LOADING` back off and retry;
+//! an unreachable node triggers a refresh from another node. Every loop is
+//! bounded by `max_attempts`, after which [`Error::Routing`] names the slot and
+//! the nodes tried.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use keylatch_resp::{Cmd, Frame};
+use tokio::sync::OnceCell;
+
+use crate::backoff::Backoff;
+use crate::config::ConnectionConfig;
+use crate::connection::Connection;
+use crate::error::{Error, Result, ServerErrorKind};
+use crate::script::Script;
+use crate::slot::Slot;
+use crate::topology::{join_host_port, split_addr, Shard, Topology, NO_NODE};
+
+/// How hard the router tries before giving up.
+///
+/// ```
+/// let opts = keylatch_cluster::RouterOptions::default();
+/// assert!(opts.max_attempts >= 2);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RouterOptions {
+    /// Sends of one command (redirects and retries included) before
+    /// [`Error::Routing`].
+    pub max_attempts: usize,
+    /// First delay before retrying after `TRYAGAIN`, `CLUSTERDOWN`, or an
+    /// unreachable node; doubles per retry.
+    pub retry_min: Duration,
+    /// Cap on that delay.
+    pub retry_max: Duration,
+    /// Minimum time between two topology refreshes triggered by redirects
+    /// or failures (a refresh asked for sooner joins the last one).
+    pub refresh_min_interval: Duration,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        Self {
+            max_attempts: 12,
+            retry_min: Duration::from_millis(10),
+            retry_max: Duration::from_millis(400),
+            refresh_min_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// One node and its lazily opened connection.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) addr: String,
+    conn: OnceCell<Connection>,
+}
+
+impl Node {
+    fn new(addr: String) -> Arc<Self> {
+        Arc::new(Self {
+            addr,
+            conn: OnceCell::new(),
+        })
+    }
+
+    async fn connection(&self, base: &ConnectionConfig) -> Result<Connection> {
+        self.conn
+            .get_or_try_init(|| async {
+                let (host, port) = split_addr(&self.addr)
+                    .ok_or_else(|| Error::Config(format!("bad node address {:?}", self.addr)))?;
+                let mut cfg = base.clone();
+                cfg.host = host;
+                cfg.port = port;
+                // Cluster nodes only have database 0.
+                cfg.db = 0;
+                Connection::connect_with(cfg).await
+            })
+            .await
+            .cloned()
+    }
+}
+
+/// The slot table with the node handle of each shard's master.
+#[derive(Clone, Debug)]
+struct Table {
+    topo: Topology,
+    /// `masters[i]` serves `topo.shards[i]`.
+    masters: Vec<Arc<Node>>,
+}
+
+/// The cluster router (also used, trivially, for standalone).
+#[derive(Debug)]
+pub(crate) struct Router {
+    base: ConnectionConfig,
+    seeds: Vec<String>,
+    opts: RouterOptions,
+    table: RwLock<Arc<Table>>,
+    /// Every node handle ever used and still in the topology, by address.
+    nodes: Mutex<HashMap<String, Arc<Node>>>,
+    refresh_lock: tokio::sync::Mutex<Instant>,
+    refreshing: AtomicBool,
+    /// Round-robin for keyless commands.
+    next_any: AtomicUsize,
+    /// Itself, so background refreshes can own a reference.
+    me: Weak<Router>,
+}
+
+impl Router {
+    /// Builds the router from a seed node already known to be a cluster
+    /// member and loads the topology.
+    pub(crate) async fn new(
+        base: ConnectionConfig,
+        seeds: Vec<String>,
+        opts: RouterOptions,
+        initial: Option<Connection>,
+    ) -> Result<Arc<Self>> {
+        let empty = Table {
+            topo: Topology::from_slots(Frame::Array(Vec::new()), &base.host)?,
+            masters: Vec::new(),
+        };
+        let router = Arc::new_cyclic(|me| Self {
+            base,
+            seeds,
+            opts,
+            table: RwLock::new(Arc::new(empty)),
+            nodes: Mutex::new(HashMap::new()),
+            refresh_lock: tokio::sync::Mutex::new(Instant::now()),
+            refreshing: AtomicBool::new(false),
+            next_any: AtomicUsize::new(0),
+            me: me.clone(),
+        });
+        if let Some(conn) = initial {
+            // Reuse the connection the caller already opened to this seed.
+            let node = router.node(&seed_addr(conn.config()));
+            let _ = node.conn.set(conn);
+        }
+        router.refresh(true).await?;
+        Ok(router)
+    }
+
+    fn table(&self) -> Arc<Table> {
+        match self.table.read() {
+            Ok(t) => Arc::clone(&t),
+            // A panic while holding the lock cannot leave a half-written
+            // table: writers swap a whole Arc.
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    fn store(&self, table: Table) {
+        let table = Arc::new(table);
+        match self.table.write() {
+            Ok(mut t) => *t = table,
+            Err(poisoned) => *poisoned.into_inner() = table,
+        }
+    }
+
+    fn node(&self, addr: &str) -> Arc<Node> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            nodes
+                .entry(addr.to_owned())
+                .or_insert_with(|| Node::new(addr.to_owned())),
+        )
+    }
+
+    /// The shards as last seen.
+    pub(crate) fn shards(&self) -> Vec<Shard> {
+        self.table().topo.shards.clone()
+    }
+
+    /// The master serving `slot` (`None`: any master, for keyless commands).
+    fn master_for(&self, slot: Option<u16>) -> Option<Arc<Node>> {
+        let table = self.table();
+        match slot {
+            Some(s) => {
+                let i = *table.topo.slots.get(usize::from(s))?;
+                if i == NO_NODE {
+                    return None;
+                }
+                table.masters.get(usize::from(i)).cloned()
+            }
+            None => {
+                if table.masters.is_empty() {
+                    return None;
+                }
+                let i = self.next_any.fetch_add(1, Ordering::Relaxed) % table.masters.len();
+                table.masters.get(i).cloned()
+            }
+        }
+    }
+
+    /// The connection of the master that serves `key`'s slot.
+    pub(crate) async fn connection_for_slot(&self, slot: Option<u16>) -> Result<Connection> {
+        let node = match self.master_for(slot) {
+            Some(n) => n,
+            None => {
+                self.refresh(true).await?;
+                self.master_for(slot).ok_or_else(|| Error::Routing {
+                    slot,
+                    tried: Vec::new(),
+                    last: Box::new(Error::from_server_error(b"CLUSTERDOWN slot not served")),
+                })?
+            }
+        };
+        node.connection(&self.base).await
+    }
+
+    /// Sends one command (a script when `script` is given), following
+    /// redirects and retrying transient failures.
+    pub(crate) async fn send(&self, cmd: Cmd, script: Option<&Script>) -> Result<Frame> {
+        let slot = command_slot(&cmd)?;
+        let mut backoff = Backoff::new(self.opts.retry_min, self.opts.retry_max);
+        let mut ask: Option<Arc<Node>> = None;
+        let mut tried: Vec<String> = Vec::new();
+        let mut last = Error::Disconnected;
+        for _ in 0..self.opts.max_attempts.max(1) {
+            let asking = ask.is_some();
+            let node = match ask.take().or_else(|| self.master_for(slot)) {
+                Some(n) => n,
+                None => {
+                    // Nobody serves the slot (failover under way): refresh
+                    // and try again after a pause.
+                    last = Error::from_server_error(b"CLUSTERDOWN slot not served");
+                    self.refresh(false).await.ok();
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
+                }
+            };
+            if tried.last() != Some(&node.addr) {
+                tried.push(node.addr.clone());
+            }
+            let conn = match node.connection(&self.base).await {
+                Ok(c) => c,
+                Err(e) => {
+                    last = e;
+                    self.refresh_soon();
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
+                }
+            };
+            let err = match run(&conn, cmd.clone(), script, asking).await {
+                Ok(frame) => return Ok(frame),
+                Err(e) => e,
+            };
+            match err.server_kind() {
+                Some(ServerErrorKind::Moved) => {
+                    if let Some((s, addr)) = err.as_server_error().and_then(|e| e.redirect()) {
+                        self.apply_moved(s, addr);
+                        self.refresh_soon();
+                    }
+                }
+                Some(ServerErrorKind::Ask) => {
+                    if let Some((_, addr)) = err.as_server_error().and_then(|e| e.redirect()) {
+                        ask = Some(self.node(addr));
+                    }
+                }
+                Some(
+                    ServerErrorKind::TryAgain
+                    | ServerErrorKind::Loading
+                    | ServerErrorKind::MasterDown,
+                ) => tokio::time::sleep(backoff.next_delay()).await,
+                Some(ServerErrorKind::ClusterDown) => {
+                    self.refresh_soon();
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                _ if matches!(err, Error::Disconnected) => {
+                    // Not sent: the node is down or reconnecting. Another
+                    // node may know who serves the slot now.
+                    self.refresh_soon();
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                _ => return Err(err),
+            }
+            last = err;
+        }
+        Err(Error::Routing {
+            slot,
+            tried,
+            last: Box::new(last),
+        })
+    }
+
+    fn apply_moved(&self, slot: u16, addr: &str) {
+        let current = self.table();
+        let idx = usize::from(slot);
+        let already = current
+            .topo
+            .slots
+            .get(idx)
+            .and_then(|&i| current.masters.get(usize::from(i)))
+            .is_some_and(|n| n.addr == addr);
+        if already {
+            return;
+        }
+        let mut table = (*current).clone();
+        let shard = table.topo.shard_index(addr);
+        if usize::from(shard) >= table.masters.len() {
+            table.masters.push(self.node(addr));
+        }
+        if let Some(s) = table.topo.slots.get_mut(idx) {
+            *s = shard;
+        }
+        self.store(table);
+    }
+
+    /// Starts a background refresh unless one is running.
+    pub(crate) fn refresh_soon(&self) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // A refresh needs its own reference to outlive the caller.
+        if let Some(me) = self.self_arc() {
+            tokio::spawn(async move {
+                let _ = me.refresh(false).await;
+                me.refreshing.store(false, Ordering::Release);
+            });
+        } else {
+            self.refreshing.store(false, Ordering::Release);
+        }
+    }
+
+    fn self_arc(&self) -> Option<Arc<Self>> {
+        self.me.upgrade()
+    }
+
+    /// Reloads the topology from the known masters, then the seeds: `CLUSTER
+    /// SHARDS`, or `CLUSTER SLOTS` where SHARDS is unknown. Unless `force`,
+    /// a refresh within `refresh_min_interval` of the last one is skipped.
+    pub(crate) async fn refresh(&self, force: bool) -> Result<()> {
+        let mut last_done = self.refresh_lock.lock().await;
+        if !force && last_done.elapsed() < self.opts.refresh_min_interval {
+            return Ok(());
+        }
+        let mut candidates: Vec<String> = self
+            .table()
+            .masters
+            .iter()
+            .map(|n| n.addr.clone())
+            .collect();
+        for s in &self.seeds {
+            if !candidates.contains(s) {
+                candidates.push(s.clone());
+            }
+        }
+        let mut last_err = Error::Config("no cluster nodes to ask for the topology".to_owned());
+        for addr in candidates {
+            match self.fetch_topology(&addr).await {
+                Ok(topo) if topo.shards.is_empty() => {
+                    last_err = Error::UnexpectedReply(format!("{addr} reported no slots"));
+                }
+                Ok(topo) => {
+                    self.install(topo);
+                    *last_done = Instant::now();
+                    return Ok(());
+                }
+                Err(e) => last_err = e,
+            }
+        }
+        *last_done = Instant::now();
+        Err(last_err)
+    }
+
+    async fn fetch_topology(&self, addr: &str) -> Result<Topology> {
+        let conn = self.node(addr).connection(&self.base).await?;
+        let host = split_addr(addr).map(|(h, _)| h).unwrap_or_default();
+        match conn.send(Cmd::new("CLUSTER").arg("SHARDS")).await {
+            Ok(reply) => Topology::from_shards(reply, &host),
+            Err(e) if e.server_kind() == Some(ServerErrorKind::UnknownCommand) => {
+                let reply = conn.send(Cmd::new("CLUSTER").arg("SLOTS")).await?;
+                Topology::from_slots(reply, &host)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn install(&self, topo: Topology) {
+        let masters: Vec<Arc<Node>> = topo.shards.iter().map(|s| self.node(&s.master)).collect();
+        // Forget nodes that left the topology so their connection tasks end
+        // (seeds stay: they are the way back in if everything else moves).
+        {
+            let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            nodes.retain(|addr, _| {
+                self.seeds.contains(addr)
+                    || topo
+                        .shards
+                        .iter()
+                        .any(|s| &s.master == addr || s.replicas.contains(addr))
+            });
+        }
+        self.store(Table { topo, masters });
+    }
+}
+
+/// The slot of a command's keys; `None` for keyless commands.
+///
+/// # Errors
+/// [`Error::CrossSlot`] when two keys hash to different slots.
+pub(crate) fn command_slot(cmd: &Cmd) -> Result<Option<u16>> {
+    let mut keys = cmd.keys();
+    let Some(first) = keys.next() else {
+        return Ok(None);
+    };
+    let slot = Slot::of(first).get();
+    for k in keys {
+        let other = Slot::of(k).get();
+        if other != slot {
+            return Err(Error::CrossSlot { first: slot, other });
+        }
+    }
+    Ok(Some(slot))
+}
+
+/// Sends on one connection: with `ASKING` first when redirected by ASK, and
+/// with `SCRIPT LOAD` + retry in one write when a script is missing.
+pub(crate) async fn run(
+    conn: &Connection,
+    cmd: Cmd,
+    script: Option<&Script>,
+    asking: bool,
+) -> Result<Frame> {
+    let retry = script.map(|_| cmd.clone());
+    let first = if asking {
+        last_of(
+            conn.pipeline([Cmd::new("ASKING"), cmd].into_iter().collect())
+                .await?,
+        )
+    } else {
+        conn.send(cmd).await
+    };
+    match (first, script, retry) {
+        (Err(e), Some(script), Some(cmd)) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+            let mut batch = Vec::with_capacity(4);
+            if asking {
+                batch.push(Cmd::new("ASKING"));
+            }
+            batch.push(script.load_cmd());
+            if asking {
+                batch.push(Cmd::new("ASKING"));
+            }
+            batch.push(cmd);
+            let replies = conn.pipeline(batch.into_iter().collect()).await?;
+            // A failed load explains the failure better than the retry's NOSCRIPT.
+            let load_idx = usize::from(asking);
+            if let Some(Err(e)) = replies.get(load_idx) {
+                return Err(e.clone());
+            }
+            last_of(replies)
+        }
+        (result, _, _) => result,
+    }
+}
+
+fn last_of(replies: Vec<Result<Frame>>) -> Result<Frame> {
+    replies
+        .into_iter()
+        .last()
+        .unwrap_or(Err(Error::ConnectionClosed))
+}
+
+/// `host:port` of a seed configuration.
+pub(crate) fn seed_addr(cfg: &ConnectionConfig) -> String {
+    join_host_port(&cfg.host, cfg.port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyless_and_cross_slot() {
+        assert_eq!(command_slot(&Cmd::new("PING")).unwrap(), None);
+        let same = Cmd::new("DEL").key("{a}1").key("{a}2");
+        assert_eq!(command_slot(&same).unwrap(), Some(Slot::of(b"a").get()));
+        let cross = Cmd::new("DEL").key("a").key("b");
+        assert!(matches!(command_slot(&cross), Err(Error::CrossSlot { .. })));
+    }
+}

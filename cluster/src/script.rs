@@ -1,0 +1,80 @@
+//! Lua scripts named by their SHA-1, for EVALSHA with a NOSCRIPT fallback.
+
+use std::sync::OnceLock;
+
+use keylatch_resp::{Cmd, ToArg};
+
+use crate::sha1::sha1_hex;
+
+/// A Lua script. Its SHA-1 is computed once, on first use, so scripts can be
+/// `static`s built from `include_str!` at compile time.
+///
+/// Invoke it with [`Commands::eval_script`](crate::Commands::eval_script): `EVALSHA` first;
+/// when the node answers `NOSCRIPT` (new node, restart, failover, `SCRIPT
+/// FLUSH`), `SCRIPT LOAD` on that node and the retry go out in one write.
+///
+/// ```
+/// use keylatch_cluster::Script;
+/// static ECHO: Script = Script::new("echo", "return ARGV[1]");
+/// assert_eq!(ECHO.sha1().len(), 40);
+/// assert_eq!(ECHO.name(), "echo");
+/// ```
+#[derive(Debug)]
+pub struct Script {
+    name: &'static str,
+    source: &'static str,
+    sha1: OnceLock<String>,
+}
+
+impl Script {
+    /// A script with a short name (for logs and errors) and its Lua source.
+    /// Never build the source from user data: pass names and values in
+    /// KEYS and ARGV.
+    pub const fn new(name: &'static str, source: &'static str) -> Self {
+        Self {
+            name,
+            source,
+            sha1: OnceLock::new(),
+        }
+    }
+
+    /// The script's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The Lua source.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The lowercase hex SHA-1 of the source, as `SCRIPT LOAD` returns it.
+    pub fn sha1(&self) -> &str {
+        self.sha1.get_or_init(|| sha1_hex(self.source.as_bytes()))
+    }
+
+    /// `EVALSHA sha numkeys keys… args…`, with the keys recorded for routing.
+    ///
+    /// ```
+    /// use keylatch_cluster::Script;
+    /// static S: Script = Script::new("s", "return 1");
+    /// let cmd = S.evalsha_cmd(&["k"], &["a", "b"]);
+    /// assert_eq!(cmd.argc(), 6);
+    /// assert_eq!(cmd.first_key(), Some(&b"k"[..]));
+    /// ```
+    pub fn evalsha_cmd<K: ToArg, A: ToArg>(&self, keys: &[K], args: &[A]) -> Cmd {
+        let mut cmd = Cmd::new("EVALSHA").arg(self.sha1()).arg(keys.len());
+        for k in keys {
+            cmd.push_key(k);
+        }
+        for a in args {
+            cmd.push_arg(a);
+        }
+        cmd
+    }
+
+    /// `SCRIPT LOAD source`.
+    pub fn load_cmd(&self) -> Cmd {
+        Cmd::new("SCRIPT").arg("LOAD").arg(self.source)
+    }
+}
