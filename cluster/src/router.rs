@@ -239,12 +239,10 @@ impl Router {
                     continue;
                 }
             };
-            if tried.last() != Some(&node.addr) {
-                tried.push(node.addr.clone());
-            }
             let conn = match node.connection(&self.base).await {
                 Ok(c) => c,
                 Err(e) => {
+                    note_tried(&mut tried, &node.addr);
                     last = e;
                     self.refresh_soon();
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -255,6 +253,9 @@ impl Router {
                 Ok(frame) => return Ok(frame),
                 Err(e) => e,
             };
+            // Addresses are recorded only on failure: the common path
+            // allocates nothing for bookkeeping.
+            note_tried(&mut tried, &node.addr);
             match err.server_kind() {
                 Some(ServerErrorKind::Moved) => {
                     if let Some((s, addr)) = err.as_server_error().and_then(|e| e.redirect()) {
@@ -401,6 +402,12 @@ impl Router {
             });
         }
         self.store(Table { topo, masters });
+    }
+}
+
+fn note_tried(tried: &mut Vec<String>, addr: &str) {
+    if tried.last().map(String::as_str) != Some(addr) {
+        tried.push(addr.to_owned());
     }
 }
 

@@ -1,17 +1,20 @@
 //! keylatch's lock family: reentrant, fair, read-write and fenced locks,
 //! semaphores, count-down latches, multi-lock and RedLock.
 //!
-//! Layout: empty for now. The locks arrive on top of the cluster router, the
-//! script runner and the pub/sub hub; this crate exists so the workspace has
-//! its final shape and the dependency direction (resp → cluster → lock →
-//! facade) is fixed from the start.
+//! Layout:
+//! - [`scripts`]: the static catalogue of Lua scripts compiled in from `lua/`.
+//!
+//! The lock types arrive on top of the cluster router, the script runner and
+//! the pub/sub hub.
 //!
 //! ```
-//! // Nothing to call yet: the crate only re-exports the client layer.
-//! use keylatch_lock::cluster::Connection as _;
+//! use keylatch_lock::scripts::REENTRANT_ACQUIRE;
+//! assert_eq!(REENTRANT_ACQUIRE.name(), "reentrant_acquire");
 //! ```
 
 #![forbid(unsafe_code)]
+
+pub mod scripts;
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

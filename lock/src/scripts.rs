@@ -1,0 +1,74 @@
+//! The catalogue of Lua scripts, compiled in from `lua/`.
+//!
+//! Each script is a `static` [`Script`]: its SHA-1 is computed once, on first
+//! use, and [`Commands::eval_script`](keylatch_cluster::Commands::eval_script)
+//! runs it with `EVALSHA`, loading it where a node answers `NOSCRIPT`.
+
+use keylatch_cluster::Script;
+
+/// Take or re-enter a reentrant lock (Redisson-compatible); see
+/// `lua/reentrant_acquire.lua` for KEYS, ARGV and returns.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::REENTRANT_ACQUIRE.sha1().len(), 40);
+/// ```
+pub static REENTRANT_ACQUIRE: Script = Script::new(
+    "reentrant_acquire",
+    include_str!("../../lua/reentrant_acquire.lua"),
+);
+
+/// Drop one hold of a reentrant lock, publishing the unlock message on the
+/// last one; see `lua/reentrant_release.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::REENTRANT_RELEASE.source().contains("KEYS[2]"));
+/// ```
+pub static REENTRANT_RELEASE: Script = Script::new(
+    "reentrant_release",
+    include_str!("../../lua/reentrant_release.lua"),
+);
+
+/// Every script, for tests and tooling (e.g. preloading).
+///
+/// ```
+/// assert!(!keylatch_lock::scripts::ALL.is_empty());
+/// ```
+pub static ALL: &[&Script] = &[&REENTRANT_ACQUIRE, &REENTRANT_RELEASE];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_documents_its_api_and_has_a_distinct_sha() {
+        let mut shas = std::collections::HashSet::new();
+        for s in ALL {
+            let header: String = s
+                .source()
+                .lines()
+                .take_while(|l| l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(
+                header.contains("KEYS[1]"),
+                "{}: header must list KEYS",
+                s.name()
+            );
+            assert!(
+                header.contains("ARGV[1]"),
+                "{}: header must list ARGV",
+                s.name()
+            );
+            assert!(
+                header.contains("Returns"),
+                "{}: header must say what it returns",
+                s.name()
+            );
+            assert!(
+                shas.insert(s.sha1().to_owned()),
+                "{}: duplicate script",
+                s.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,25 @@
+-- reentrant_release: drop one hold of a Redisson-compatible reentrant lock.
+--
+-- KEYS[1]  the lock hash (the user's lock name)
+-- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
+-- ARGV[1]  the unlock message ("0", as Redisson sends)
+-- ARGV[2]  lease in milliseconds, restored while holds remain
+-- ARGV[3]  owner id
+-- ARGV[4]  the publish command: "publish" or "spublish" (sharded, in a cluster)
+--
+-- Returns  nil when ARGV[3] does not hold the lock (not owner, or expired):
+--          nothing is changed;
+--          0 when holds remain (lease renewed);
+--          1 when this was the last hold: the key is deleted and the unlock
+--          message published so waiters wake.
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if counter > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+return 1
