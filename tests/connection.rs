@@ -1,6 +1,9 @@
 //! One multiplexed connection against a real redis-server: ordering under
 //! concurrency, pipelines, cancellation, timeouts, server death and reconnect.
 
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

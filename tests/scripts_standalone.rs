@@ -1,6 +1,9 @@
 //! `Client` against a standalone server: detection, scripts with the NOSCRIPT
 //! fallback, and pipelines that heal NOSCRIPT once per script.
 
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use keylatch_cluster::{Client, ClientConfig, ClientMode, Commands, Error, Pipeline, Script};
 use keylatch_harness::RedisServer;
 use keylatch_resp::{Cmd, Frame};

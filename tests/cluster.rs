@@ -1,0 +1,392 @@
+//! The router against a real 6-node Redis Cluster (3 masters + 3 replicas)
+//! that the harness builds: routing, hash tags, cross-slot refusal, pipelines,
+//! a live slot migration (ASK then MOVED), a failover and SCRIPT FLUSH under
+//! load, and a killed master.
+//!
+//! Cluster tests run one at a time (a static gate): two cores run every node,
+//! and failover timing (node timeout 1 s) must not starve.
+
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Client, ClientConfig, Commands, Error, Pipeline, Script};
+use keylatch_harness::{FailoverMode, RedisCluster};
+use keylatch_lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
+use keylatch_resp::{Cmd, Frame};
+
+static GATE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn client_for(cluster: &RedisCluster) -> Client {
+    let urls = cluster.seed_urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
+    let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
+        .await
+        .unwrap();
+    assert!(client.is_cluster());
+    client
+}
+
+/// `errorstat_<KIND>:count=N` from `INFO errorstats` of one node.
+fn error_count(cluster: &RedisCluster, idx: usize, kind: &str) -> u64 {
+    let info = cluster
+        .node(idx)
+        .cli(&["INFO", "errorstats"])
+        .unwrap_or_default();
+    let prefix = format!("errorstat_{kind}:count=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn dbsize(cluster: &RedisCluster, idx: usize) -> u64 {
+    cluster
+        .node(idx)
+        .cli(&["DBSIZE"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
+    let _gate = GATE.lock().await;
+    let cluster = RedisCluster::start();
+    let client = client_for(&cluster).await;
+    assert_eq!(client.shards().len(), 3);
+    for shard in client.shards() {
+        assert_eq!(shard.replicas.len(), 1, "{shard:?}");
+    }
+
+    for i in 0..2000 {
+        client.set(format!("key:{i}"), i).await.unwrap();
+    }
+    for i in (0..2000).step_by(7) {
+        let v = client.get(format!("key:{i}")).await.unwrap().unwrap();
+        assert_eq!(v, i.to_string().as_bytes());
+    }
+    let masters = cluster.masters();
+    assert_eq!(masters.len(), 3);
+    let total: u64 = masters.iter().map(|&m| dbsize(&cluster, m)).sum();
+    assert_eq!(total, 2000);
+    for &m in &masters {
+        assert!(dbsize(&cluster, m) > 400, "master {m} got too few keys");
+    }
+
+    // Hash tags keep related keys in one slot, so multi-key commands work.
+    client.set("{user1000}.following", "a").await.unwrap();
+    client.set("{user1000}.followers", "b").await.unwrap();
+    assert_eq!(
+        client
+            .del(["{user1000}.following", "{user1000}.followers"])
+            .await
+            .unwrap(),
+        2
+    );
+    // Different slots: refused before sending.
+    let err = client.del(["key:1", "key:2"]).await.unwrap_err();
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err}");
+    let untouched: Option<i64> = client.cmd(Cmd::new("GET").key("key:1")).await.unwrap();
+    assert_eq!(untouched, Some(1));
+
+    // A pipeline across every master comes back in the caller's order.
+    let p: Pipeline = (0..600)
+        .map(|i| Cmd::new("INCRBY").key(format!("ctr:{}", i % 50)).arg(1))
+        .collect();
+    let replies = client.pipeline(p).await.unwrap();
+    for (i, r) in replies.into_iter().enumerate() {
+        assert_eq!(r.unwrap(), Frame::Integer(i as i64 / 50 + 1), "entry {i}");
+    }
+    // A cross-slot entry fails alone.
+    let mut p = Pipeline::new();
+    p.add(Cmd::new("SET").key("x1").arg(1))
+        .add(Cmd::new("MSET").key("a").arg(1).key("b").arg(2))
+        .add(Cmd::new("GET").key("x1"));
+    let replies = client.pipeline(p).await.unwrap();
+    assert!(replies[0].is_ok());
+    assert!(matches!(replies[1], Err(Error::CrossSlot { .. })));
+    assert_eq!(replies[2].as_ref().unwrap(), &"1");
+
+    // The lock scripts route by their keys; untagged and tagged names alike.
+    for name in ["orders-lock", "{tenant-9}:lock"] {
+        let channel = if name.contains('{') {
+            format!("redisson_lock__channel:{name}")
+        } else {
+            format!("redisson_lock__channel:{{{name}}}")
+        };
+        let got = client
+            .eval_script(&REENTRANT_ACQUIRE, &[name], &["10000", "me:1"])
+            .await
+            .unwrap();
+        assert_eq!(got, Frame::Null, "{name}: acquired");
+        let other = client
+            .eval_script(&REENTRANT_ACQUIRE, &[name], &["10000", "you:1"])
+            .await
+            .unwrap();
+        assert!(
+            matches!(other, Frame::Integer(ms) if ms > 0),
+            "{name}: {other}"
+        );
+        let released = client
+            .eval_script(
+                &REENTRANT_RELEASE,
+                &[name, channel.as_str()],
+                &["0", "10000", "me:1", "spublish"],
+            )
+            .await
+            .unwrap();
+        assert_eq!(released, Frame::Integer(1), "{name}");
+    }
+
+    // WAIT on the connection that wrote: the replica acknowledges.
+    client.set("{w}k", "v").await.unwrap();
+    let conn = client.connection_for_key("{w}k").await.unwrap();
+    conn.set("{w}k", "v2").await.unwrap();
+    assert_eq!(conn.wait(1, Duration::from_secs(2)).await.unwrap(), 1);
+}
+
+/// Runs SET/INCR/GET on `keys` until `stop`, counting errors.
+fn workload(
+    client: Client,
+    keys: Vec<String>,
+    stop: Arc<AtomicBool>,
+    errors: Arc<AtomicU64>,
+    ops: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let mut i = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let key = &keys[i % keys.len()];
+            let r: Result<i64, Error> = client.cmd(Cmd::new("INCR").key(key.as_str())).await;
+            match r {
+                Ok(_) => {
+                    ops.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    if seen.len() < 5 {
+                        seen.push(e.to_string());
+                    }
+                }
+            }
+            i += 1;
+        }
+        seen
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_slot_migration_is_invisible_to_callers() {
+    let _gate = GATE.lock().await;
+    let cluster = RedisCluster::start();
+    let client = client_for(&cluster).await;
+    let slot = 777u16;
+    let keys = RedisCluster::keys_for_slot(slot, 20);
+    let from = cluster.master_for_slot(slot);
+    let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
+    for k in &keys {
+        client.set(k.as_str(), 0).await.unwrap();
+    }
+    let ask_before = error_count(&cluster, from, "ASK");
+    let moved_before = error_count(&cluster, from, "MOVED");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let ops = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            workload(
+                client.clone(),
+                keys.clone(),
+                Arc::clone(&stop),
+                Arc::clone(&errors),
+                Arc::clone(&ops),
+            )
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cluster.begin_migration(slot, from, to).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Move the keys while commands run: absent keys on the source answer ASK.
+    let moved = cluster.migrate_keys(slot, from, to).unwrap();
+    assert_eq!(moved, keys.len());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.finish_migration(slot, to).unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.extend(t.await.unwrap());
+    }
+    assert_eq!(
+        errors.load(Ordering::Relaxed),
+        0,
+        "errors surfaced: {seen:?}"
+    );
+    assert!(
+        error_count(&cluster, from, "ASK") > ask_before,
+        "no ASK happened"
+    );
+    assert!(
+        error_count(&cluster, from, "MOVED") > moved_before,
+        "no MOVED happened"
+    );
+    // Every successful INCR landed exactly once.
+    let mut total = 0i64;
+    for k in &keys {
+        let v: i64 = client.cmd(Cmd::new("GET").key(k.as_str())).await.unwrap();
+        total += v;
+    }
+    assert_eq!(total as u64, ops.load(Ordering::Relaxed));
+    assert_eq!(cluster.master_for_slot(slot), to);
+}
+
+static COUNT: Script = Script::new("count", "return redis.call('INCRBY', KEYS[1], ARGV[1])");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_and_script_flush_under_load_surface_no_errors() {
+    let _gate = GATE.lock().await;
+    let cluster = RedisCluster::start();
+    let client = client_for(&cluster).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let client = client.clone();
+        let stop = Arc::clone(&stop);
+        let errors = Arc::clone(&errors);
+        let done = Arc::clone(&done);
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("load:{t}:{}", i % 97);
+                match client.eval_script(&COUNT, &[key.as_str()], &["1"]).await {
+                    Ok(_) => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        if seen.len() < 5 {
+                            seen.push(e.to_string());
+                        }
+                    }
+                }
+                i += 1;
+            }
+            seen
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        for idx in 0..cluster.nodes().len() {
+            cluster.node(idx).cli(&["SCRIPT", "FLUSH"]).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let old_master = cluster.masters()[0];
+    let replica = cluster.replicas_of(old_master)[0];
+    cluster.failover(replica, FailoverMode::Default).unwrap();
+    // The promoted replica has never loaded the script.
+    cluster.node(replica).cli(&["SCRIPT", "FLUSH"]).unwrap();
+    let before = done.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.extend(t.await.unwrap());
+    }
+    assert_eq!(
+        errors.load(Ordering::Relaxed),
+        0,
+        "errors surfaced: {seen:?}"
+    );
+    assert!(
+        done.load(Ordering::Relaxed) > before,
+        "no progress after failover"
+    );
+    assert!(cluster.masters().contains(&replica));
+    // The client now routes the old master's slots to the new one.
+    client.refresh_topology().await.unwrap();
+    let port = cluster.node(replica).port();
+    assert!(client
+        .shards()
+        .iter()
+        .any(|s| s.master.ends_with(&format!(":{port}"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_master_fails_typed_until_failover_then_recovers() {
+    let _gate = GATE.lock().await;
+    let mut cluster = RedisCluster::start();
+    let client = client_for(&cluster).await;
+    let slot = 100u16;
+    let key = RedisCluster::key_for_slot(slot);
+    client.set(key.as_str(), "before").await.unwrap();
+    let victim = cluster.master_for_slot(slot);
+    let replica = cluster.replicas_of(victim)[0];
+    // Make sure the write reached the replica before the master dies.
+    let conn = client.connection_for_key(key.as_str()).await.unwrap();
+    assert_eq!(conn.wait(1, Duration::from_secs(2)).await.unwrap(), 1);
+    cluster.node_mut(victim).kill();
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut failures = 0;
+    loop {
+        let started = Instant::now();
+        match client.get(key.as_str()).await {
+            Ok(v) => {
+                assert_eq!(v.as_deref(), Some(&b"before"[..]));
+                break;
+            }
+            Err(e) => {
+                failures += 1;
+                assert!(
+                    matches!(
+                        e,
+                        Error::Routing { .. } | Error::Io(_) | Error::ConnectionClosed
+                    ),
+                    "untyped failure: {e}"
+                );
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "a request hung"
+                );
+                assert!(Instant::now() < deadline, "no recovery within 30 s: {e}");
+            }
+        }
+    }
+    assert!(
+        failures > 0,
+        "the kill should have been visible before failover"
+    );
+    assert!(cluster.masters().contains(&replica));
+    client.set(key.as_str(), "after").await.unwrap();
+    assert_eq!(
+        client.get(key.as_str()).await.unwrap().as_deref(),
+        Some(&b"after"[..])
+    );
+
+    // The old master restarts empty (no persistence, no script cache) and
+    // rejoins; scripts keep working on every master, with the same client.
+    cluster.node_mut(victim).restart().unwrap();
+    cluster.wait_healthy().unwrap();
+    for &m in &cluster.masters() {
+        cluster.node(m).cli(&["SCRIPT", "FLUSH"]).unwrap();
+    }
+    for i in 0..300 {
+        let k = format!("after-restart:{i}");
+        let v = client
+            .eval_script(&COUNT, &[k.as_str()], &["2"])
+            .await
+            .unwrap();
+        assert_eq!(v, Frame::Integer(2));
+    }
+}
