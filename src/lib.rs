@@ -4,8 +4,8 @@
 //! - [`resp`] (`keylatch-resp`): RESP2/RESP3 frames, the zero-copy incremental
 //!   decoder, the command encoder.
 //! - [`cluster`] (`keylatch-cluster`): multiplexed auto-pipelined connections,
-//!   handshake, reconnect, typed commands; the cluster router and pub/sub hub
-//!   come next.
+//!   handshake, reconnect, typed commands, the cluster router (slots,
+//!   MOVED/ASK, scripts with NOSCRIPT healing) and the shared pub/sub hub.
 //! - [`lock`] (`keylatch-lock`): the lock family (in progress).
 //! - this crate: the facade users depend on, and the `keylatch` CLI.
 //!
@@ -26,8 +26,9 @@ pub use keylatch_lock as lock;
 pub use keylatch_resp as resp;
 
 pub use keylatch_cluster::{
-    Client, ClientConfig, ClientMode, Commands, Connection, ConnectionConfig, Error, FromReply,
-    Negotiated, Pipeline, Protocol, Result, RouterOptions, Script, ServerError, ServerErrorKind,
-    SetCondition, SetOptions, Shard, Slot, Ttl,
+    Client, ClientConfig, ClientMode, Commands, Connection, ConnectionConfig, Error, Event,
+    FromReply, Negotiated, Pipeline, Protocol, PubSub, PubSubConfig, Result, RouterOptions, Script,
+    ServerError, ServerErrorKind, SetCondition, SetOptions, Shard, Slot, Subscription,
+    SubscriptionKind, Ttl,
 };
 pub use keylatch_resp::{Cmd, Frame};

@@ -502,6 +502,34 @@ pub trait Commands: Sync {
         async move { self.cmd(cmd).await }
     }
 
+    /// `SPUBLISH shardchannel message` (Redis 7+): publishes to a shard
+    /// channel, received by [`PubSub::ssubscribe`](crate::PubSub::ssubscribe)
+    /// listeners; the reply counts the receivers on the channel's shard.
+    ///
+    /// ```no_run
+    /// # use keylatch_cluster::Commands;
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let receivers = c.spublish("redisson_lock__channel:{orders}", "0").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send`](Commands::send); an unknown-command [`Error::Server`]
+    /// before Redis 7.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    fn spublish(
+        &self,
+        channel: impl ToArg,
+        message: impl ToArg,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        // The shard channel is the command's key, so a cluster client sends
+        // it to the node owning the channel's slot.
+        let cmd = Cmd::new("SPUBLISH").key(channel).arg(message);
+        async move { self.cmd(cmd).await }
+    }
+
     /// `TIME`: the server's clock as time since the Unix epoch.
     ///
     /// ```no_run

@@ -245,7 +245,15 @@ impl Connected {
             && self.pending.len() < self.max_in_flight
             && self.wbuf.len() < WRITE_HIGH_WATER
         {
-            match rx.poll_recv(cx) {
+            // try_recv first: it does not spend tokio's cooperative budget,
+            // which would cap one write at 128 requests; poll_recv only
+            // when the queue looks empty, to register for the next one.
+            let next = match rx.try_recv() {
+                Ok(req) => Poll::Ready(Some(req)),
+                Err(mpsc::error::TryRecvError::Disconnected) => Poll::Ready(None),
+                Err(mpsc::error::TryRecvError::Empty) => rx.poll_recv(cx),
+            };
+            match next {
                 Poll::Ready(Some(req)) => {
                     progress = true;
                     if req.tx.is_closed() {

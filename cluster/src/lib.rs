@@ -15,8 +15,12 @@
 //! - [`FromReply`] (`reply.rs`): reply frames into Rust values.
 //! - [`Error`] (`error.rs`): the one error type; server errors are parsed
 //!   once into [`ServerErrorKind`]s with a [`RetryClass`].
+//! - [`PubSub`] (`pubsub/`): the pub/sub hub: one shared subscriber
+//!   connection per node, a refcounted registry (one server subscription per
+//!   name), [`Subscription`]s yielding [`Event`]s from bounded queues,
+//!   resubscribe after reconnect.
 //!
-//! The cluster router (slots, MOVED/ASK) and pub/sub hub build on this crate.
+//! The cluster router (slots, MOVED/ASK) builds on this crate.
 //!
 //! ```no_run
 //! use keylatch_cluster::{Commands, Connection, Pipeline};
@@ -41,6 +45,7 @@ mod driver;
 mod error;
 mod handshake;
 mod pipeline;
+mod pubsub;
 mod reply;
 mod router;
 mod script;
@@ -55,6 +60,7 @@ pub use config::{ConnectionConfig, Negotiated, Protocol};
 pub use connection::Connection;
 pub use error::{Error, Result, RetryClass, ServerError, ServerErrorKind};
 pub use pipeline::Pipeline;
+pub use pubsub::{Event, PubSub, PubSubConfig, Subscription, SubscriptionKind};
 pub use reply::FromReply;
 pub use router::RouterOptions;
 pub use script::Script;

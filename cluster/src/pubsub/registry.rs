@@ -1,0 +1,695 @@
+//! The refcounted registry: which names this node's connection is subscribed
+//! to, who listens to each, and what must be written next. Pure state, no
+//! I/O: the socket task feeds it requests, confirmations and time, and writes
+//! what [`Registry::plan`] returns.
+//!
+//! Each name's server-side state follows from the commands written for it:
+//! `written` is what the last one asked for, `outstanding` how many have not
+//! been confirmed. The subscription is live exactly when the last written
+//! command was a subscribe and every command has been confirmed. Counting,
+//! rather than a single in-flight flag, keeps `UNSUBSCRIBE x` followed by a
+//! quick `SUBSCRIBE x` correct: the first confirmation does not make `x` look
+//! live while the server has yet to see the second command.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::hub::Control;
+use super::message::{Event, SubscriptionKind};
+use super::subscription::Inbox;
+use crate::error::{Error, Result};
+
+/// Names per SUBSCRIBE/PSUBSCRIBE command: thousands of requests queued at
+/// once go out as a few commands (in one write) rather than one huge one.
+pub(crate) const MAX_NAMES_PER_COMMAND: usize = 1024;
+
+/// Where a `subscribe()` caller waits for the server's confirmation.
+pub(crate) type Confirm = oneshot::Sender<Result<()>>;
+
+/// Subscribe or unsubscribe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Subscribe,
+    Unsubscribe,
+}
+
+/// One command to write: `op` for `names` of one kind.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Planned {
+    pub(crate) op: Op,
+    pub(crate) kind: SubscriptionKind,
+    pub(crate) names: Vec<Bytes>,
+}
+
+/// What the last command written for a name asked the server for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Written {
+    Nothing,
+    Subscribe,
+    Unsubscribe,
+}
+
+#[derive(Debug)]
+struct Entry {
+    listeners: HashMap<u64, Arc<Inbox>>,
+    /// Listeners whose `subscribe()` waits for the subscription to be live.
+    waiters: Vec<(u64, Confirm)>,
+    written: Written,
+    /// Commands written for this name and not yet confirmed.
+    outstanding: u32,
+    /// Listed in `Registry::pending`: the next plan subscribes it.
+    queued: bool,
+    /// Set when the last listener left a live or subscribing name: the
+    /// instant its UNSUBSCRIBE is due.
+    linger_until: Option<Instant>,
+    /// Listeners already handed out get a `Gap` when the subscription is live
+    /// again (after a reconnect, or after the server dropped it).
+    gap_pending: bool,
+}
+
+impl Entry {
+    fn new() -> Self {
+        Self {
+            listeners: HashMap::new(),
+            waiters: Vec::new(),
+            written: Written::Nothing,
+            outstanding: 0,
+            queued: false,
+            linger_until: None,
+            gap_pending: false,
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        self.written == Written::Subscribe && self.outstanding == 0
+    }
+
+    /// Nothing listens, nothing is queued or unconfirmed: forget the name.
+    fn is_dead(&self) -> bool {
+        self.listeners.is_empty()
+            && !self.queued
+            && self.outstanding == 0
+            && self.written != Written::Subscribe
+    }
+}
+
+/// Every name of one node's subscriber connection.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    entries: [HashMap<Bytes, Entry>; 3],
+    /// Names to subscribe at the next plan (stale items are skipped there).
+    pending: Vec<(SubscriptionKind, Bytes)>,
+    /// Linger deadlines in the order they were set; the linger is constant,
+    /// so this is also deadline order. Stale items are skipped when popped.
+    lingering: VecDeque<(Instant, SubscriptionKind, Bytes)>,
+    linger: Duration,
+}
+
+impl Registry {
+    pub(crate) fn new(linger: Duration) -> Self {
+        Self {
+            entries: Default::default(),
+            pending: Vec::new(),
+            lingering: VecDeque::new(),
+            linger,
+        }
+    }
+
+    /// Applies a request from a handle or a [`Subscription`](crate::Subscription).
+    pub(crate) fn apply(&mut self, control: Control, now: Instant) {
+        match control {
+            Control::Subscribe {
+                kind,
+                name,
+                id,
+                inbox,
+                confirm,
+            } => self.add(kind, name, id, inbox, confirm),
+            Control::Release { kind, name, id } => self.remove(kind, name, id, now),
+        }
+    }
+
+    /// Adds a listener. If the name is live, `confirm` is answered at once;
+    /// otherwise it waits for the confirmation, and the name is queued for
+    /// the next plan unless a subscribe for it is already written.
+    pub(crate) fn add(
+        &mut self,
+        kind: SubscriptionKind,
+        name: Bytes,
+        id: u64,
+        inbox: Arc<Inbox>,
+        confirm: Confirm,
+    ) {
+        let entry = self.entries[kind.index()]
+            .entry(name.clone())
+            .or_insert_with(Entry::new);
+        entry.listeners.insert(id, inbox);
+        // A listener arriving during the linger keeps the live subscription.
+        entry.linger_until = None;
+        if entry.is_live() {
+            // The caller may have given up already; nothing to tell then.
+            let _ = confirm.send(Ok(()));
+            return;
+        }
+        entry.waiters.push((id, confirm));
+        if entry.written != Written::Subscribe && !entry.queued {
+            entry.queued = true;
+            self.pending.push((kind, name));
+        }
+    }
+
+    /// Removes a listener (its `Subscription` was dropped). The last one
+    /// leaving a subscribed name starts the linger; leaving a name whose
+    /// subscribe was never written cancels it.
+    pub(crate) fn remove(&mut self, kind: SubscriptionKind, name: Bytes, id: u64, now: Instant) {
+        let map = &mut self.entries[kind.index()];
+        let Some(entry) = map.get_mut(&name) else {
+            return;
+        };
+        if entry.listeners.remove(&id).is_none() {
+            // A listener of an entry that was failed and forgotten.
+            return;
+        }
+        entry.waiters.retain(|(w, _)| *w != id);
+        if !entry.listeners.is_empty() {
+            return;
+        }
+        if entry.written == Written::Subscribe {
+            let until = now + self.linger;
+            entry.linger_until = Some(until);
+            self.lingering.push_back((until, kind, name));
+        } else {
+            entry.queued = false;
+            if entry.is_dead() {
+                map.remove(&name);
+            }
+        }
+    }
+
+    /// The commands to write now: UNSUBSCRIBE for names whose linger ran out
+    /// by `now`, then SUBSCRIBE for queued names. Channels and patterns are
+    /// batched up to [`MAX_NAMES_PER_COMMAND`] per command; shard channels go
+    /// one per SSUBSCRIBE, because in a cluster one SSUBSCRIBE must stay
+    /// within one slot (the router will batch them per slot).
+    pub(crate) fn plan(&mut self, now: Instant) -> Vec<Planned> {
+        let mut unsub: [Vec<Bytes>; 3] = Default::default();
+        while let Some((until, _, _)) = self.lingering.front() {
+            if *until > now {
+                break;
+            }
+            let Some((until, kind, name)) = self.lingering.pop_front() else {
+                break;
+            };
+            let Some(entry) = self.entries[kind.index()].get_mut(&name) else {
+                continue;
+            };
+            if entry.linger_until == Some(until) && entry.listeners.is_empty() {
+                entry.linger_until = None;
+                entry.written = Written::Unsubscribe;
+                entry.outstanding += 1;
+                unsub[kind.index()].push(name);
+            }
+        }
+        let mut sub: [Vec<Bytes>; 3] = Default::default();
+        for (kind, name) in self.pending.drain(..) {
+            let Some(entry) = self.entries[kind.index()].get_mut(&name) else {
+                continue;
+            };
+            if entry.queued {
+                entry.queued = false;
+                entry.written = Written::Subscribe;
+                entry.outstanding += 1;
+                sub[kind.index()].push(name);
+            }
+        }
+        let mut out = Vec::new();
+        for (op, lists) in [(Op::Unsubscribe, unsub), (Op::Subscribe, sub)] {
+            for (kind, names) in SubscriptionKind::ALL.into_iter().zip(lists) {
+                let per = match kind {
+                    SubscriptionKind::Shard => 1,
+                    _ => MAX_NAMES_PER_COMMAND,
+                };
+                let mut names = names.into_iter().peekable();
+                while names.peek().is_some() {
+                    out.push(Planned {
+                        op,
+                        kind,
+                        names: names.by_ref().take(per).collect(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// When the next linger runs out (possibly a stale one: planning then
+    /// finds nothing to do).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.lingering.front().map(|(until, _, _)| *until)
+    }
+
+    /// The server confirmed a command this registry planned for `name`.
+    pub(crate) fn confirmed(&mut self, kind: SubscriptionKind, name: &[u8]) {
+        let map = &mut self.entries[kind.index()];
+        let Some(entry) = map.get_mut(name) else {
+            return;
+        };
+        entry.outstanding = entry.outstanding.saturating_sub(1);
+        if entry.outstanding > 0 {
+            return;
+        }
+        match entry.written {
+            Written::Subscribe => {
+                let mut waiting: Vec<u64> = Vec::with_capacity(entry.waiters.len());
+                for (id, confirm) in entry.waiters.drain(..) {
+                    waiting.push(id);
+                    let _ = confirm.send(Ok(()));
+                }
+                if std::mem::take(&mut entry.gap_pending) {
+                    waiting.sort_unstable();
+                    for (id, inbox) in &entry.listeners {
+                        if waiting.binary_search(id).is_err() {
+                            inbox.push_gap();
+                        }
+                    }
+                }
+            }
+            Written::Unsubscribe | Written::Nothing => {
+                if entry.is_dead() {
+                    map.remove(name);
+                }
+            }
+        }
+    }
+
+    /// The server refused a command planned for `name`. A refused subscribe
+    /// fails its waiters and ends the streams of its listeners (they cannot
+    /// be served); the name is forgotten.
+    pub(crate) fn failed(&mut self, kind: SubscriptionKind, name: &[u8], op: Op, err: &Error) {
+        let map = &mut self.entries[kind.index()];
+        let Some(entry) = map.get_mut(name) else {
+            return;
+        };
+        entry.outstanding = entry.outstanding.saturating_sub(1);
+        match op {
+            Op::Subscribe => {
+                if let Some(entry) = map.remove(name) {
+                    for (_, confirm) in entry.waiters {
+                        let _ = confirm.send(Err(err.clone()));
+                    }
+                    for inbox in entry.listeners.values() {
+                        inbox.close();
+                    }
+                }
+            }
+            Op::Unsubscribe => {
+                if entry.outstanding == 0 && entry.written == Written::Unsubscribe {
+                    // The server may still send messages for it; with no
+                    // entry they are ignored.
+                    entry.written = Written::Nothing;
+                }
+                if entry.is_dead() {
+                    map.remove(name);
+                }
+            }
+        }
+    }
+
+    /// The server ended a subscription on its own (a cluster node dropping
+    /// the shard channels of a slot it gave away). Listeners keep listening:
+    /// the name is subscribed again and they get a `Gap` once it is live.
+    pub(crate) fn server_dropped(&mut self, kind: SubscriptionKind, name: &[u8]) {
+        let map = &mut self.entries[kind.index()];
+        let Some(entry) = map.get_mut(name) else {
+            return;
+        };
+        if entry.outstanding > 0 || entry.written != Written::Subscribe {
+            // A command of ours is still to be answered; its answer settles it.
+            return;
+        }
+        entry.written = Written::Nothing;
+        entry.linger_until = None;
+        if entry.listeners.is_empty() {
+            map.remove(name);
+            return;
+        }
+        entry.gap_pending = true;
+        if !entry.queued {
+            entry.queued = true;
+            self.pending.push((kind, Bytes::copy_from_slice(name)));
+        }
+    }
+
+    /// The connection died: the server forgot every subscription. Names with
+    /// listeners are queued to be subscribed again (their listeners get a
+    /// `Gap` once live); the rest are forgotten.
+    pub(crate) fn disconnected(&mut self) {
+        self.pending.clear();
+        self.lingering.clear();
+        for kind in SubscriptionKind::ALL {
+            let pending = &mut self.pending;
+            self.entries[kind.index()].retain(|name, entry| {
+                entry.written = Written::Nothing;
+                entry.outstanding = 0;
+                entry.linger_until = None;
+                if entry.listeners.is_empty() {
+                    return false;
+                }
+                entry.gap_pending = true;
+                entry.queued = true;
+                pending.push((kind, name.clone()));
+                true
+            });
+        }
+    }
+
+    /// Hands a message to every listener of `name`, never waiting: a full
+    /// listener queue counts a drop instead.
+    pub(crate) fn deliver(&self, kind: SubscriptionKind, name: &[u8], event: Event) {
+        if let Some(entry) = self.entries[kind.index()].get(name) {
+            for inbox in entry.listeners.values() {
+                inbox.push_message(event.clone());
+            }
+        }
+    }
+
+    /// Ends everything (the task is stopping): waiters fail, streams end.
+    pub(crate) fn close_all(&mut self) {
+        for map in &mut self.entries {
+            for (_, entry) in map.drain() {
+                for (_, confirm) in entry.waiters {
+                    let _ = confirm.send(Err(Error::ConnectionClosed));
+                }
+                for inbox in entry.listeners.values() {
+                    inbox.close();
+                }
+            }
+        }
+        self.pending.clear();
+        self.lingering.clear();
+    }
+
+    #[cfg(test)]
+    fn is_live(&self, kind: SubscriptionKind, name: &[u8]) -> bool {
+        self.entries[kind.index()]
+            .get(name)
+            .is_some_and(Entry::is_live)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.iter().map(HashMap::len).sum()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test fails
+mod tests {
+    use super::*;
+    use crate::pubsub::message::SubscriptionKind::{Channel, Pattern, Shard};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    const LINGER: Duration = Duration::from_secs(1);
+
+    struct Noop(AtomicUsize);
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn inbox() -> Arc<Inbox> {
+        Arc::new(Inbox::new(16))
+    }
+
+    fn drain(inbox: &Inbox) -> Vec<Event> {
+        let waker = Waker::from(Arc::new(Noop(AtomicUsize::new(0))));
+        let mut cx = Context::from_waker(&waker);
+        let mut sub_events = Vec::new();
+        // Reach the queue the way a Subscription does.
+        while let Poll::Ready(Some(e)) = inbox_poll(inbox, &mut cx) {
+            sub_events.push(e);
+        }
+        sub_events
+    }
+
+    fn inbox_poll(inbox: &Inbox, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        inbox.poll_pop(cx)
+    }
+
+    fn add(
+        r: &mut Registry,
+        kind: SubscriptionKind,
+        name: &'static str,
+        id: u64,
+    ) -> (Arc<Inbox>, oneshot::Receiver<Result<()>>) {
+        let s = inbox();
+        let (tx, rx) = oneshot::channel();
+        r.add(
+            kind,
+            Bytes::from_static(name.as_bytes()),
+            id,
+            Arc::clone(&s),
+            tx,
+        );
+        (s, rx)
+    }
+
+    fn names(p: &Planned) -> Vec<&[u8]> {
+        p.names.iter().map(|n| n.as_ref()).collect()
+    }
+
+    fn confirmed_ok(rx: &mut oneshot::Receiver<Result<()>>) -> bool {
+        matches!(rx.try_recv(), Ok(Ok(())))
+    }
+
+    #[test]
+    fn a_name_is_subscribed_once_however_many_listen() {
+        let mut r = Registry::new(LINGER);
+        let now = Instant::now();
+        let (_, mut a) = add(&mut r, Channel, "c", 1);
+        let (_, mut b) = add(&mut r, Channel, "c", 2);
+        let (_, _c) = add(&mut r, Channel, "d", 3);
+        let plan = r.plan(now);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(plan[0].op, Op::Subscribe);
+        assert_eq!(names(&plan[0]), [b"c".as_ref(), b"d"]);
+        assert!(r.plan(now).is_empty());
+        assert!(!confirmed_ok(&mut a));
+        r.confirmed(Channel, b"c");
+        assert!(confirmed_ok(&mut a) && confirmed_ok(&mut b));
+        // A listener joining a live name is confirmed at once, nothing written.
+        let (_, mut late) = add(&mut r, Channel, "c", 4);
+        assert!(confirmed_ok(&mut late));
+        assert!(r.plan(now).is_empty());
+    }
+
+    #[test]
+    fn kinds_are_separate_and_shards_go_one_per_command() {
+        let mut r = Registry::new(LINGER);
+        let _k = [
+            add(&mut r, Channel, "x", 1),
+            add(&mut r, Pattern, "x", 2),
+            add(&mut r, Shard, "x", 3),
+            add(&mut r, Shard, "y", 4),
+        ];
+        let plan = r.plan(Instant::now());
+        let shape: Vec<_> = plan.iter().map(|p| (p.op, p.kind, p.names.len())).collect();
+        assert_eq!(
+            shape,
+            [
+                (Op::Subscribe, Channel, 1),
+                (Op::Subscribe, Pattern, 1),
+                (Op::Subscribe, Shard, 1),
+                (Op::Subscribe, Shard, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn big_batches_are_split() {
+        let mut r = Registry::new(LINGER);
+        let mut keep = Vec::new();
+        for i in 0..(MAX_NAMES_PER_COMMAND * 2 + 5) {
+            let (tx, rx) = oneshot::channel();
+            r.add(Channel, Bytes::from(format!("c{i}")), i as u64, inbox(), tx);
+            keep.push(rx);
+        }
+        let plan = r.plan(Instant::now());
+        let sizes: Vec<_> = plan.iter().map(|p| p.names.len()).collect();
+        assert_eq!(sizes, [MAX_NAMES_PER_COMMAND, MAX_NAMES_PER_COMMAND, 5]);
+    }
+
+    #[test]
+    fn last_listener_leaving_unsubscribes_after_the_linger() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (_, _rx) = add(&mut r, Channel, "c", 1);
+        r.plan(t0);
+        r.confirmed(Channel, b"c");
+        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+        assert_eq!(r.next_deadline(), Some(t0 + LINGER));
+        assert!(r.plan(t0 + LINGER / 2).is_empty());
+        let plan = r.plan(t0 + LINGER);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(
+            (plan[0].op, names(&plan[0])),
+            (Op::Unsubscribe, vec![b"c".as_ref()])
+        );
+        assert_eq!(r.len(), 1);
+        r.confirmed(Channel, b"c");
+        assert_eq!(r.len(), 0);
+        assert_eq!(r.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_listener_during_the_linger_reuses_the_live_subscription() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (_, _rx) = add(&mut r, Channel, "c", 1);
+        r.plan(t0);
+        r.confirmed(Channel, b"c");
+        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+        let (_, mut rx2) = add(&mut r, Channel, "c", 2);
+        assert!(confirmed_ok(&mut rx2));
+        // The stale deadline passes without an UNSUBSCRIBE.
+        assert!(r.plan(t0 + LINGER * 2).is_empty());
+        assert!(r.is_live(Channel, b"c"));
+        // Leaving again starts a fresh linger from that moment.
+        let t1 = t0 + LINGER * 3;
+        r.remove(Channel, Bytes::from_static(b"c"), 2, t1);
+        assert!(r.plan(t1 + LINGER / 2).is_empty());
+        assert_eq!(r.plan(t1 + LINGER).len(), 1);
+    }
+
+    #[test]
+    fn resubscribing_behind_an_unconfirmed_unsubscribe_waits_for_both_answers() {
+        let mut r = Registry::new(Duration::ZERO);
+        let t0 = Instant::now();
+        let (_, _rx) = add(&mut r, Channel, "c", 1);
+        r.plan(t0);
+        r.confirmed(Channel, b"c");
+        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+        assert_eq!(r.plan(t0)[0].op, Op::Unsubscribe);
+        // A new listener while the UNSUBSCRIBE is in flight.
+        let (_, mut rx) = add(&mut r, Channel, "c", 2);
+        let plan = r.plan(t0);
+        assert_eq!(plan[0].op, Op::Subscribe);
+        r.confirmed(Channel, b"c"); // the UNSUBSCRIBE's answer
+        assert!(!confirmed_ok(&mut rx));
+        assert!(!r.is_live(Channel, b"c"));
+        r.confirmed(Channel, b"c"); // the SUBSCRIBE's answer
+        assert!(confirmed_ok(&mut rx));
+        assert!(r.is_live(Channel, b"c"));
+    }
+
+    #[test]
+    fn a_listener_cancelled_before_the_write_leaves_nothing() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (_, _rx) = add(&mut r, Channel, "c", 1);
+        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+        assert!(r.plan(t0).is_empty());
+        assert_eq!(r.len(), 0);
+        // Cancelled after the write: the confirmation comes, then the linger.
+        let (_, _rx) = add(&mut r, Channel, "c", 2);
+        assert_eq!(r.plan(t0).len(), 1);
+        r.remove(Channel, Bytes::from_static(b"c"), 2, t0);
+        r.confirmed(Channel, b"c");
+        let plan = r.plan(t0 + LINGER);
+        assert_eq!(plan[0].op, Op::Unsubscribe);
+        r.confirmed(Channel, b"c");
+        assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn unknown_releases_are_ignored() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (_, _rx) = add(&mut r, Channel, "c", 1);
+        r.plan(t0);
+        r.confirmed(Channel, b"c");
+        r.remove(Channel, Bytes::from_static(b"c"), 99, t0);
+        r.remove(Pattern, Bytes::from_static(b"c"), 1, t0);
+        assert!(r.is_live(Channel, b"c"));
+        assert_eq!(r.next_deadline(), None);
+    }
+
+    #[test]
+    fn reconnect_resubscribes_and_gaps_only_listeners_already_handed_out() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (old, _rx) = add(&mut r, Channel, "c", 1);
+        let (_, _rx2) = add(&mut r, Pattern, "idle*", 2);
+        r.plan(t0);
+        r.confirmed(Channel, b"c");
+        r.confirmed(Pattern, b"idle*");
+        r.remove(Pattern, Bytes::from_static(b"idle*"), 2, t0); // lingering
+        r.disconnected();
+        assert_eq!(r.len(), 1, "lingering names are forgotten");
+        // A subscribe arriving while disconnected waits for the reconnect.
+        let (new, mut rx3) = add(&mut r, Channel, "c", 3);
+        let plan = r.plan(t0);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(names(&plan[0]), [b"c".as_ref()]);
+        r.confirmed(Channel, b"c");
+        assert!(confirmed_ok(&mut rx3));
+        assert_eq!(drain(&old), [Event::Gap]);
+        assert!(drain(&new).is_empty());
+    }
+
+    #[test]
+    fn refused_subscribe_fails_waiters_and_ends_listeners() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (s, mut rx) = add(&mut r, Channel, "c", 1);
+        r.plan(t0);
+        let err = Error::from_server_error(b"NOPERM no");
+        r.failed(Channel, b"c", Op::Subscribe, &err);
+        assert!(matches!(rx.try_recv(), Ok(Err(Error::Server(_)))));
+        assert_eq!(r.len(), 0);
+        let waker = Waker::from(Arc::new(Noop(AtomicUsize::new(0))));
+        assert_eq!(
+            inbox_poll(&s, &mut Context::from_waker(&waker)),
+            Poll::Ready(None)
+        );
+    }
+
+    #[test]
+    fn server_dropped_shard_channel_is_resubscribed_with_a_gap() {
+        let mut r = Registry::new(LINGER);
+        let t0 = Instant::now();
+        let (s, _rx) = add(&mut r, Shard, "s", 1);
+        r.plan(t0);
+        r.confirmed(Shard, b"s");
+        r.server_dropped(Shard, b"s");
+        let plan = r.plan(t0);
+        assert_eq!((plan[0].op, plan[0].kind), (Op::Subscribe, Shard));
+        r.confirmed(Shard, b"s");
+        assert_eq!(drain(&s), [Event::Gap]);
+    }
+
+    #[test]
+    fn delivery_reaches_every_listener_of_the_name_only() {
+        let mut r = Registry::new(LINGER);
+        let (a, _ra) = add(&mut r, Channel, "c", 1);
+        let (b, _rb) = add(&mut r, Channel, "c", 2);
+        let (p, _rp) = add(&mut r, Pattern, "c", 3);
+        let ev = Event::Message {
+            channel: Bytes::from_static(b"c"),
+            pattern: None,
+            payload: Bytes::from_static(b"0"),
+        };
+        r.deliver(Channel, b"c", ev.clone());
+        r.deliver(Channel, b"other", ev.clone());
+        assert_eq!(drain(&a), std::slice::from_ref(&ev));
+        assert_eq!(drain(&b), [ev]);
+        assert!(drain(&p).is_empty());
+    }
+}

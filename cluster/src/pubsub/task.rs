@@ -1,0 +1,440 @@
+//! The subscriber socket task: the one owner of a node's pub/sub socket.
+//!
+//! Each turn it takes every queued request from handles and dropped
+//! subscriptions into the [`Registry`], asks the registry what to write
+//! (expired lingers as UNSUBSCRIBE, new names as batched SUBSCRIBE), writes
+//! what the socket accepts, and reads and routes whatever arrived. Delivery
+//! is a non-blocking push into each listener's bounded queue, so a slow
+//! listener never holds up the reader or the other listeners.
+//!
+//! When the socket fails, the registry forgets the server's state, the task
+//! reconnects with [`Backoff`] (still taking requests meanwhile), and the
+//! first write on the new socket subscribes every name that has listeners.
+//! Their listeners get [`Event::Gap`] once each name is live again.
+
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use keylatch_resp::{Cmd, Decoder, Frame, Limits};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{self, error::TryRecvError};
+use tokio::time::{Instant, Sleep};
+
+use super::hub::{Control, Shared};
+use super::message::{classify, Event, Incoming, SubscriptionKind};
+use super::registry::{Op, Planned, Registry};
+use crate::backoff::Backoff;
+use crate::error::{Error, ServerError};
+use crate::handshake::{establish, Established};
+
+/// Smallest read: room for many small messages per syscall.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A command written and not yet fully answered, oldest first. Replies come
+/// in command order, so the front tells which command an error reply belongs
+/// to, and whether an unsubscribe confirmation was asked for or sent by the
+/// server on its own.
+#[derive(Debug)]
+enum InFlight {
+    /// (P|S)(UN)SUBSCRIBE: one confirmation per name, in argument order.
+    Names {
+        op: Op,
+        kind: SubscriptionKind,
+        names: Vec<Bytes>,
+        next: usize,
+    },
+    /// The health-check PING.
+    Ping,
+}
+
+/// Why the connected phase ended.
+enum Exit {
+    /// Every handle and subscription is gone: stop.
+    Done,
+    /// The socket failed (or stopped answering PING): reconnect.
+    Failed,
+}
+
+/// The task's state across reconnects.
+pub(crate) struct Task {
+    control: mpsc::UnboundedReceiver<Control>,
+    shared: Arc<Shared>,
+    registry: Registry,
+    io: Option<Established>,
+}
+
+impl Task {
+    pub(crate) fn new(
+        control: mpsc::UnboundedReceiver<Control>,
+        shared: Arc<Shared>,
+        io: Established,
+    ) -> Self {
+        let registry = Registry::new(shared.config.linger);
+        Self {
+            control,
+            shared,
+            registry,
+            io: Some(io),
+        }
+    }
+
+    /// Runs until every handle and every subscription is dropped.
+    pub(crate) async fn run(mut self) {
+        let mut backoff = Backoff::new(
+            self.shared.connection.reconnect_min,
+            self.shared.connection.reconnect_max,
+        );
+        loop {
+            let io = match self.io.take() {
+                Some(io) => io,
+                None => match self.reconnect(&mut backoff).await {
+                    Some(io) => io,
+                    None => break,
+                },
+            };
+            self.shared.set_connected(true);
+            let mut conn = Connected::new(io, self.shared.config.ping_interval);
+            let exit = poll_fn(|cx| conn.poll(cx, &mut self.control, &mut self.registry)).await;
+            self.shared.set_connected(false);
+            match exit {
+                Exit::Done => break,
+                Exit::Failed => self.registry.disconnected(),
+            }
+        }
+        self.registry.close_all();
+    }
+
+    /// Connects again, with backoff between failed attempts. Requests keep
+    /// being taken meanwhile: a `subscribe` during a blip waits for the
+    /// reconnect (bounded by its own timeout) instead of failing at once.
+    /// Returns `None` when every handle and subscription is gone.
+    async fn reconnect(&mut self, backoff: &mut Backoff) -> Option<Established> {
+        let shared = Arc::clone(&self.shared);
+        loop {
+            let attempt = establish(&shared.connection);
+            tokio::pin!(attempt);
+            let outcome = loop {
+                tokio::select! {
+                    r = &mut attempt => break r,
+                    c = self.control.recv() => match c {
+                        Some(c) => self.registry.apply(c, Instant::now()),
+                        None => return None,
+                    },
+                }
+            };
+            match outcome {
+                Ok(io) => {
+                    backoff.reset();
+                    shared.count_reconnect();
+                    return Some(io);
+                }
+                Err(_) => {
+                    let sleep = tokio::time::sleep(backoff.next_delay());
+                    tokio::pin!(sleep);
+                    loop {
+                        tokio::select! {
+                            () = &mut sleep => break,
+                            c = self.control.recv() => match c {
+                                Some(c) => self.registry.apply(c, Instant::now()),
+                                None => return None,
+                            },
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The connected phase: socket, buffers, commands awaiting answers, timers.
+struct Connected {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    decoder: Decoder,
+    inflight: VecDeque<InFlight>,
+    linger: Pin<Box<Sleep>>,
+    /// The deadline `linger` is set to, if it is armed.
+    linger_armed: Option<Instant>,
+    ping: Option<(Duration, Pin<Box<Sleep>>)>,
+    ping_outstanding: bool,
+}
+
+impl Connected {
+    fn new(io: Established, ping_interval: Option<Duration>) -> Self {
+        let mut rbuf = io.read_buf;
+        rbuf.reserve(READ_CHUNK);
+        let now = Instant::now();
+        Self {
+            stream: io.stream,
+            rbuf,
+            wbuf: BytesMut::with_capacity(4096),
+            decoder: Decoder::new(Limits::default()),
+            inflight: VecDeque::new(),
+            linger: Box::pin(tokio::time::sleep_until(now)),
+            linger_armed: None,
+            ping: ping_interval.map(|d| (d, Box::pin(tokio::time::sleep_until(now + d)))),
+            ping_outstanding: false,
+        }
+    }
+
+    /// One turn: requests, plan, timers, write, read; repeated while any of
+    /// them made progress, so the task parks only when all would wait.
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        control: &mut mpsc::UnboundedReceiver<Control>,
+        registry: &mut Registry,
+    ) -> Poll<Exit> {
+        loop {
+            let mut progress = false;
+            let now = Instant::now();
+            // Take everything queued first, so that subscribe() calls made
+            // together share one command and one write. `try_recv` first:
+            // `poll_recv` spends tokio's cooperative budget (128 per poll),
+            // which would cut a burst of requests into many commands; it is
+            // only called once the queue looks empty, to register the waker.
+            loop {
+                let c = match control.try_recv() {
+                    Ok(c) => c,
+                    Err(TryRecvError::Empty) => match control.poll_recv(cx) {
+                        Poll::Ready(Some(c)) => c,
+                        Poll::Ready(None) => return Poll::Ready(Exit::Done),
+                        Poll::Pending => break,
+                    },
+                    // Nobody can listen any more; closing the socket
+                    // unsubscribes everything.
+                    Err(TryRecvError::Disconnected) => return Poll::Ready(Exit::Done),
+                };
+                registry.apply(c, now);
+                progress = true;
+            }
+            for planned in registry.plan(now) {
+                self.encode(planned);
+                progress = true;
+            }
+            progress |= self.poll_linger(cx, registry.next_deadline());
+            match self.poll_ping(cx) {
+                Ok(p) => progress |= p,
+                Err(()) => return Poll::Ready(Exit::Failed),
+            }
+            match self.write(cx) {
+                Ok(p) => progress |= p,
+                Err(()) => return Poll::Ready(Exit::Failed),
+            }
+            match self.read(cx, registry) {
+                Ok(p) => progress |= p,
+                Err(()) => return Poll::Ready(Exit::Failed),
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    fn encode(&mut self, planned: Planned) {
+        let Planned { op, kind, names } = planned;
+        let command = match op {
+            Op::Subscribe => kind.subscribe_command(),
+            Op::Unsubscribe => kind.unsubscribe_command(),
+        };
+        let bytes = names.iter().map(|n| n.len() + 16).sum();
+        let mut cmd = Cmd::with_capacity(command, bytes);
+        for name in &names {
+            // A shard channel hashes to a slot like a key does.
+            match kind {
+                SubscriptionKind::Shard => cmd.push_key(name),
+                _ => cmd.push_arg(name),
+            }
+        }
+        cmd.encode(&mut self.wbuf);
+        self.inflight.push_back(InFlight::Names {
+            op,
+            kind,
+            names,
+            next: 0,
+        });
+    }
+
+    /// Keeps the linger timer on the registry's next deadline; `true` when it
+    /// fired (the next turn's plan unsubscribes what expired).
+    fn poll_linger(&mut self, cx: &mut Context<'_>, deadline: Option<Instant>) -> bool {
+        let Some(deadline) = deadline else {
+            self.linger_armed = None;
+            return false;
+        };
+        if self.linger_armed != Some(deadline) {
+            self.linger.as_mut().reset(deadline);
+            self.linger_armed = Some(deadline);
+        }
+        if self.linger.as_mut().poll(cx).is_ready() {
+            self.linger_armed = None;
+            return true;
+        }
+        false
+    }
+
+    /// Sends a PING every interval; a PING still unanswered when the next is
+    /// due means the connection is dead (a half-open socket reads nothing and
+    /// never fails on its own).
+    fn poll_ping(&mut self, cx: &mut Context<'_>) -> std::result::Result<bool, ()> {
+        let Some((interval, sleep)) = self.ping.as_mut() else {
+            return Ok(false);
+        };
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Ok(false);
+        }
+        if self.ping_outstanding {
+            return Err(());
+        }
+        let next = Instant::now() + *interval;
+        sleep.as_mut().reset(next);
+        Cmd::new("PING").encode(&mut self.wbuf);
+        self.inflight.push_back(InFlight::Ping);
+        self.ping_outstanding = true;
+        Ok(true)
+    }
+
+    fn write(&mut self, cx: &mut Context<'_>) -> std::result::Result<bool, ()> {
+        let mut progress = false;
+        while !self.wbuf.is_empty() {
+            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Err(()),
+                Poll::Ready(Ok(n)) => {
+                    self.wbuf.advance(n);
+                    progress = true;
+                }
+                Poll::Pending => break,
+            }
+        }
+        Ok(progress)
+    }
+
+    /// Reads and routes what has arrived; `Ok(true)` when anything did.
+    fn read(
+        &mut self,
+        cx: &mut Context<'_>,
+        registry: &mut Registry,
+    ) -> std::result::Result<bool, ()> {
+        let mut progress = false;
+        loop {
+            loop {
+                match self.decoder.decode(&mut self.rbuf) {
+                    Ok(Some(frame)) => {
+                        self.dispatch(frame, registry)?;
+                        progress = true;
+                    }
+                    Ok(None) => break,
+                    Err(_) => return Err(()),
+                }
+            }
+            let want = self.decoder.needed().max(READ_CHUNK);
+            if self.rbuf.capacity() - self.rbuf.len() < want {
+                self.rbuf.reserve(want);
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.rbuf) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Err(()),
+                Poll::Ready(Ok(_)) => progress = true,
+                Poll::Pending => return Ok(progress),
+            }
+        }
+    }
+
+    /// Routes one frame: a message to its listeners, a confirmation to its
+    /// registry entry (by name), an error to the command it answers.
+    fn dispatch(&mut self, frame: Frame, registry: &mut Registry) -> std::result::Result<(), ()> {
+        match classify(frame) {
+            Incoming::Message {
+                kind,
+                channel,
+                pattern,
+                payload,
+            } => {
+                // Pattern listeners are registered under the pattern.
+                let name = pattern.as_ref().unwrap_or(&channel).clone();
+                registry.deliver(
+                    kind,
+                    &name,
+                    Event::Message {
+                        channel,
+                        pattern,
+                        payload,
+                    },
+                );
+            }
+            Incoming::Confirm {
+                kind,
+                subscribed,
+                name,
+            } => {
+                let op = if subscribed {
+                    Op::Subscribe
+                } else {
+                    Op::Unsubscribe
+                };
+                if self.take_confirmation(op, kind, &name) {
+                    registry.confirmed(kind, &name);
+                } else if !subscribed {
+                    registry.server_dropped(kind, &name);
+                }
+                // A subscribe confirmation nobody asked for cannot happen
+                // (the server subscribes only on request); ignore it.
+            }
+            Incoming::Pong => {
+                if let Some(InFlight::Ping) = self.inflight.front() {
+                    self.inflight.pop_front();
+                    self.ping_outstanding = false;
+                }
+            }
+            Incoming::Error(line) => {
+                let err = Error::Server(ServerError::parse(line));
+                match self.inflight.pop_front() {
+                    Some(InFlight::Names {
+                        op,
+                        kind,
+                        names,
+                        next,
+                    }) => {
+                        for name in names.get(next..).unwrap_or_default() {
+                            registry.failed(kind, name, op, &err);
+                        }
+                    }
+                    // PING refused, or an error nobody asked for: the
+                    // connection is in a state this task does not know.
+                    Some(InFlight::Ping) | None => return Err(()),
+                }
+            }
+            Incoming::Other => {}
+        }
+        Ok(())
+    }
+
+    /// Whether a confirmation answers the oldest command in flight (and
+    /// counts it if so). Confirmations reach the registry by name; this only
+    /// tells asked-for answers from unsubscribes the server sent on its own.
+    fn take_confirmation(&mut self, op: Op, kind: SubscriptionKind, name: &[u8]) -> bool {
+        let Some(InFlight::Names {
+            op: want_op,
+            kind: want_kind,
+            names,
+            next,
+        }) = self.inflight.front_mut()
+        else {
+            return false;
+        };
+        if *want_op != op || *want_kind != kind || names.get(*next).map(|n| &n[..]) != Some(name) {
+            return false;
+        }
+        *next += 1;
+        if *next == names.len() {
+            self.inflight.pop_front();
+        }
+        true
+    }
+}
