@@ -197,9 +197,21 @@ impl Connection {
     /// As [`send`](Self::send).
     pub async fn send_timeout(&self, cmd: Cmd, timeout: Option<Duration>) -> Result<Frame> {
         refuse(&cmd)?;
+        self.send_payload(Payload::One(cmd), timeout).await
+    }
+
+    /// Sends a shared command: the router keeps its own reference so it can
+    /// resend after a redirect without copying the command first.
+    pub(crate) async fn send_shared(&self, cmd: Arc<Cmd>) -> Result<Frame> {
+        refuse(&cmd)?;
+        self.send_payload(Payload::Shared(cmd), self.shared.config.request_timeout)
+            .await
+    }
+
+    async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {
         let (tx, rx) = oneshot::channel();
         let request = Request {
-            payload: Payload::One(cmd),
+            payload,
             tx: ReplyTx::One(tx),
         };
         let frame = with_timeout(timeout, async {

@@ -36,6 +36,8 @@ const READ_CHUNK: usize = 16 * 1024;
 #[derive(Debug)]
 pub(crate) enum Payload {
     One(Cmd),
+    /// A command the sender may need again (router retries).
+    Shared(Arc<Cmd>),
     Many(Vec<Cmd>),
 }
 
@@ -261,6 +263,10 @@ impl Connected {
                     }
                     let remaining = match &req.payload {
                         Payload::One(cmd) => {
+                            cmd.encode(&mut self.wbuf);
+                            1
+                        }
+                        Payload::Shared(cmd) => {
                             cmd.encode(&mut self.wbuf);
                             1
                         }

@@ -222,6 +222,8 @@ impl Router {
     /// redirects and retrying transient failures.
     pub(crate) async fn send(&self, cmd: Cmd, script: Option<&Script>) -> Result<Frame> {
         let slot = command_slot(&cmd)?;
+        // Shared, so a resend after a redirect costs a reference count, not a copy.
+        let cmd = Arc::new(cmd);
         let mut backoff = Backoff::new(self.opts.retry_min, self.opts.retry_max);
         let mut ask: Option<Arc<Node>> = None;
         let mut tried: Vec<String> = Vec::new();
@@ -249,7 +251,7 @@ impl Router {
                     continue;
                 }
             };
-            let err = match run(&conn, cmd.clone(), script, asking).await {
+            let err = match run(&conn, &cmd, script, asking).await {
                 Ok(frame) => return Ok(frame),
                 Err(e) => e,
             };
@@ -434,21 +436,19 @@ pub(crate) fn command_slot(cmd: &Cmd) -> Result<Option<u16>> {
 /// with `SCRIPT LOAD` + retry in one write when a script is missing.
 pub(crate) async fn run(
     conn: &Connection,
-    cmd: Cmd,
+    cmd: &Arc<Cmd>,
     script: Option<&Script>,
     asking: bool,
 ) -> Result<Frame> {
-    let retry = script.map(|_| cmd.clone());
     let first = if asking {
-        last_of(
-            conn.pipeline([Cmd::new("ASKING"), cmd].into_iter().collect())
-                .await?,
-        )
+        // Rare (slot migration): the copy for the two-command write is fine.
+        let pair = [Cmd::new("ASKING"), Cmd::clone(cmd)];
+        last_of(conn.pipeline(pair.into_iter().collect()).await?)
     } else {
-        conn.send(cmd).await
+        conn.send_shared(Arc::clone(cmd)).await
     };
-    match (first, script, retry) {
-        (Err(e), Some(script), Some(cmd)) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+    match (first, script) {
+        (Err(e), Some(script)) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
             let mut batch = Vec::with_capacity(4);
             if asking {
                 batch.push(Cmd::new("ASKING"));
@@ -457,7 +457,7 @@ pub(crate) async fn run(
             if asking {
                 batch.push(Cmd::new("ASKING"));
             }
-            batch.push(cmd);
+            batch.push(Cmd::clone(cmd));
             let replies = conn.pipeline(batch.into_iter().collect()).await?;
             // A failed load explains the failure better than the retry's NOSCRIPT.
             let load_idx = usize::from(asking);
@@ -466,7 +466,7 @@ pub(crate) async fn run(
             }
             last_of(replies)
         }
-        (result, _, _) => result,
+        (result, _) => result,
     }
 }
 
