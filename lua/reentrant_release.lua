@@ -2,18 +2,27 @@
 --
 -- KEYS[1]  the lock hash (the user's lock name)
 -- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
+-- KEYS[3]  the fencing counter, redisson_lock_token:{name}
 -- ARGV[1]  the unlock message ("0", as Redisson sends)
 -- ARGV[2]  lease in milliseconds, restored while holds remain
 -- ARGV[3]  owner id
 -- ARGV[4]  the publish command: "publish" or "spublish" (sharded, in a cluster)
+-- ARGV[5]  the fencing token of the hold being released, or "0" to skip the check
 --
--- Returns  nil when ARGV[3] does not hold the lock (not owner, or expired):
---          nothing is changed;
+-- Returns  nil when ARGV[3] does not hold the lock (not owner, expired), or
+--          when the counter shows a newer hold than ARGV[5] (a late or
+--          retried release must not end a hold taken after it): nothing changes;
 --          0 when holds remain (lease renewed);
 --          1 when this was the last hold: the key is deleted and the unlock
 --          message published so waiters wake.
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
+end
+if ARGV[5] ~= '0' then
+    local current = redis.call('get', KEYS[3])
+    if current and current ~= ARGV[5] then
+        return nil
+    end
 end
 local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if counter > 0 then

@@ -114,29 +114,43 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
 
     // The lock scripts route by their keys; untagged and tagged names alike.
     for name in ["orders-lock", "{tenant-9}:lock"] {
-        let channel = if name.contains('{') {
-            format!("redisson_lock__channel:{name}")
+        let (channel, token) = if name.contains('{') {
+            (
+                format!("redisson_lock__channel:{name}"),
+                format!("redisson_lock_token:{name}"),
+            )
         } else {
-            format!("redisson_lock__channel:{{{name}}}")
+            (
+                format!("redisson_lock__channel:{{{name}}}"),
+                format!("redisson_lock_token:{{{name}}}"),
+            )
         };
+        let keys = [name, token.as_str()];
         let got = client
-            .eval_script(&REENTRANT_ACQUIRE, &[name], &["10000", "me:1"])
+            .eval_script(&REENTRANT_ACQUIRE, &keys, &["10000", "me:1", "60000", "1"])
             .await
             .unwrap();
-        assert_eq!(got, Frame::Null, "{name}: acquired");
+        let Frame::Array(parts) = got else {
+            panic!("{name}: acquire answered {got}")
+        };
+        assert_eq!(parts[0], Frame::Integer(1), "{name}: acquired");
+        let Frame::Integer(fence) = parts[1] else {
+            panic!("{name}: no token")
+        };
         let other = client
-            .eval_script(&REENTRANT_ACQUIRE, &[name], &["10000", "you:1"])
+            .eval_script(&REENTRANT_ACQUIRE, &keys, &["10000", "you:1", "60000", "1"])
             .await
             .unwrap();
-        assert!(
-            matches!(other, Frame::Integer(ms) if ms > 0),
-            "{name}: {other}"
-        );
+        let Frame::Array(parts) = other else {
+            panic!("{name}: {other}")
+        };
+        assert_eq!(parts[0], Frame::Integer(0), "{name}: excluded");
+        let fence = fence.to_string();
         let released = client
             .eval_script(
                 &REENTRANT_RELEASE,
-                &[name, channel.as_str()],
-                &["0", "10000", "me:1", "spublish"],
+                &[name, channel.as_str(), token.as_str()],
+                &["0", "10000", "me:1", "spublish", fence.as_str()],
             )
             .await
             .unwrap();

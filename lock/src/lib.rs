@@ -1,20 +1,47 @@
-//! keylatch's lock family: reentrant, fair, read-write and fenced locks,
-//! semaphores, count-down latches, multi-lock and RedLock.
+//! keylatch's lock family, wire-compatible with Redisson.
 //!
 //! Layout:
-//! - [`scripts`]: the static catalogue of Lua scripts compiled in from `lua/`.
+//! - [`Locks`] (`locks.rs`): per-client entry point; owns the watchdog task,
+//!   the local wait queues and the waiters' pub/sub hub. [`LocksConfig`].
+//! - [`Lock`] (`lock.rs`): one reentrant lock as one owner; the acquire
+//!   path (try, subscribe, try again, wait for the unlock message or the
+//!   PTTL), [`ReplicaSync`].
+//! - [`LockGuard`] (`guard.rs`): one hold, its fencing token, `lost()`.
+//! - `watchdog.rs`: batched lease renewal and loss detection ([`LossReason`]).
+//! - `waiters.rs`: one local FIFO per lock name, so a release wakes one
+//!   local contender, not a herd.
+//! - `names.rs`: Redisson's key and channel names; every key of a lock
+//!   shares its slot.
+//! - [`scripts`]: the static catalogue of Lua scripts from `lua/`.
+//! - [`LockError`] (`error.rs`).
 //!
-//! The lock types arrive on top of the cluster router, the script runner and
-//! the pub/sub hub.
-//!
-//! ```
-//! use keylatch_lock::scripts::REENTRANT_ACQUIRE;
-//! assert_eq!(REENTRANT_ACQUIRE.name(), "reentrant_acquire");
+//! ```no_run
+//! use std::time::Duration;
+//! use keylatch_lock::Locks;
+//! # async fn demo() -> keylatch_lock::LockResult<()> {
+//! let locks = Locks::connect("redis://127.0.0.1:6379").await?;
+//! let guard = locks.lock("orders:42").acquire().await?;
+//! println!("token {:?}", guard.fencing_token());
+//! guard.unlock().await?;
+//! # Ok(()) }
 //! ```
 
 #![forbid(unsafe_code)]
 
+mod error;
+mod guard;
+mod lock;
+mod locks;
+mod names;
 pub mod scripts;
+mod waiters;
+mod watchdog;
+
+pub use error::{LockError, LockResult};
+pub use guard::{LockGuard, LostToken};
+pub use lock::{Lock, ReplicaSync};
+pub use locks::{Locks, LocksConfig};
+pub use watchdog::{LossReason, RENEW_BATCH};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

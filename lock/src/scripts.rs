@@ -28,12 +28,44 @@ pub static REENTRANT_RELEASE: Script = Script::new(
     include_str!("../../lua/reentrant_release.lua"),
 );
 
+/// Extend many holds at once (the watchdog); see `lua/reentrant_renew.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::REENTRANT_RENEW.name(), "reentrant_renew");
+/// ```
+pub static REENTRANT_RENEW: Script = Script::new(
+    "reentrant_renew",
+    include_str!("../../lua/reentrant_renew.lua"),
+);
+
+/// Delete a lock whoever holds it and wake waiters; see `lua/force_unlock.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::FORCE_UNLOCK.name(), "force_unlock");
+/// ```
+pub static FORCE_UNLOCK: Script =
+    Script::new("force_unlock", include_str!("../../lua/force_unlock.lua"));
+
+/// One owner's view of a lock; see `lua/lock_status.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::LOCK_STATUS.name(), "lock_status");
+/// ```
+pub static LOCK_STATUS: Script =
+    Script::new("lock_status", include_str!("../../lua/lock_status.lua"));
+
 /// Every script, for tests and tooling (e.g. preloading).
 ///
 /// ```
 /// assert!(!keylatch_lock::scripts::ALL.is_empty());
 /// ```
-pub static ALL: &[&Script] = &[&REENTRANT_ACQUIRE, &REENTRANT_RELEASE];
+pub static ALL: &[&Script] = &[
+    &REENTRANT_ACQUIRE,
+    &REENTRANT_RELEASE,
+    &REENTRANT_RENEW,
+    &FORCE_UNLOCK,
+    &LOCK_STATUS,
+];
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,71 @@
+//! The lock layer's error type.
+
+use std::fmt;
+
+/// `Result` with the lock layer's [`LockError`].
+pub type LockResult<T> = std::result::Result<T, LockError>;
+
+/// What can go wrong with a lock. "Not acquired in time" is not an error:
+/// the acquire calls return `Ok(None)` for it.
+///
+/// ```
+/// use keylatch_lock::LockError;
+/// let e = LockError::NotOwner { name: "orders".into() };
+/// assert!(e.to_string().contains("orders"));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The client failed (connection, routing, server error).
+    Client(keylatch_cluster::Error),
+    /// Unlock or extend by an owner that does not hold the lock (it expired,
+    /// was force-unlocked, or was never held by this owner). Nothing changed.
+    NotOwner {
+        /// The lock's name.
+        name: String,
+    },
+    /// The hold was acquired but fewer replicas than required acknowledged
+    /// it in time; it has been released again.
+    ReplicaSync {
+        /// Replicas that acknowledged.
+        acked: i64,
+        /// Replicas required.
+        wanted: i64,
+    },
+    /// The script answered something the lock layer does not understand.
+    Protocol(String),
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Client(e) => write!(f, "{e}"),
+            LockError::NotOwner { name } => {
+                write!(
+                    f,
+                    "lock {name:?} is not held by this owner (expired or never held)"
+                )
+            }
+            LockError::ReplicaSync { acked, wanted } => write!(
+                f,
+                "only {acked} of {wanted} replicas acknowledged the acquire in time; released"
+            ),
+            LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for LockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LockError::Client(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<keylatch_cluster::Error> for LockError {
+    fn from(e: keylatch_cluster::Error) -> Self {
+        LockError::Client(e)
+    }
+}

@@ -1,0 +1,233 @@
+//! `LockGuard`: one hold, its fencing token, and the signal that it was lost.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::error::LockResult;
+use crate::lock::{Lock, LostRx};
+use crate::watchdog::{HoldKey, LossReason};
+
+/// One hold of a lock. Release it with [`unlock`](Self::unlock), which
+/// reports errors.
+///
+/// Dropping a guard without unlocking never blocks: it stops renewal at once
+/// and spawns a best-effort release on the current tokio runtime. Without a
+/// runtime (e.g. dropped after the runtime shut down) no release is sent and
+/// the lock ends with its lease.
+///
+/// ```no_run
+/// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+/// let guard = lock.acquire().await?;
+/// let token = guard.fencing_token();
+/// tokio::select! {
+///     reason = guard.lost() => eprintln!("lost the lock: {reason:?}; stop writing"),
+///     () = async { /* critical section, writes tagged with `token` */ } => {}
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a guard releases the lock in the background"]
+pub struct LockGuard {
+    lock: Lock,
+    key: HoldKey,
+    holds: u64,
+    token: Option<u64>,
+    lease: Duration,
+    acquired_at: Instant,
+    lost: LostRx,
+    done: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.key.0)
+            .field("owner", &self.key.1)
+            .field("holds", &self.holds)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A cloneable view of a hold's loss signal, for code that does not own the
+/// guard (e.g. a worker that must stop writing).
+///
+/// ```no_run
+/// # async fn demo(guard: &keylatch_lock::LockGuard) {
+/// let token = guard.lost_token();
+/// tokio::spawn(async move {
+///     let reason = token.lost().await;
+///     eprintln!("lost: {reason:?}");
+/// });
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LostToken {
+    rx: LostRx,
+}
+
+impl LostToken {
+    /// Resolves when the hold is known lost; stays pending for a hold that
+    /// was released normally.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(mut self) -> LossReason {
+        wait_lost(&mut self.rx).await
+    }
+
+    /// Whether the hold has been lost already.
+    pub fn is_lost(&self) -> bool {
+        self.rx.borrow().is_some()
+    }
+}
+
+async fn wait_lost(rx: &mut LostRx) -> LossReason {
+    loop {
+        if let Some(reason) = *rx.borrow_and_update() {
+            return reason;
+        }
+        if rx.changed().await.is_err() {
+            // Released normally: the signal will never fire.
+            return std::future::pending().await;
+        }
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        lock: Lock,
+        key: HoldKey,
+        holds: u64,
+        token: Option<u64>,
+        lease: Duration,
+        lost: LostRx,
+    ) -> Self {
+        Self {
+            lock,
+            key,
+            holds,
+            token,
+            lease,
+            acquired_at: Instant::now(),
+            lost,
+            done: false,
+        }
+    }
+
+    /// Releases this hold: stops renewal first, then runs the release
+    /// script (the last hold deletes the key and wakes waiters).
+    ///
+    /// A release carries the hold's fencing token, so a late or retried
+    /// release cannot end a newer hold taken after this one expired.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// lock.acquire().await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::NotOwner`](crate::LockError::NotOwner) when the hold had
+    /// already expired or been taken (nothing changes);
+    /// [`LockError::Client`](crate::LockError::Client) when Redis could not
+    /// be reached (the lock then ends with its lease).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: renewal has already stopped; a release that was written
+    /// still runs, one that was not leaves the lock to end with its lease.
+    pub async fn unlock(mut self) -> LockResult<()> {
+        self.finish();
+        self.lock.release(self.token).await.map(drop)
+    }
+
+    fn finish(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.lock.inner.watchdog.deregister(&self.key);
+            self.lock.local_holds.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// This owner's hold count right after this acquire (2 for a first
+    /// re-entry, …).
+    pub fn hold_count(&self) -> u64 {
+        self.holds
+    }
+
+    /// The fencing token of this hold (`None` when fencing is off): strictly
+    /// increasing across holders of one lock name. Pass it with every write
+    /// the lock protects so stale holders can be refused.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// When this hold ends by the local clock unless renewed: the send time
+    /// of the last successful acquire or renewal + lease − drift allowance.
+    /// `None` once lost or released.
+    pub fn remaining_lease(&self) -> Option<Duration> {
+        if self.is_lost() {
+            return None;
+        }
+        self.lock
+            .inner
+            .watchdog
+            .deadline(&self.key)
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// The lease this hold was taken with (the watchdog timeout for
+    /// watchdog holds).
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// How long ago this hold was acquired.
+    pub fn held_for(&self) -> Duration {
+        self.acquired_at.elapsed()
+    }
+
+    /// Resolves when the hold is known lost: a renewal found it gone, no
+    /// renewal succeeded by the local deadline, or the max hold was reached.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
+        let mut rx = self.lost.clone();
+        async move { wait_lost(&mut rx).await }
+    }
+
+    /// A cloneable token for the loss signal.
+    pub fn lost_token(&self) -> LostToken {
+        LostToken {
+            rx: self.lost.clone(),
+        }
+    }
+
+    /// Whether the hold is known lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.borrow().is_some()
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.finish();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let lock = self.lock.clone();
+            let token = self.token;
+            rt.spawn(async move {
+                let _ = lock.release(token).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! `Lock`: a handle on one reentrant lock as one owner, and the acquire path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Commands, Ttl};
+use keylatch_resp::{Cmd, Frame};
+use tokio::sync::watch;
+
+use crate::error::{LockError, LockResult};
+use crate::guard::LockGuard;
+use crate::locks::Inner;
+use crate::names::LockNames;
+use crate::scripts::{FORCE_UNLOCK, REENTRANT_ACQUIRE, REENTRANT_RELEASE};
+use crate::watchdog::{millis, HoldKey, LossReason};
+
+/// After acquiring, how many replicas must acknowledge the hold (`WAIT`)
+/// before it counts. Too few acknowledgements: the hold is released again
+/// and the acquire fails with [`LockError::ReplicaSync`].
+///
+/// ```
+/// use std::time::Duration;
+/// use keylatch_lock::ReplicaSync;
+/// let policy = ReplicaSync::AtLeast { replicas: 1, timeout: Duration::from_millis(100) };
+/// assert_ne!(policy, ReplicaSync::None);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplicaSync {
+    /// No check (Redisson's behaviour): a failover right after the acquire
+    /// may lose the hold.
+    #[default]
+    None,
+    /// At least `replicas` acknowledgements within `timeout`.
+    AtLeast {
+        /// Replicas required.
+        replicas: u32,
+        /// How long `WAIT` may block.
+        timeout: Duration,
+    },
+    /// Every replica the client's topology knows for the lock's master.
+    AllReplicas {
+        /// How long `WAIT` may block.
+        timeout: Duration,
+    },
+}
+
+pub(crate) enum Attempt {
+    Acquired(LockGuard),
+    /// Held by another owner; the PTTL in milliseconds.
+    Held(i64),
+}
+
+/// A handle on one reentrant lock, acting as one owner.
+///
+/// Wire-compatible with Redisson's `RLock`: the lock is a hash named after
+/// the lock whose field is the owner id and whose value is the hold count;
+/// releases publish `0` on `redisson_lock__channel:{name}`.
+///
+/// ```no_run
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// let lock = locks.lock("invoices");
+/// let guard = lock.acquire().await?;        // waits, watchdog keeps it
+/// let again = lock.acquire().await?;        // same owner: re-entry
+/// assert_eq!(again.hold_count(), 2);
+/// again.unlock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) names: Arc<LockNames>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) replica_sync: ReplicaSync,
+    /// Holds this owner has through this process (shared by clones), to
+    /// tell a first acquire from a re-entry when an outcome is unknown.
+    pub(crate) local_holds: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.names.key)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: Arc<str>) -> Self {
+        Self {
+            inner,
+            names: Arc::new(LockNames::new(name)),
+            owner,
+            max_hold: None,
+            replica_sync: ReplicaSync::None,
+            local_holds: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Bounds the total time a watchdog hold may last: past it renewal stops
+    /// and [`LockGuard::lost`] fires, so a wedged holder cannot keep the lock
+    /// forever. Unbounded by default.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let lock = locks.lock("batch").with_max_hold(std::time::Duration::from_secs(600));
+    /// # }
+    /// ```
+    pub fn with_max_hold(mut self, max: Duration) -> Self {
+        self.max_hold = Some(max);
+        self
+    }
+
+    /// Sets the replica-sync policy checked after every acquire.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use keylatch_lock::ReplicaSync;
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let lock = locks
+    ///     .lock("payments")
+    ///     .with_replica_sync(ReplicaSync::AtLeast { replicas: 1, timeout: Duration::from_millis(50) });
+    /// # }
+    /// ```
+    pub fn with_replica_sync(mut self, policy: ReplicaSync) -> Self {
+        self.replica_sync = policy;
+        self
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.names.key
+    }
+
+    /// The owner id this handle acts as (`<client uuid>:<n>`).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Waits as long as it takes, then holds the lock under the watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self) -> LockResult<LockGuard> {
+        loop {
+            // A day per round keeps the deadline arithmetic finite.
+            if let Some(g) = self.try_acquire(Duration::from_secs(86_400), None).await? {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// One attempt, no waiting; `lease: None` puts the hold under the watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// match lock.try_acquire_now(None).await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn try_acquire_now(&self, lease: Option<Duration>) -> LockResult<Option<LockGuard>> {
+        self.try_acquire(Duration::ZERO, lease).await
+    }
+
+    /// Tries for up to `wait`. `lease: Some(d)` holds for `d` (no renewal;
+    /// [`LockGuard::lost`] fires when it runs out); `None` holds under the
+    /// watchdog. Not acquired in time is `Ok(None)`.
+    ///
+    /// Waiting: after a failed try the waiter subscribes to the unlock
+    /// channel through the shared hub, tries again (closing the race), then
+    /// sleeps until an unlock message, the lock's PTTL, or
+    /// [`LocksConfig::recheck`](crate::LocksConfig::recheck), whichever is
+    /// first. Contenders of one process queue locally so only one of them
+    /// goes back to Redis per release. If no subscription can be had, it
+    /// polls instead of failing.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(guard) = lock.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`] when Redis cannot be reached or answers an
+    /// error; [`LockError::ReplicaSync`] under a replica-sync policy.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped at any await, it leaves its local queue slot and
+    /// subscription; an acquire whose reply never came is treated as
+    /// maybe-acquired and released by owner (a first hold only; a re-entry
+    /// is left for its lease to end), so no lock stays held by nobody past
+    /// its lease.
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<LockGuard>> {
+        let deadline = Instant::now().checked_add(wait);
+        if let Attempt::Acquired(g) = self.attempt(lease).await? {
+            return Ok(Some(g));
+        }
+        if wait.is_zero() {
+            return Ok(None);
+        }
+        let queued = self.inner.waiters.enter(&self.names.key);
+        let _turn = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), queued).await {
+                Ok(t) => t,
+                Err(_) => return Ok(None),
+            },
+            None => queued.await,
+        };
+        let mut sub = match self.inner.pubsub().await {
+            Some(hub) => hub.subscribe(self.names.channel.as_str()).await.ok(),
+            None => None,
+        };
+        let mut poll = Duration::from_millis(10);
+        loop {
+            let pttl = match self.attempt(lease).await? {
+                Attempt::Acquired(g) => return Ok(Some(g)),
+                Attempt::Held(pttl) => pttl,
+            };
+            let now = Instant::now();
+            let left = deadline.map(|d| d.saturating_duration_since(now));
+            if left == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            // PTTL -2: gone between two commands, try at once; -1: no expiry
+            // (not ours to judge), re-check at the bounded interval.
+            let mut nap = match pttl {
+                -2 => Duration::ZERO,
+                p if p > 0 => Duration::from_millis(p.unsigned_abs()),
+                _ => self.inner.config.recheck,
+            }
+            .min(self.inner.config.recheck);
+            if let Some(left) = left {
+                nap = nap.min(left);
+            }
+            match sub.as_mut() {
+                Some(s) => {
+                    // A message, a gap (resubscribed: re-check), or the nap
+                    // running out all lead to another try.
+                    if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
+                        sub = None;
+                    }
+                }
+                None => {
+                    tokio::time::sleep(nap.min(poll)).await;
+                    poll = (poll * 2).min(self.inner.config.recheck);
+                }
+            }
+        }
+    }
+
+    /// One acquire script call.
+    pub(crate) async fn attempt(&self, lease: Option<Duration>) -> LockResult<Attempt> {
+        let cfg = &self.inner.config;
+        let (lease_d, renew) = match lease {
+            Some(l) => (l, false),
+            None => (cfg.watchdog_timeout, true),
+        };
+        let key: HoldKey = (self.names.key.clone(), Arc::clone(&self.owner));
+        let lost = self
+            .inner
+            .watchdog
+            .register(&key, lease_d, renew, self.max_hold);
+        let mut in_flight = InFlight {
+            lock: self,
+            key: Some(key.clone()),
+            first_hold: self.local_holds.load(Ordering::Acquire) == 0,
+        };
+        let sent_at = Instant::now();
+        let lease_ms = millis(lease_d).to_string();
+        let ttl_ms = millis(cfg.token_idle_ttl).to_string();
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &REENTRANT_ACQUIRE,
+                &[self.names.key.as_str(), self.names.token.as_str()],
+                &[
+                    lease_ms.as_str(),
+                    &self.owner,
+                    ttl_ms.as_str(),
+                    if cfg.fencing { "1" } else { "0" },
+                ],
+            )
+            .await;
+        let frame = match reply {
+            Ok(f) => f,
+            Err(e) if e.is_unknown_outcome() => {
+                // Maybe acquired: `in_flight` releases a first hold on drop.
+                return Err(e.into());
+            }
+            Err(e) => {
+                in_flight.settle();
+                return Err(e.into());
+            }
+        };
+        in_flight.settle();
+        let (holds, value) = parse_pair(&frame)?;
+        if holds <= 0 {
+            self.inner.watchdog.deregister(&key);
+            return Ok(Attempt::Held(value));
+        }
+        self.inner.watchdog.confirm(&key, sent_at);
+        self.local_holds.fetch_add(1, Ordering::AcqRel);
+        let guard = LockGuard::new(
+            self.clone(),
+            key,
+            holds.unsigned_abs(),
+            (cfg.fencing && value > 0).then_some(value.unsigned_abs()),
+            lease_d,
+            lost,
+        );
+        self.check_replicas(guard).await.map(Attempt::Acquired)
+    }
+
+    async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
+        let (wanted, timeout) = match self.replica_sync {
+            ReplicaSync::None => return Ok(guard),
+            ReplicaSync::AtLeast { replicas, timeout } => (i64::from(replicas), timeout),
+            ReplicaSync::AllReplicas { timeout } => {
+                let conn = self
+                    .inner
+                    .client
+                    .connection_for_key(self.names.key.as_str())
+                    .await?;
+                let addr = conn.config().addr();
+                let n = self
+                    .inner
+                    .client
+                    .shards()
+                    .into_iter()
+                    .find(|s| s.master == addr)
+                    .map_or(0, |s| s.replicas.len());
+                (i64::try_from(n).unwrap_or(i64::MAX), timeout)
+            }
+        };
+        if wanted == 0 {
+            return Ok(guard);
+        }
+        // WAIT counts this connection's writes: the same multiplexed
+        // connection that ran the acquire script.
+        let conn = self
+            .inner
+            .client
+            .connection_for_key(self.names.key.as_str())
+            .await?;
+        let acked = conn
+            .wait(u32::try_from(wanted).unwrap_or(u32::MAX), timeout)
+            .await?;
+        if acked >= wanted {
+            return Ok(guard);
+        }
+        // Release what a failover could lose anyway; report the shortfall.
+        let _ = guard.unlock().await;
+        Err(LockError::ReplicaSync { acked, wanted })
+    }
+
+    /// Releases one hold of this owner without a guard (for holds handed
+    /// over by owner id). `Ok(true)` when that was the last hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let last = lock.release_one().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::NotOwner`] when this owner holds nothing (nothing
+    /// changes); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have released.
+    pub async fn release_one(&self) -> LockResult<bool> {
+        self.release(None).await
+    }
+
+    pub(crate) async fn release(&self, token: Option<u64>) -> LockResult<bool> {
+        let lease_ms = millis(self.inner.config.watchdog_timeout).to_string();
+        let token = token.unwrap_or(0).to_string();
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &REENTRANT_RELEASE,
+                &[
+                    self.names.key.as_str(),
+                    self.names.channel.as_str(),
+                    self.names.token.as_str(),
+                ],
+                &[
+                    "0",
+                    lease_ms.as_str(),
+                    &self.owner,
+                    self.inner.publish_command(),
+                    token.as_str(),
+                ],
+            )
+            .await?;
+        match reply {
+            Frame::Null => Err(LockError::NotOwner {
+                name: self.names.key.clone(),
+            }),
+            Frame::Integer(n) => Ok(n == 1),
+            other => Err(LockError::Protocol(other.to_string())),
+        }
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if lock.is_locked().await? { println!("busy"); }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn is_locked(&self) -> LockResult<bool> {
+        Ok(self
+            .inner
+            .client
+            .cmd(Cmd::new("EXISTS").key(self.names.key.as_str()))
+            .await?)
+    }
+
+    /// Whether this owner holds the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// assert!(!lock.is_held_by_me().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn is_held_by_me(&self) -> LockResult<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// This owner's hold count (0 when not held by it).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let n = lock.hold_count().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn hold_count(&self) -> LockResult<u64> {
+        let n: Option<u64> = self
+            .inner
+            .client
+            .cmd(
+                Cmd::new("HGET")
+                    .key(self.names.key.as_str())
+                    .arg(&*self.owner),
+            )
+            .await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// The lock's remaining TTL on the server (`None` when not locked).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(ttl) = lock.remaining_ttl().await? { println!("{ttl:?} left"); }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn remaining_ttl(&self) -> LockResult<Option<Duration>> {
+        Ok(
+            match self.inner.client.pttl(self.names.key.as_str()).await? {
+                Ttl::Expires(d) => Some(d),
+                Ttl::Persistent => Some(Duration::MAX),
+                Ttl::Missing => None,
+            },
+        )
+    }
+
+    /// Deletes the lock whoever holds it and wakes waiters. `true` when
+    /// there was a lock. The holder learns of it through
+    /// [`LockGuard::lost`] at its next renewal.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// lock.force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn force_unlock(&self) -> LockResult<bool> {
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &FORCE_UNLOCK,
+                &[self.names.key.as_str(), self.names.channel.as_str()],
+                &["0", self.inner.publish_command()],
+            )
+            .await?;
+        Ok(reply == Frame::Integer(1))
+    }
+}
+
+/// An acquire in flight. Dropped while armed (cancelled, or the reply was
+/// lost), it stops watching the hold and, for a first hold, releases by
+/// owner in the background: the script may have run.
+struct InFlight<'a> {
+    lock: &'a Lock,
+    key: Option<HoldKey>,
+    first_hold: bool,
+}
+
+impl InFlight<'_> {
+    /// The outcome is known; the caller takes over.
+    fn settle(&mut self) {
+        self.key = None;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else { return };
+        self.lock.inner.watchdog.deregister(&key);
+        if !self.first_hold {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let lock = self.lock.clone();
+            rt.spawn(async move {
+                // Queued after the acquire on the same connection, so it runs
+                // after it; "not owner" just means the acquire never ran.
+                let _ = lock.release(None).await;
+            });
+        }
+    }
+}
+
+fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
+    match frame {
+        Frame::Array(items) => match items.as_slice() {
+            [Frame::Integer(a), Frame::Integer(b)] => Ok((*a, *b)),
+            _ => Err(LockError::Protocol(frame.to_string())),
+        },
+        other => Err(LockError::Protocol(other.to_string())),
+    }
+}
+
+/// Keeps the loss receiver type in one place for the guard.
+pub(crate) type LostRx = watch::Receiver<Option<LossReason>>;

@@ -1,0 +1,236 @@
+//! `Locks`: the per-client entry point that owns the watchdog, the local
+//! wait queues and the pub/sub hub the waiters listen on.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_cluster::{Client, PubSub, PubSubConfig};
+
+use crate::error::LockResult;
+use crate::lock::Lock;
+use crate::waiters::WaitQueues;
+use crate::watchdog::Watchdog;
+
+/// Settings shared by every lock of one [`Locks`].
+///
+/// ```
+/// use std::time::Duration;
+/// use keylatch_lock::LocksConfig;
+/// let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(10));
+/// assert_eq!(cfg.watchdog_timeout, Duration::from_secs(10));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LocksConfig {
+    /// Lease of watchdog holds; renewed every third of it (default 30 s, as
+    /// Redisson's `lockWatchdogTimeout`).
+    pub watchdog_timeout: Duration,
+    /// Clock drift allowance subtracted from a lease when deciding locally
+    /// that a hold may be lost: 2 ms plus this many parts per thousand of
+    /// the lease (default 10 ‰, the RedLock paper's factor).
+    pub drift_permille: u32,
+    /// Longest wait between two checks while waiting for an unlock message:
+    /// a lost message costs at most this, never a whole lease (default 1 s).
+    pub recheck: Duration,
+    /// Issue fencing tokens on every acquire (default on).
+    pub fencing: bool,
+    /// Idle expiry of the fencing counter key (default 24 h). Tokens keep
+    /// rising after it expires, as long as the server clock does not step back.
+    pub token_idle_ttl: Duration,
+}
+
+impl Default for LocksConfig {
+    fn default() -> Self {
+        Self {
+            watchdog_timeout: Duration::from_secs(30),
+            drift_permille: 10,
+            recheck: Duration::from_secs(1),
+            fencing: true,
+            token_idle_ttl: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+impl LocksConfig {
+    /// Sets the watchdog lease.
+    pub fn watchdog_timeout(mut self, d: Duration) -> Self {
+        self.watchdog_timeout = d;
+        self
+    }
+
+    /// Sets the longest wait between re-checks.
+    pub fn recheck(mut self, d: Duration) -> Self {
+        self.recheck = d;
+        self
+    }
+
+    /// Turns fencing tokens on or off.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) client: Client,
+    pub(crate) config: LocksConfig,
+    client_id: String,
+    next_handle: AtomicU64,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) waiters: Arc<WaitQueues>,
+    pubsub: tokio::sync::OnceCell<PubSub>,
+}
+
+impl Inner {
+    /// The hub waiters listen on, opened on first need. `None` when it
+    /// cannot be had now: waiters then poll (bounded by the lock's PTTL and
+    /// [`LocksConfig::recheck`]) instead of failing.
+    pub(crate) async fn pubsub(&self) -> Option<&PubSub> {
+        self.pubsub
+            .get_or_try_init(|| async {
+                let conn = self.client.connection_for_key("keylatch").await?;
+                PubSub::connect_with(conn.config().clone(), PubSubConfig::default()).await
+            })
+            .await
+            .ok()
+    }
+
+    /// The command the release scripts publish with.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        "publish"
+    }
+}
+
+/// The lock layer of one [`Client`]: hands out [`Lock`]s, and owns the
+/// watchdog task, the local wait queues and the waiters' pub/sub hub.
+/// Cheap to clone.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use keylatch_lock::Locks;
+/// # async fn demo() -> keylatch_lock::LockResult<()> {
+/// let locks = Locks::connect("redis://127.0.0.1:6379").await?;
+/// let lock = locks.lock("orders:42");
+/// if let Some(guard) = lock.try_acquire(Duration::from_secs(5), None).await? {
+///     // … critical section; guard.fencing_token() orders writes elsewhere …
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locks {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Locks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locks")
+            .field("client_id", &self.inner.client_id)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Locks {
+    /// Connects a [`Client`] to `url` (standalone or cluster) and builds the
+    /// lock layer on it with default settings.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch_lock::LockResult<()> {
+    /// let locks = keylatch_lock::Locks::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The client could not connect.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the watchdog task is spawned).
+    pub async fn connect(url: &str) -> LockResult<Self> {
+        Ok(Self::new(
+            Client::connect(url).await?,
+            LocksConfig::default(),
+        ))
+    }
+
+    /// The lock layer on an existing client.
+    ///
+    /// ```no_run
+    /// use keylatch_lock::{Locks, LocksConfig};
+    /// # async fn demo() -> keylatch_lock::LockResult<()> {
+    /// let client = keylatch_cluster::Client::connect("redis://127.0.0.1:6379").await?;
+    /// let locks = Locks::new(client, LocksConfig::default());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the watchdog task is spawned).
+    pub fn new(client: Client, config: LocksConfig) -> Self {
+        let watchdog = Watchdog::spawn(client.clone(), config.drift_permille);
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                client_id: uuid::Uuid::new_v4().to_string(),
+                next_handle: AtomicU64::new(1),
+                watchdog,
+                waiters: Arc::new(WaitQueues::default()),
+                pubsub: tokio::sync::OnceCell::new(),
+            }),
+        }
+    }
+
+    /// A lock handle with a fresh owner id (`<client uuid>:<n>`). Clones of
+    /// the handle share the owner and re-enter; another handle is another
+    /// owner, even in the same task.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let lock = locks.lock("reports");
+    /// println!("owner {}", lock.owner());
+    /// # }
+    /// ```
+    pub fn lock(&self, name: &str) -> Lock {
+        let n = self.inner.next_handle.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("{}:{n}", self.inner.client_id);
+        Lock::new(Arc::clone(&self.inner), name, owner.into())
+    }
+
+    /// A lock handle acting as an explicit owner: a task or process that was
+    /// handed the id (e.g. from [`Lock::owner`]) can release or extend that
+    /// hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks, owner_from_elsewhere: String) -> keylatch_lock::LockResult<()> {
+    /// let lock = locks.lock_with_owner("reports", &owner_from_elsewhere);
+    /// lock.release_one().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_with_owner(&self, name: &str, owner: &str) -> Lock {
+        Lock::new(Arc::clone(&self.inner), name, owner.into())
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// Renewal script calls the watchdog has made (for monitoring and tests).
+    pub fn renewal_calls(&self) -> u64 {
+        self.inner.watchdog.renew_calls()
+    }
+
+    /// Holds the watchdog currently watches.
+    pub fn watched_holds(&self) -> usize {
+        self.inner.watchdog.len()
+    }
+
+    /// Lock names with local waiters queued right now.
+    pub fn queued_names(&self) -> usize {
+        self.inner.waiters.len()
+    }
+}

@@ -1,0 +1,316 @@
+//! The watchdog: one task per [`Locks`](crate::Locks) that keeps watchdog
+//! holds alive and tells holders when a hold is lost.
+//!
+//! A hold is registered *before* its acquire is sent and confirmed with the
+//! time that acquire was sent; it is deregistered *before* its release is
+//! sent, so a renewal can never resurrect a released lock (Redisson's
+//! renewal/unlock race). Renewals are batched: every due hold of one slot and
+//! lease goes out in one `reentrant_renew` call of at most
+//! [`RENEW_BATCH`] keys, and the calls run concurrently and independently.
+//!
+//! Loss is signalled when a renewal finds the hold gone, when no renewal has
+//! succeeded by the local deadline (the last successful renewal's *send*
+//! time + lease − drift allowance: past it the server may have expired the
+//! key, so the holder must assume the worst), or when the max hold is reached.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Client, Commands, Slot};
+use keylatch_resp::Frame;
+use tokio::sync::{watch, Notify};
+
+use crate::scripts::REENTRANT_RENEW;
+
+/// Most holds renewed by one script call.
+pub const RENEW_BATCH: usize = 100;
+
+/// Why a hold was lost.
+///
+/// ```
+/// use keylatch_lock::LossReason;
+/// assert_ne!(LossReason::Gone, LossReason::Expired);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// A renewal found the key gone or held by another owner.
+    Gone,
+    /// No renewal succeeded before the local deadline (server paused or
+    /// unreachable, or a fixed lease ran out): the key may have expired.
+    Expired,
+    /// The configured max hold was reached; renewal stopped.
+    MaxHold,
+}
+
+/// Identity of a hold in the watchdog: one per (lock key, owner), shared by
+/// re-entries.
+pub(crate) type HoldKey = (String, Arc<str>);
+
+struct Hold {
+    slot: u16,
+    lease: Duration,
+    /// Renewed by the watchdog (false: a fixed lease, only watched).
+    renew: bool,
+    /// Guards and acquires in flight that refer to this hold.
+    refs: usize,
+    /// Set once an acquire succeeded.
+    confirmed: bool,
+    registered_at: Instant,
+    max_hold: Option<Duration>,
+    /// Send time of the last successful acquire or renewal.
+    last_ok_sent: Instant,
+    next_renew: Instant,
+    /// A renewal call for this hold is in flight.
+    renewing: bool,
+    lost: watch::Sender<Option<LossReason>>,
+}
+
+pub(crate) struct Shared {
+    holds: Mutex<HashMap<HoldKey, Hold>>,
+    wake: Notify,
+    /// Drift allowance: 2 ms + this many thousandths of the lease.
+    drift_permille: u32,
+    pub(crate) renew_calls: AtomicU64,
+}
+
+/// Handle to the watchdog task; the task ends when the last handle is gone.
+#[derive(Clone)]
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+impl Watchdog {
+    pub(crate) fn spawn(client: Client, drift_permille: u32) -> Self {
+        let shared = Arc::new(Shared {
+            holds: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+            drift_permille,
+            renew_calls: AtomicU64::new(0),
+        });
+        tokio::spawn(run(Arc::downgrade(&shared), client));
+        Self { shared }
+    }
+
+    fn holds(&self) -> std::sync::MutexGuard<'_, HashMap<HoldKey, Hold>> {
+        self.shared.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers (or re-references) a hold before its acquire is sent.
+    /// Returns the receiver of its loss signal.
+    pub(crate) fn register(
+        &self,
+        key: &HoldKey,
+        lease: Duration,
+        renew: bool,
+        max_hold: Option<Duration>,
+    ) -> watch::Receiver<Option<LossReason>> {
+        let mut holds = self.holds();
+        let now = Instant::now();
+        let hold = holds.entry(key.clone()).or_insert_with(|| Hold {
+            slot: Slot::of(key.0.as_bytes()).get(),
+            lease,
+            renew,
+            refs: 0,
+            confirmed: false,
+            registered_at: now,
+            max_hold,
+            last_ok_sent: now,
+            next_renew: now + lease / 3,
+            renewing: false,
+            lost: watch::channel(None).0,
+        });
+        hold.refs += 1;
+        hold.lost.subscribe()
+    }
+
+    /// The acquire sent at `sent_at` succeeded.
+    pub(crate) fn confirm(&self, key: &HoldKey, sent_at: Instant) {
+        let mut holds = self.holds();
+        if let Some(h) = holds.get_mut(key) {
+            if !h.confirmed || sent_at > h.last_ok_sent {
+                h.last_ok_sent = sent_at;
+                h.next_renew = sent_at + h.lease / 3;
+            }
+            h.confirmed = true;
+        }
+        drop(holds);
+        self.shared.wake.notify_one();
+    }
+
+    /// Drops one reference; the hold stops being renewed at zero.
+    pub(crate) fn deregister(&self, key: &HoldKey) {
+        let mut holds = self.holds();
+        if let Some(h) = holds.get_mut(key) {
+            h.refs = h.refs.saturating_sub(1);
+            if h.refs == 0 {
+                holds.remove(key);
+            }
+        }
+    }
+
+    /// When the current hold's lease runs out by the local clock (send time
+    /// of the last successful renewal + lease − drift).
+    pub(crate) fn deadline(&self, key: &HoldKey) -> Option<Instant> {
+        let holds = self.holds();
+        holds.get(key).map(|h| local_deadline(&self.shared, h))
+    }
+
+    /// Renewal script calls made so far.
+    pub(crate) fn renew_calls(&self) -> u64 {
+        self.shared.renew_calls.load(Ordering::Relaxed)
+    }
+
+    /// Holds currently watched.
+    pub(crate) fn len(&self) -> usize {
+        self.holds().len()
+    }
+}
+
+/// One renewal call's worth of holds.
+struct Batch {
+    lease: Duration,
+    keys: Vec<HoldKey>,
+}
+
+async fn run(shared: Weak<Shared>, client: Client) {
+    loop {
+        let Some(me) = shared.upgrade() else { return };
+        let now = Instant::now();
+        let (batches, next) = plan(&me, now);
+        for batch in batches {
+            me.renew_calls.fetch_add(1, Ordering::Relaxed);
+            let me = Arc::clone(&me);
+            let client = client.clone();
+            // Batches are independent: one slow node does not hold up others.
+            tokio::spawn(async move { renew(&me, &client, batch).await });
+        }
+        let sleep = next
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(1))
+            .clamp(Duration::from_millis(5), Duration::from_secs(1));
+        // `me` stays alive through the sleep; the loop's upgrade ends the
+        // task within a second of the last handle going away.
+        let wake = me.wake.notified();
+        tokio::select! {
+            () = tokio::time::sleep(sleep) => {}
+            () = wake => {}
+        }
+    }
+}
+
+/// Signals losses that are due and groups due renewals by (slot, lease).
+fn plan(shared: &Shared, now: Instant) -> (Vec<Batch>, Option<Instant>) {
+    let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
+    let mut groups: HashMap<(u16, Duration), Vec<HoldKey>> = HashMap::new();
+    let mut next: Option<Instant> = None;
+    let mut dead = Vec::new();
+    for (key, h) in holds.iter_mut() {
+        if !h.confirmed {
+            continue;
+        }
+        if let Some(max) = h.max_hold {
+            if now >= h.registered_at + max {
+                let _ = h.lost.send(Some(LossReason::MaxHold));
+                dead.push(key.clone());
+                continue;
+            }
+        }
+        let deadline = local_deadline(shared, h);
+        if now >= deadline {
+            let _ = h.lost.send(Some(LossReason::Expired));
+            dead.push(key.clone());
+            continue;
+        }
+        let mut wake_at = deadline;
+        if h.renew && !h.renewing {
+            if now >= h.next_renew {
+                h.renewing = true;
+                groups
+                    .entry((h.slot, h.lease))
+                    .or_default()
+                    .push(key.clone());
+            } else {
+                wake_at = wake_at.min(h.next_renew);
+            }
+        }
+        if let Some(m) = h.max_hold {
+            wake_at = wake_at.min(h.registered_at + m);
+        }
+        next = Some(next.map_or(wake_at, |n| n.min(wake_at)));
+    }
+    for k in dead {
+        holds.remove(&k);
+    }
+    let mut batches = Vec::new();
+    for ((_, lease), keys) in groups {
+        for chunk in keys.chunks(RENEW_BATCH) {
+            batches.push(Batch {
+                lease,
+                keys: chunk.to_vec(),
+            });
+        }
+    }
+    (batches, next)
+}
+
+async fn renew(shared: &Shared, client: &Client, batch: Batch) {
+    let sent_at = Instant::now();
+    let names: Vec<&str> = batch.keys.iter().map(|(k, _)| k.as_str()).collect();
+    let mut args: Vec<String> = Vec::with_capacity(batch.keys.len() + 1);
+    args.push(millis(batch.lease).to_string());
+    args.extend(batch.keys.iter().map(|(_, o)| o.to_string()));
+    let reply = client.eval_script(&REENTRANT_RENEW, &names, &args).await;
+    let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
+    let results: Option<Vec<i64>> = match reply {
+        Ok(Frame::Array(items)) if items.len() == batch.keys.len() => items
+            .into_iter()
+            .map(|f| match f {
+                Frame::Integer(i) => Some(i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    };
+    for (i, key) in batch.keys.iter().enumerate() {
+        let Some(h) = holds.get_mut(key) else {
+            continue;
+        };
+        h.renewing = false;
+        match results.as_ref().map(|r| r[i]) {
+            Some(1) => {
+                if sent_at > h.last_ok_sent {
+                    h.last_ok_sent = sent_at;
+                }
+                h.next_renew = sent_at + h.lease / 3;
+            }
+            Some(_) => {
+                let _ = h.lost.send(Some(LossReason::Gone));
+                holds.remove(key);
+            }
+            None => {
+                // Failed (node down, timeout): retry soon, well within the
+                // lease; the deadline check fires the loss if none succeeds.
+                h.next_renew = Instant::now() + (h.lease / 10).min(Duration::from_millis(500));
+            }
+        }
+    }
+    drop(holds);
+    shared.wake.notify_one();
+}
+
+/// Send time of the last success + lease − drift allowance: past it the
+/// server may already have expired the key.
+fn local_deadline(shared: &Shared, h: &Hold) -> Instant {
+    let drift = Duration::from_millis(2) + h.lease * shared.drift_permille / 1000;
+    (h.last_ok_sent + h.lease)
+        .checked_sub(drift)
+        .unwrap_or(h.last_ok_sent)
+}
+
+/// Milliseconds for PEXPIRE, at least 1.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}

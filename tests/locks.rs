@@ -1,0 +1,458 @@
+//! The reentrant lock against a real redis-server: exclusion from histories,
+//! reentrancy, ownership, leases, the watchdog, the loss signal, waiting,
+//! cancellation and Redisson interop.
+
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Client, Commands, Connection};
+use keylatch_harness::RedisServer;
+use keylatch_lock::{LockError, Locks, LocksConfig, LossReason};
+use keylatch_resp::{Cmd, Frame};
+
+fn cfg() -> LocksConfig {
+    LocksConfig::default().watchdog_timeout(Duration::from_millis(900))
+}
+
+async fn locks(server: &RedisServer, cfg: LocksConfig) -> Locks {
+    Locks::new(Client::connect(&server.url()).await.unwrap(), cfg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_from_histories_with_rising_tokens() {
+    let server = RedisServer::start();
+    let clients = 3;
+    let tasks_per_client = 4;
+    let rounds = 25;
+    let history: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let locks = locks(&server, cfg()).await;
+        for _ in 0..tasks_per_client {
+            let lock = locks.lock("counter-lock");
+            let history = Arc::clone(&history);
+            let client = locks.client().clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..rounds {
+                    let guard = lock.acquire().await.unwrap();
+                    // A plain read-modify-write: only exclusion keeps it exact.
+                    let v: Option<i64> = client.cmd(Cmd::new("GET").key("counter")).await.unwrap();
+                    tokio::task::yield_now().await;
+                    client.set("counter", v.unwrap_or(0) + 1).await.unwrap();
+                    history.lock().unwrap().push(guard.fencing_token().unwrap());
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = clients * tasks_per_client * rounds;
+    let client = Client::connect(&server.url()).await.unwrap();
+    let v: i64 = client.cmd(Cmd::new("GET").key("counter")).await.unwrap();
+    assert_eq!(v, total as i64);
+    let tokens = history.lock().unwrap().clone();
+    assert_eq!(tokens.len(), total);
+    for w in tokens.windows(2) {
+        assert!(w[0] < w[1], "fencing tokens must rise in hold order: {w:?}");
+    }
+}
+
+#[tokio::test]
+async fn reentrancy_ownership_and_handover_by_owner_id() {
+    let server = RedisServer::start();
+    let a = locks(&server, cfg()).await;
+    let b = locks(&server, cfg()).await;
+    let lock = a.lock("reentrant");
+    let g1 = lock.acquire().await.unwrap();
+    let g2 = lock.clone().acquire().await.unwrap();
+    assert_eq!((g1.hold_count(), g2.hold_count()), (1, 2));
+    assert_eq!(
+        g1.fencing_token(),
+        g2.fencing_token(),
+        "a re-entry keeps the hold's token"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    assert!(lock.is_held_by_me().await.unwrap());
+
+    // Another owner: cannot take it, cannot release it, changes nothing.
+    let other = b.lock("reentrant");
+    assert!(other.try_acquire_now(None).await.unwrap().is_none());
+    let err = other.release_one().await.unwrap_err();
+    assert!(matches!(err, LockError::NotOwner { .. }), "{err}");
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+
+    g2.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    // Handed over: a second client acting as the owner releases the last hold.
+    let proxy = b.lock_with_owner("reentrant", lock.owner());
+    assert!(proxy.release_one().await.unwrap());
+    assert!(!lock.is_locked().await.unwrap());
+    // The original guard's hold is gone: its unlock is a typed error.
+    let err = g1.unlock().await.unwrap_err();
+    assert!(matches!(err, LockError::NotOwner { .. }), "{err}");
+    assert_eq!(a.watched_holds(), 0);
+}
+
+#[tokio::test]
+async fn fixed_lease_expires_and_a_waiter_gets_it() {
+    let server = RedisServer::start();
+    let a = locks(&server, cfg()).await;
+    let b = locks(&server, cfg()).await;
+    let held = a
+        .lock("leased")
+        .try_acquire_now(Some(Duration::from_millis(400)))
+        .await
+        .unwrap()
+        .unwrap();
+    let started = Instant::now();
+    let got = b
+        .lock("leased")
+        .try_acquire(Duration::from_secs(5), Some(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("the waiter gets the lock once the lease ends");
+    eprintln!(
+        "waiter acquired {:?} after the holder's acquire",
+        started.elapsed()
+    );
+    // The holder's loss signal fired by the end of its lease.
+    assert_eq!(held.lost().await, LossReason::Expired);
+    assert!(matches!(
+        held.unlock().await,
+        Err(LockError::NotOwner { .. })
+    ));
+    got.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn watchdog_keeps_a_hold_for_three_leases_with_batched_renewals() {
+    let server = RedisServer::start();
+    let locks = locks(
+        &server,
+        LocksConfig::default().watchdog_timeout(Duration::from_millis(600)),
+    )
+    .await;
+    let guards = futures_all(
+        (0..150)
+            .map(|i| {
+                let l = locks.lock(&format!("{{wd}}:{i}"));
+                async move { l.acquire().await.unwrap() }
+            })
+            .collect(),
+    )
+    .await;
+    let calls_before = locks.renewal_calls();
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    for g in &guards {
+        assert!(!g.is_lost());
+        assert!(g.lock().is_held_by_me().await.unwrap());
+    }
+    let calls = locks.renewal_calls() - calls_before;
+    // 150 holds in one slot: 2 script calls per round, ~9 rounds in 1.8 s.
+    eprintln!("renewal calls for 150 holds over 3 leases: {calls}");
+    assert!(calls >= 4, "renewals must have happened");
+    assert!(
+        calls <= 2 * 12,
+        "renewals must be batched (≤ 100 holds per call)"
+    );
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    assert_eq!(locks.watched_holds(), 0);
+}
+
+async fn futures_all<T: Send + 'static>(
+    futs: Vec<impl std::future::Future<Output = T> + Send + 'static>,
+) -> Vec<T> {
+    let handles: Vec<_> = futs.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_vanished_holder_frees_the_lock_within_one_lease() {
+    let server = RedisServer::start();
+    // The holder lives on its own runtime, which is then torn down: its
+    // watchdog and connections stop dead and no release is ever sent, as
+    // when a process is killed.
+    let url = server.url();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let holder = Locks::new(Client::connect(&url).await.unwrap(), cfg());
+            let guard = holder.lock("crashy").acquire().await.unwrap();
+            std::mem::forget(guard);
+        });
+        rt.shutdown_background();
+    })
+    .join()
+    .unwrap();
+    let other = locks(&server, cfg()).await;
+    let started = Instant::now();
+    let got = other
+        .lock("crashy")
+        .try_acquire(Duration::from_secs(10), None)
+        .await
+        .unwrap()
+        .expect("freed by its lease");
+    eprintln!("freed after {:?} (lease 900 ms)", started.elapsed());
+    got.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn lost_fires_when_the_key_is_deleted_behind_the_holder() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let guard = locks.lock("victim").acquire().await.unwrap();
+    let deleted = Instant::now();
+    server.cli(&["DEL", "victim"]).unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() fires");
+    assert_eq!(reason, LossReason::Gone);
+    eprintln!(
+        "outside DEL → lost(): {:?} (watchdog lease 900 ms)",
+        deleted.elapsed()
+    );
+    assert!(guard.is_lost());
+    assert!(guard.remaining_lease().is_none());
+}
+
+#[tokio::test]
+async fn lost_fires_by_lease_end_when_the_server_is_paused() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let guard = locks.lock("paused").acquire().await.unwrap();
+    let acquired = Instant::now();
+    server.pause().unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost()).await;
+    let elapsed = acquired.elapsed();
+    server.resume().unwrap();
+    assert_eq!(reason.expect("lost() fires"), LossReason::Expired);
+    // Before any contender could take it: by the lease's end, not after.
+    assert!(
+        elapsed <= Duration::from_millis(900),
+        "fired after {elapsed:?}"
+    );
+    eprintln!("paused server: lost() after {elapsed:?} (lease 900 ms)");
+    drop(guard);
+}
+
+#[tokio::test]
+async fn max_hold_stops_renewal_and_fires_lost() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let guard = locks
+        .lock("bounded")
+        .with_max_hold(Duration::from_millis(500))
+        .acquire()
+        .await
+        .unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .unwrap();
+    assert_eq!(reason, LossReason::MaxHold);
+    // Renewal stopped: the key ends with its lease.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while guard.lock().is_locked().await.unwrap() {
+        assert!(
+            Instant::now() < deadline,
+            "key outlived its lease after max hold"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_on_the_unlock_message_not_its_timeout() {
+    let server = RedisServer::start();
+    // Rechecks every 30 s and a 30 s watchdog lease: within the 20 s wait,
+    // only the unlock message can wake the waiter.
+    let slow = LocksConfig::default()
+        .watchdog_timeout(Duration::from_secs(30))
+        .recheck(Duration::from_secs(30));
+    let a = locks(&server, slow.clone()).await;
+    let b = locks(&server, slow).await;
+    let guard = a.lock("handoff").acquire().await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let g = b
+            .lock("handoff")
+            .try_acquire(Duration::from_secs(20), None)
+            .await
+            .unwrap();
+        (g.is_some(), Instant::now(), g)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let (got, at, g) = waiter.await.unwrap();
+    assert!(got, "the waiter must acquire after the unlock message");
+    eprintln!(
+        "release → waiter acquired: {:?}",
+        at.duration_since(released)
+    );
+    g.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_a_subscription_the_waiter_polls_and_still_acquires() {
+    let server = RedisServer::start();
+    // A user who may publish (its releases must) but not subscribe.
+    server
+        .cli(&[
+            "ACL",
+            "SETUSER",
+            "nochan",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-subscribe",
+            "-ssubscribe",
+            "-psubscribe",
+        ])
+        .unwrap();
+    let url = format!("redis://nochan:pw@127.0.0.1:{}", server.port());
+    let a = locks(&server, cfg()).await;
+    let b = Locks::new(Client::connect(&url).await.unwrap(), cfg());
+    let guard = a.lock("no-sub").acquire().await.unwrap();
+    let waiter = tokio::spawn(async move {
+        b.lock("no-sub")
+            .try_acquire(Duration::from_secs(10), None)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    guard.unlock().await.unwrap();
+    let got = waiter.await.unwrap().unwrap();
+    assert!(got.is_some(), "polling fallback must acquire");
+    got.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_at_any_point_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let a = locks(&server, cfg()).await;
+    let b = locks(&server, cfg()).await;
+    let lock = b.lock("cancel-me");
+    let holder = a.lock("cancel-me");
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut cancelled = 0;
+    for i in 0..200u32 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        // Half the rounds contend with a holder, so waits are cancelled too.
+        let held = if i % 2 == 0 {
+            holder.try_acquire_now(None).await.unwrap()
+        } else {
+            None
+        };
+        let budget = Duration::from_micros(rng % 3000);
+        tokio::select! {
+            r = lock.try_acquire(Duration::from_millis(200), None) => {
+                if let Some(g) = r.unwrap() { g.unlock().await.unwrap(); }
+            }
+            () = tokio::time::sleep(budget) => { cancelled += 1; }
+        }
+        if let Some(g) = held {
+            g.unlock().await.unwrap();
+        }
+    }
+    assert!(
+        cancelled > 20,
+        "the test must cancel at many points ({cancelled})"
+    );
+    // No hold is left by nobody past its lease: the lock is free or frees
+    // within one lease, and nothing local is left watched or queued.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let free = !lock.is_locked().await.unwrap();
+        if free && b.watched_holds() == 0 && b.queued_names() == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: locked={} watched={} queued={}",
+            !free,
+            b.watched_holds(),
+            b.queued_names()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And it can be taken normally afterwards.
+    lock.try_acquire_now(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// Redisson's RLock scripts as published (RedissonLock.tryLockInnerAsync and
+/// unlockInnerAsync), written from its documented layout: a Java service on
+/// the same name.
+const REDISSON_LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+const REDISSON_UNLOCK: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+
+#[tokio::test]
+async fn interoperates_with_redissons_scripts() {
+    let server = RedisServer::start();
+    let java = Connection::connect(&server.url()).await.unwrap();
+    let java_owner = "8f1c2d3e-0000-4000-8000-000000000001:1";
+    let name = "shared-with-java";
+    let channel = "redisson_lock__channel:{shared-with-java}";
+    // The Java side holds the lock.
+    let r = java
+        .eval(REDISSON_LOCK, [name], ["30000", java_owner])
+        .await
+        .unwrap();
+    assert_eq!(r, Frame::Null);
+    let locks = locks(
+        &server,
+        LocksConfig::default().recheck(Duration::from_secs(30)),
+    )
+    .await;
+    let lock = locks.lock(name);
+    assert!(
+        lock.try_acquire_now(None).await.unwrap().is_none(),
+        "exclusion holds"
+    );
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.try_acquire(Duration::from_secs(20), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Java unlocks: its message wakes the keylatch waiter (30 s lease, 30 s recheck).
+    let r = java
+        .eval(REDISSON_UNLOCK, [name, channel], ["0", "30000", java_owner])
+        .await
+        .unwrap();
+    assert_eq!(r, Frame::Integer(1));
+    let guard = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("woken by Redisson's unlock");
+    // Now keylatch holds it: the Java side is excluded.
+    let r = java
+        .eval(REDISSON_LOCK, [name], ["30000", java_owner])
+        .await
+        .unwrap();
+    assert!(matches!(r, Frame::Integer(ms) if ms > 0), "{r}");
+    guard.unlock().await.unwrap();
+    let r = java
+        .eval(REDISSON_LOCK, [name], ["30000", java_owner])
+        .await
+        .unwrap();
+    assert_eq!(r, Frame::Null);
+}
