@@ -456,3 +456,68 @@ async fn interoperates_with_redissons_scripts() {
         .unwrap();
     assert_eq!(r, Frame::Null);
 }
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
+    let server = RedisServer::start();
+    let locks = locks(
+        &server,
+        LocksConfig::default().watchdog_timeout(Duration::from_millis(3000)),
+    )
+    .await;
+    let rss_before = rss_kib();
+    let mut tasks = Vec::new();
+    for chunk in 0..20 {
+        let locks = locks.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut guards = Vec::with_capacity(500);
+            for i in 0..500 {
+                let lock = locks.lock(&format!("many:{chunk}:{i}"));
+                guards.push(lock.try_acquire_now(None).await.unwrap().unwrap());
+            }
+            guards
+        }));
+    }
+    let mut guards = Vec::new();
+    for t in tasks {
+        guards.extend(t.await.unwrap());
+    }
+    assert_eq!(guards.len(), 10_000);
+    assert_eq!(locks.watched_holds(), 10_000);
+    let rss_held = rss_kib();
+    // Renewal happens every lease/3 = 1 s; watch two rounds.
+    let before = locks.renewal_calls();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let calls = locks.renewal_calls() - before;
+    eprintln!(
+        "10,000 holds: {calls} renewal calls in 2.1 s (2 rounds); client RSS {} KiB before, {} KiB holding (+{} KiB, ~{} B per hold incl. guards)",
+        rss_before,
+        rss_held,
+        rss_held.saturating_sub(rss_before),
+        rss_held.saturating_sub(rss_before) * 1024 / 10_000
+    );
+    assert!(calls >= 100, "renewals must have run ({calls})");
+    assert!(
+        calls <= 2 * 100 + 20,
+        "≤ 100 calls per round for 10,000 holds ({calls})"
+    );
+    for g in &guards {
+        assert!(!g.is_lost());
+    }
+    let pttl: i64 = locks
+        .client()
+        .cmd(Cmd::new("PTTL").key("many:7:77"))
+        .await
+        .unwrap();
+    assert!(pttl > 1500, "renewed lease expected, PTTL {pttl}");
+    drop(guards);
+}

@@ -301,6 +301,21 @@ impl Client {
         }
     }
 
+    /// Address (`host:port`) of the master that serves `slot`, as last seen
+    /// (standalone: the server). Lets callers batch work per node.
+    ///
+    /// ```no_run
+    /// # fn demo(c: keylatch_cluster::Client) {
+    /// let node = c.master_for_slot(keylatch_cluster::Client::slot_of("orders"));
+    /// # }
+    /// ```
+    pub fn master_for_slot(&self, slot: u16) -> Option<String> {
+        match &self.inner {
+            Inner::Standalone(conn) => Some(seed_addr(conn.config())),
+            Inner::Cluster(router) => router.master_addr(slot),
+        }
+    }
+
     /// The slot of a key (meaningful in a cluster; computed either way).
     ///
     /// ```

@@ -181,6 +181,11 @@ impl Router {
         self.table().topo.shards.clone()
     }
 
+    /// Address of the master serving `slot`, as last seen.
+    pub(crate) fn master_addr(&self, slot: u16) -> Option<String> {
+        self.master_for(Some(slot)).map(|n| n.addr.clone())
+    }
+
     /// The master serving `slot` (`None`: any master, for keyless commands).
     fn master_for(&self, slot: Option<u16>) -> Option<Arc<Node>> {
         let table = self.table();

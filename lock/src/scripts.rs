@@ -38,6 +38,17 @@ pub static REENTRANT_RENEW: Script = Script::new(
     include_str!("../../lua/reentrant_renew.lua"),
 );
 
+/// [`REENTRANT_RENEW`] for holds in many slots of one cluster node (script
+/// flag `allow-cross-slot-keys`); see `lua/reentrant_renew_node.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::REENTRANT_RENEW_NODE.source().starts_with("#!lua"));
+/// ```
+pub static REENTRANT_RENEW_NODE: Script = Script::new(
+    "reentrant_renew_node",
+    include_str!("../../lua/reentrant_renew_node.lua"),
+);
+
 /// Delete a lock whoever holds it and wake waiters; see `lua/force_unlock.lua`.
 ///
 /// ```
@@ -63,6 +74,7 @@ pub static ALL: &[&Script] = &[
     &REENTRANT_ACQUIRE,
     &REENTRANT_RELEASE,
     &REENTRANT_RENEW,
+    &REENTRANT_RENEW_NODE,
     &FORCE_UNLOCK,
     &LOCK_STATUS,
 ];
@@ -78,6 +90,7 @@ mod tests {
             let header: String = s
                 .source()
                 .lines()
+                .skip_while(|l| l.starts_with("#!"))
                 .take_while(|l| l.starts_with("--"))
                 .collect::<Vec<_>>()
                 .join("\n");

@@ -4,9 +4,11 @@
 //! A hold is registered *before* its acquire is sent and confirmed with the
 //! time that acquire was sent; it is deregistered *before* its release is
 //! sent, so a renewal can never resurrect a released lock (Redisson's
-//! renewal/unlock race). Renewals are batched: every due hold of one slot and
-//! lease goes out in one `reentrant_renew` call of at most
-//! [`RENEW_BATCH`] keys, and the calls run concurrently and independently.
+//! renewal/unlock race). Renewals are batched per node: every due hold of
+//! one node and lease goes out in calls of at most [`RENEW_BATCH`] keys
+//! (in a cluster with a script allowed to touch several slots of its node;
+//! if a node refuses that, per slot), and the calls run concurrently and
+//! independently.
 //!
 //! Loss is signalled when a renewal finds the hold gone, when no renewal has
 //! succeeded by the local deadline (the last successful renewal's *send*
@@ -22,7 +24,7 @@ use keylatch_cluster::{Client, Commands, Slot};
 use keylatch_resp::Frame;
 use tokio::sync::{watch, Notify};
 
-use crate::scripts::REENTRANT_RENEW;
+use crate::scripts::{REENTRANT_RENEW, REENTRANT_RENEW_NODE};
 
 /// Most holds renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
@@ -173,13 +175,15 @@ impl Watchdog {
 struct Batch {
     lease: Duration,
     keys: Vec<HoldKey>,
+    /// In a cluster, the keys span several slots of one node.
+    cross_slot: bool,
 }
 
 async fn run(shared: Weak<Shared>, client: Client) {
     loop {
         let Some(me) = shared.upgrade() else { return };
         let now = Instant::now();
-        let (batches, next) = plan(&me, now);
+        let (batches, next) = plan(&me, &client, now);
         for batch in batches {
             me.renew_calls.fetch_add(1, Ordering::Relaxed);
             let me = Arc::clone(&me);
@@ -202,9 +206,12 @@ async fn run(shared: Weak<Shared>, client: Client) {
 }
 
 /// Signals losses that are due and groups due renewals by (slot, lease).
-fn plan(shared: &Shared, now: Instant) -> (Vec<Batch>, Option<Instant>) {
+fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Option<Instant>) {
+    let cluster = client.is_cluster();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
-    let mut groups: HashMap<(u16, Duration), Vec<HoldKey>> = HashMap::new();
+    // Grouped by node (standalone: one group), falling back to the slot when
+    // the node is unknown for now.
+    let mut groups: HashMap<(Option<String>, u16, Duration), Vec<HoldKey>> = HashMap::new();
     let mut next: Option<Instant> = None;
     let mut dead = Vec::new();
     for (key, h) in holds.iter_mut() {
@@ -226,12 +233,20 @@ fn plan(shared: &Shared, now: Instant) -> (Vec<Batch>, Option<Instant>) {
         }
         let mut wake_at = deadline;
         if h.renew && !h.renewing {
-            if now >= h.next_renew {
+            // Holds due within the next sixth of a lease go now too: renewing
+            // a little early is harmless, and holds taken at scattered times
+            // fall into common rounds instead of one small call each.
+            if now + h.lease / 6 >= h.next_renew {
                 h.renewing = true;
-                groups
-                    .entry((h.slot, h.lease))
-                    .or_default()
-                    .push(key.clone());
+                let group = if !cluster {
+                    (None, 0, h.lease)
+                } else {
+                    match client.master_for_slot(h.slot) {
+                        Some(node) => (Some(node), 0, h.lease),
+                        None => (None, h.slot, h.lease),
+                    }
+                };
+                groups.entry(group).or_default().push(key.clone());
             } else {
                 wake_at = wake_at.min(h.next_renew);
             }
@@ -245,11 +260,12 @@ fn plan(shared: &Shared, now: Instant) -> (Vec<Batch>, Option<Instant>) {
         holds.remove(&k);
     }
     let mut batches = Vec::new();
-    for ((_, lease), keys) in groups {
+    for ((node, _, lease), keys) in groups {
         for chunk in keys.chunks(RENEW_BATCH) {
             batches.push(Batch {
                 lease,
                 keys: chunk.to_vec(),
+                cross_slot: cluster && node.is_some(),
             });
         }
     }
@@ -258,14 +274,73 @@ fn plan(shared: &Shared, now: Instant) -> (Vec<Batch>, Option<Instant>) {
 
 async fn renew(shared: &Shared, client: &Client, batch: Batch) {
     let sent_at = Instant::now();
-    let names: Vec<&str> = batch.keys.iter().map(|(k, _)| k.as_str()).collect();
-    let mut args: Vec<String> = Vec::with_capacity(batch.keys.len() + 1);
-    args.push(millis(batch.lease).to_string());
-    args.extend(batch.keys.iter().map(|(_, o)| o.to_string()));
+    let results = if batch.cross_slot {
+        match renew_on_node(client, &batch).await {
+            Some(r) => Some(r),
+            // The node refused a multi-slot call (slot moving, old server):
+            // renew slot by slot through the router instead.
+            None => renew_per_slot(shared, client, &batch).await,
+        }
+    } else {
+        renew_call(client, &batch.keys, batch.lease).await
+    };
+    apply(shared, &batch, results, sent_at);
+}
+
+/// One multi-slot call on the node that serves the first key.
+async fn renew_on_node(client: &Client, batch: &Batch) -> Option<Vec<i64>> {
+    let first = batch.keys.first()?;
+    let conn = client.connection_for_key(first.0.as_str()).await.ok()?;
+    let mut args: Vec<&str> = Vec::with_capacity(batch.keys.len() * 2 + 1);
+    let lease = millis(batch.lease).to_string();
+    args.push(&lease);
+    for (k, o) in &batch.keys {
+        args.push(k);
+        args.push(o);
+    }
+    let reply = conn
+        .eval_script(&REENTRANT_RENEW_NODE, &[] as &[&str], &args)
+        .await;
+    parse_results(reply, batch.keys.len())
+}
+
+async fn renew_per_slot(shared: &Shared, client: &Client, batch: &Batch) -> Option<Vec<i64>> {
+    let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+    for (i, k) in batch.keys.iter().enumerate() {
+        by_slot
+            .entry(Slot::of(k.0.as_bytes()).get())
+            .or_default()
+            .push(i);
+    }
+    let mut out = vec![-1i64; batch.keys.len()];
+    for idx in by_slot.values() {
+        let keys: Vec<HoldKey> = idx.iter().map(|&i| batch.keys[i].clone()).collect();
+        shared.renew_calls.fetch_add(1, Ordering::Relaxed);
+        let r = renew_call(client, &keys, batch.lease).await?;
+        for (j, &i) in idx.iter().enumerate() {
+            out[i] = r[j];
+        }
+    }
+    Some(out)
+}
+
+async fn renew_call(client: &Client, keys: &[HoldKey], lease: Duration) -> Option<Vec<i64>> {
+    let (names, args) = script_args(keys, lease);
     let reply = client.eval_script(&REENTRANT_RENEW, &names, &args).await;
-    let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
-    let results: Option<Vec<i64>> = match reply {
-        Ok(Frame::Array(items)) if items.len() == batch.keys.len() => items
+    parse_results(reply, keys.len())
+}
+
+fn script_args(keys: &[HoldKey], lease: Duration) -> (Vec<&str>, Vec<String>) {
+    let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    let mut args: Vec<String> = Vec::with_capacity(keys.len() + 1);
+    args.push(millis(lease).to_string());
+    args.extend(keys.iter().map(|(_, o)| o.to_string()));
+    (names, args)
+}
+
+fn parse_results(reply: keylatch_cluster::Result<Frame>, n: usize) -> Option<Vec<i64>> {
+    match reply {
+        Ok(Frame::Array(items)) if items.len() == n => items
             .into_iter()
             .map(|f| match f {
                 Frame::Integer(i) => Some(i),
@@ -273,13 +348,21 @@ async fn renew(shared: &Shared, client: &Client, batch: Batch) {
             })
             .collect(),
         _ => None,
-    };
+    }
+}
+
+fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Instant) {
+    let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
     for (i, key) in batch.keys.iter().enumerate() {
         let Some(h) = holds.get_mut(key) else {
             continue;
         };
         h.renewing = false;
         match results.as_ref().map(|r| r[i]) {
+            // -1: its slot's call failed; retry like a failed batch.
+            Some(-1) | None => {
+                h.next_renew = Instant::now() + (h.lease / 10).min(Duration::from_millis(500));
+            }
             Some(1) => {
                 if sent_at > h.last_ok_sent {
                     h.last_ok_sent = sent_at;
@@ -290,14 +373,11 @@ async fn renew(shared: &Shared, client: &Client, batch: Batch) {
                 let _ = h.lost.send(Some(LossReason::Gone));
                 holds.remove(key);
             }
-            None => {
-                // Failed (node down, timeout): retry soon, well within the
-                // lease; the deadline check fires the loss if none succeeds.
-                h.next_renew = Instant::now() + (h.lease / 10).min(Duration::from_millis(500));
-            }
         }
     }
     drop(holds);
+    // Failed renewals are retried soon, well within the lease; the deadline
+    // check fires the loss if none succeeds in time.
     shared.wake.notify_one();
 }
 
