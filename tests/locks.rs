@@ -494,22 +494,22 @@ async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
     assert_eq!(guards.len(), 10_000);
     assert_eq!(locks.watched_holds(), 10_000);
     let rss_held = rss_kib();
-    // Renewal happens every lease/3 = 1 s; watch two rounds.
+    // Renewal happens every lease/3 = 1 s; watch five intervals.
     let before = locks.renewal_calls();
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(Duration::from_millis(5000)).await;
     let calls = locks.renewal_calls() - before;
     eprintln!(
-        "10,000 holds: {calls} renewal calls in 2.1 s (2 rounds); client RSS {} KiB before, {} KiB holding (+{} KiB, ~{} B per hold incl. guards)",
+        "10,000 holds: {calls} renewal calls in 5 intervals ({} per interval); client RSS {} KiB before, {} KiB holding (+{} KiB, ~{} B per hold incl. guards)",
+        calls / 5,
         rss_before,
         rss_held,
         rss_held.saturating_sub(rss_before),
         rss_held.saturating_sub(rss_before) * 1024 / 10_000
     );
-    assert!(calls >= 100, "renewals must have run ({calls})");
-    assert!(
-        calls <= 2 * 100 + 20,
-        "≤ 100 calls per round for 10,000 holds ({calls})"
-    );
+    assert!(calls >= 400, "renewals must have run ({calls})");
+    // ≤ 100 calls per interval; one more interval of slack for where the
+    // five-second window cuts the rounds.
+    assert!(calls <= 6 * 100 + 20, "≤ 100 calls per interval for 10,000 holds ({calls})");
     for g in &guards {
         assert!(!g.is_lost());
     }

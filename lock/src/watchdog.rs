@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     wake: Notify,
     /// Drift allowance: 2 ms + this many thousandths of the lease.
     drift_permille: u32,
+    /// When the task will next look at the holds unless woken.
+    planned_wake: Mutex<Instant>,
     pub(crate) renew_calls: AtomicU64,
 }
 
@@ -90,6 +92,7 @@ impl Watchdog {
             holds: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             drift_permille,
+            planned_wake: Mutex::new(Instant::now()),
             renew_calls: AtomicU64::new(0),
         });
         tokio::spawn(run(Arc::downgrade(&shared), client));
@@ -131,15 +134,32 @@ impl Watchdog {
     /// The acquire sent at `sent_at` succeeded.
     pub(crate) fn confirm(&self, key: &HoldKey, sent_at: Instant) {
         let mut holds = self.holds();
+        let mut first_due = None;
         if let Some(h) = holds.get_mut(key) {
             if !h.confirmed || sent_at > h.last_ok_sent {
                 h.last_ok_sent = sent_at;
                 h.next_renew = sent_at + h.lease / 3;
             }
             h.confirmed = true;
+            // The earliest the task must look at this hold: its (early)
+            // renewal, its deadline, or its max hold.
+            let mut due = early(h).min(local_deadline(&self.shared, h));
+            if let Some(m) = h.max_hold {
+                due = due.min(h.registered_at + m);
+            }
+            first_due = Some(due);
         }
         drop(holds);
-        self.shared.wake.notify_one();
+        // Wake the task only if it would otherwise sleep past this hold: a
+        // wake-up per acquire would cost a task switch on the hot path.
+        let planned = *self
+            .shared
+            .planned_wake
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if first_due.is_some_and(|d| d < planned) {
+            self.shared.wake.notify_one();
+        }
     }
 
     /// Drops one reference; the hold stops being renewed at zero.
@@ -183,7 +203,7 @@ async fn run(shared: Weak<Shared>, client: Client) {
     loop {
         let Some(me) = shared.upgrade() else { return };
         let now = Instant::now();
-        let (batches, next) = plan(&me, &client, now);
+        let (batches, wake) = plan(&me, &client, now);
         for batch in batches {
             me.renew_calls.fetch_add(1, Ordering::Relaxed);
             let me = Arc::clone(&me);
@@ -191,10 +211,15 @@ async fn run(shared: Weak<Shared>, client: Client) {
             // Batches are independent: one slow node does not hold up others.
             tokio::spawn(async move { renew(&me, &client, batch).await });
         }
+        let next = match (wake.renew, wake.urgent) {
+            (Some(r), Some(u)) => Some(r.min(u)),
+            (r, u) => r.or(u),
+        };
         let sleep = next
             .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(1))
             .clamp(Duration::from_millis(5), Duration::from_secs(1));
+        *me.planned_wake.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now() + sleep;
         // `me` stays alive through the sleep; the loop's upgrade ends the
         // task within a second of the last handle going away.
         let wake = me.wake.notified();
@@ -206,13 +231,25 @@ async fn run(shared: Weak<Shared>, client: Client) {
 }
 
 /// Signals losses that are due and groups due renewals by (slot, lease).
-fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Option<Instant>) {
+/// When the task should look again: the first renewal due, the first loss
+/// deadline or max hold.
+#[derive(Default)]
+struct Wake {
+    renew: Option<Instant>,
+    urgent: Option<Instant>,
+}
+
+fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Wake) {
     let cluster = client.is_cluster();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
     // Grouped by node (standalone: one group), falling back to the slot when
     // the node is unknown for now.
     let mut groups: HashMap<(Option<String>, u16, Duration), Vec<HoldKey>> = HashMap::new();
-    let mut next: Option<Instant> = None;
+    let mut wake = Wake::default();
     let mut dead = Vec::new();
     for (key, h) in holds.iter_mut() {
         if !h.confirmed {
@@ -231,12 +268,12 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Option<I
             dead.push(key.clone());
             continue;
         }
-        let mut wake_at = deadline;
+        wake.urgent = earliest(wake.urgent, deadline);
         if h.renew && !h.renewing {
             // Holds due within the next sixth of a lease go now too: renewing
             // a little early is harmless, and holds taken at scattered times
             // fall into common rounds instead of one small call each.
-            if now + h.lease / 6 >= h.next_renew {
+            if now >= early(h) {
                 h.renewing = true;
                 let group = if !cluster {
                     (None, 0, h.lease)
@@ -248,13 +285,14 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Option<I
                 };
                 groups.entry(group).or_default().push(key.clone());
             } else {
-                wake_at = wake_at.min(h.next_renew);
+                // Wake when the first hold is due, and take with it every
+                // hold due within the next sixth of a lease (see above).
+                wake.renew = earliest(wake.renew, h.next_renew);
             }
         }
         if let Some(m) = h.max_hold {
-            wake_at = wake_at.min(h.registered_at + m);
+            wake.urgent = earliest(wake.urgent, h.registered_at + m);
         }
-        next = Some(next.map_or(wake_at, |n| n.min(wake_at)));
     }
     for k in dead {
         holds.remove(&k);
@@ -269,7 +307,7 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Option<I
             });
         }
     }
-    (batches, next)
+    (batches, wake)
 }
 
 async fn renew(shared: &Shared, client: &Client, batch: Batch) {
@@ -379,6 +417,14 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
     // Failed renewals are retried soon, well within the lease; the deadline
     // check fires the loss if none succeeds in time.
     shared.wake.notify_one();
+}
+
+/// When a hold may be renewed: a sixth of a lease before it is due, so holds
+/// taken at scattered times share rounds (renewing early is harmless).
+fn early(h: &Hold) -> Instant {
+    h.next_renew
+        .checked_sub(h.lease / 6)
+        .unwrap_or(h.next_renew)
 }
 
 /// Send time of the last success + lease − drift allowance: past it the
