@@ -1,6 +1,7 @@
 -- reentrant_renew: extend the leases of many holds in one call (the watchdog).
 --
--- KEYS[i]    lock hashes, all in one hash slot (one call per slot and node)
+-- KEYS[i]    lock hashes: any keys of a standalone server; in a cluster, keys
+--            of one slot (reentrant_renew_node covers a whole node)
 -- ARGV[1]    lease in milliseconds
 -- ARGV[1+i]  the owner id holding KEYS[i]
 --

@@ -227,6 +227,58 @@ async fn lost_fires_when_the_key_is_deleted_behind_the_holder() {
 }
 
 #[tokio::test]
+async fn with_client_tracking_a_deleted_lock_is_lost_at_once_not_at_renewal() {
+    let server = RedisServer::start();
+    // A 30 s lease renews only every 10 s: within the 5 s allowed below,
+    // only the invalidation push can reveal the deletion.
+    let locks = Locks::connect_with(
+        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
+        LocksConfig::default().watchdog_timeout(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    let outsider = Connection::connect(&server.url()).await.unwrap();
+    for (i, how) in [["DEL", "tracked"], ["HSET", "tracked2"]]
+        .iter()
+        .enumerate()
+    {
+        let name = how[1];
+        let guard = locks.lock(name).acquire().await.unwrap();
+        // Holds are tracked once older than 20 ms.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let changed = Instant::now();
+        if i == 0 {
+            outsider.del([name]).await.unwrap();
+        } else {
+            // Overwritten behind the holder: another owner's field replaces ours.
+            outsider
+                .eval(
+                    "redis.call('DEL', KEYS[1]) return redis.call('HSET', KEYS[1], 'intruder:1', 1)",
+                    [name],
+                    [0u8; 0].iter(),
+                )
+                .await
+                .unwrap();
+        }
+        let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+            .await
+            .expect("lost() fires from the invalidation push");
+        assert_eq!(reason, LossReason::Gone);
+        eprintln!(
+            "client tracking: {} behind the holder → lost(): {:?}",
+            how[0],
+            changed.elapsed()
+        );
+        drop(guard);
+    }
+    // A hold that nobody touches is not disturbed by tracking.
+    let guard = locks.lock("untouched").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
 async fn lost_fires_by_lease_end_when_the_server_is_paused() {
     let server = RedisServer::start();
     let locks = locks(&server, cfg()).await;
@@ -509,7 +561,10 @@ async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
     assert!(calls >= 400, "renewals must have run ({calls})");
     // ≤ 100 calls per interval; one more interval of slack for where the
     // five-second window cuts the rounds.
-    assert!(calls <= 6 * 100 + 20, "≤ 100 calls per interval for 10,000 holds ({calls})");
+    assert!(
+        calls <= 6 * 100 + 20,
+        "≤ 100 calls per interval for 10,000 holds ({calls})"
+    );
     for g in &guards {
         assert!(!g.is_lost());
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::push::InvalidationHandler;
 
 /// Which RESP version to speak.
 ///
@@ -80,6 +81,9 @@ pub struct ConnectionConfig {
     pub reconnect_min: Duration,
     /// Cap on the reconnect delay.
     pub reconnect_max: Duration,
+    /// Client-side-caching tracking (RESP3 only): invalidation pushes for
+    /// keys this connection read go to the handler. `None`: off.
+    pub tracking: Option<InvalidationHandler>,
 }
 
 impl Default for ConnectionConfig {
@@ -98,6 +102,7 @@ impl Default for ConnectionConfig {
             max_in_flight: 16384,
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
+            tracking: None,
         }
     }
 }
@@ -213,6 +218,13 @@ impl ConnectionConfig {
     /// Sets the client name sent with `HELLO … SETNAME`/`CLIENT SETNAME`.
     pub fn client_name(mut self, name: impl Into<String>) -> Self {
         self.client_name = Some(name.into());
+        self
+    }
+
+    /// Turns on `CLIENT TRACKING ON NOLOOP` (RESP3 connections) with this
+    /// handler for the invalidations.
+    pub fn tracking(mut self, handler: InvalidationHandler) -> Self {
+        self.tracking = Some(handler);
         self
     }
 

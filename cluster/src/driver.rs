@@ -25,6 +25,7 @@ use crate::backoff::Backoff;
 use crate::connection::Shared;
 use crate::error::{Error, Result};
 use crate::handshake::{establish, Established};
+use crate::push::InvalidationHandler;
 
 /// Stop taking requests while this much is waiting to be written, so a slow
 /// socket pushes back on callers instead of growing the buffer.
@@ -120,7 +121,11 @@ impl Driver {
                 },
             };
             self.shared.set_connected(Some(io.protocol));
-            let mut conn = Connected::new(io, self.shared.config.max_in_flight);
+            let mut conn = Connected::new(
+                io,
+                self.shared.config.max_in_flight,
+                self.shared.config.tracking.clone(),
+            );
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
             self.shared.set_connected(None);
             match exit {
@@ -182,10 +187,11 @@ struct Connected {
     rx_closed: bool,
     /// Counted by `dispatch`: replies handed out since `poll` last looked.
     answered_since_poll: usize,
+    tracking: Option<InvalidationHandler>,
 }
 
 impl Connected {
-    fn new(io: Established, max_in_flight: usize) -> Self {
+    fn new(io: Established, max_in_flight: usize, tracking: Option<InvalidationHandler>) -> Self {
         let mut rbuf = io.read_buf;
         rbuf.reserve(READ_CHUNK);
         Self {
@@ -197,6 +203,7 @@ impl Connected {
             max_in_flight: max_in_flight.max(1),
             rx_closed: false,
             answered_since_poll: 0,
+            tracking,
         }
     }
 
@@ -341,8 +348,13 @@ impl Connected {
     fn dispatch(&mut self, frame: Frame) -> Result<()> {
         self.answered_since_poll += 1;
         if let Frame::Push(_) = frame {
-            // RESP3 out-of-band data (invalidations, pub/sub) is not a reply.
-            // This connection never subscribes, so there is nobody to route it to.
+            // RESP3 out-of-band data is not a reply. Invalidations go to the
+            // tracking handler (non-blocking by contract); this connection
+            // never subscribes, so anything else has nobody to go to.
+            self.answered_since_poll -= 1;
+            if let Some(handler) = &self.tracking {
+                handler.handle(&frame);
+            }
             return Ok(());
         }
         let Some(front) = self.pending.front_mut() else {

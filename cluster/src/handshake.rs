@@ -60,8 +60,17 @@ async fn establish_inner(cfg: &ConnectionConfig) -> Result<Established> {
             let reply = ex.round_trip(&[hello(cfg)]).await?;
             match reply.into_iter().next().map(check) {
                 Some(Ok(Frame::Map(_) | Frame::Array(_))) => {
+                    let mut setup = Vec::with_capacity(2);
                     if cfg.db != 0 {
-                        expect_ok(ex.round_trip(&[select(cfg.db)]).await?)?;
+                        setup.push(select(cfg.db));
+                    }
+                    if cfg.tracking.is_some() {
+                        // NOLOOP: our own writes (acquire, renew, release)
+                        // must not invalidate what we track.
+                        setup.push(Cmd::new("CLIENT").arg("TRACKING").arg("ON").arg("NOLOOP"));
+                    }
+                    if !setup.is_empty() {
+                        expect_ok(ex.round_trip(&setup).await?)?;
                     }
                     Negotiated::Resp3
                 }

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_cluster::{Client, PubSub, PubSubConfig};
+use keylatch_cluster::{
+    Client, ClientConfig, Invalidation, InvalidationHandler, PubSub, PubSubConfig,
+};
 
 use crate::error::LockResult;
 use crate::lock::Lock;
@@ -151,13 +153,47 @@ impl Locks {
     /// # Panics
     /// Outside a tokio runtime (the watchdog task is spawned).
     pub async fn connect(url: &str) -> LockResult<Self> {
-        Ok(Self::new(
-            Client::connect(url).await?,
-            LocksConfig::default(),
-        ))
+        Self::connect_with(ClientConfig::from_url(url)?, LocksConfig::default()).await
     }
 
-    /// The lock layer on an existing client.
+    /// Connects a client of its own (standalone or cluster) with
+    /// client-side tracking on (RESP3), so a lock deleted or overwritten
+    /// behind its holder is noticed as soon as the server's invalidation
+    /// arrives, not at the next renewal. Holds younger than 20 ms are not
+    /// tracked (a tracked read costs the server a command).
+    ///
+    /// ```no_run
+    /// use keylatch_lock::{Locks, LocksConfig};
+    /// # async fn demo() -> keylatch_lock::LockResult<()> {
+    /// let cfg = keylatch_cluster::ClientConfig::from_url("redis://127.0.0.1:6379")?;
+    /// let locks = Locks::connect_with(cfg, LocksConfig::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The client could not connect.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the watchdog task is spawned).
+    pub async fn connect_with(mut client: ClientConfig, config: LocksConfig) -> LockResult<Self> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let handler = InvalidationHandler::new(move |inv| {
+            let _ = tx.send(inv);
+        });
+        for seed in &mut client.seeds {
+            seed.tracking = Some(handler.clone());
+        }
+        let client = Client::connect_with(client).await?;
+        Ok(Self::build(client, config, Some(rx)))
+    }
+
+    /// The lock layer on an existing client. Without client tracking on
+    /// that client, a lock deleted behind its holder is noticed at the next
+    /// renewal (a third of the lease) rather than at once; see
+    /// [`connect_with`](Self::connect_with).
     ///
     /// ```no_run
     /// use keylatch_lock::{Locks, LocksConfig};
@@ -170,7 +206,15 @@ impl Locks {
     /// # Panics
     /// Outside a tokio runtime (the watchdog task is spawned).
     pub fn new(client: Client, config: LocksConfig) -> Self {
-        let watchdog = Watchdog::spawn(client.clone(), config.drift_permille);
+        Self::build(client, config, None)
+    }
+
+    fn build(
+        client: Client,
+        config: LocksConfig,
+        invalidations: Option<tokio::sync::mpsc::UnboundedReceiver<Invalidation>>,
+    ) -> Self {
+        let watchdog = Watchdog::spawn(client.clone(), config.drift_permille, invalidations);
         Self {
             inner: Arc::new(Inner {
                 client,

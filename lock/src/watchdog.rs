@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::{Client, Commands, Slot};
-use keylatch_resp::Frame;
-use tokio::sync::{watch, Notify};
+use keylatch_cluster::{Client, Commands, Invalidation, Pipeline, Slot};
+use keylatch_resp::{Cmd, Frame};
+use tokio::sync::{mpsc, watch, Notify};
 
 use crate::scripts::{REENTRANT_RENEW, REENTRANT_RENEW_NODE};
 
@@ -67,6 +67,10 @@ struct Hold {
     next_renew: Instant,
     /// A renewal call for this hold is in flight.
     renewing: bool,
+    /// A tracked read (PTTL) was issued, so a change by anyone else is
+    /// pushed to us at once.
+    tracked: bool,
+    confirmed_at: Instant,
     lost: watch::Sender<Option<LossReason>>,
 }
 
@@ -78,7 +82,14 @@ pub(crate) struct Shared {
     /// When the task will next look at the holds unless woken.
     planned_wake: Mutex<Instant>,
     pub(crate) renew_calls: AtomicU64,
+    /// Invalidation pushes arrive (client tracking is on): holds older than
+    /// [`TRACK_AFTER`] get a tracked read.
+    tracking: bool,
 }
+
+/// Holds younger than this are not tracked: most locks are released within
+/// microseconds, and a tracked read for each would cost the server a command.
+pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(20);
 
 /// Handle to the watchdog task; the task ends when the last handle is gone.
 #[derive(Clone)]
@@ -87,15 +98,20 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub(crate) fn spawn(client: Client, drift_permille: u32) -> Self {
+    pub(crate) fn spawn(
+        client: Client,
+        drift_permille: u32,
+        invalidations: Option<mpsc::UnboundedReceiver<Invalidation>>,
+    ) -> Self {
         let shared = Arc::new(Shared {
             holds: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             drift_permille,
             planned_wake: Mutex::new(Instant::now()),
             renew_calls: AtomicU64::new(0),
+            tracking: invalidations.is_some(),
         });
-        tokio::spawn(run(Arc::downgrade(&shared), client));
+        tokio::spawn(run(Arc::downgrade(&shared), client, invalidations));
         Self { shared }
     }
 
@@ -125,6 +141,8 @@ impl Watchdog {
             last_ok_sent: now,
             next_renew: now + lease / 3,
             renewing: false,
+            tracked: false,
+            confirmed_at: now,
             lost: watch::channel(None).0,
         });
         hold.refs += 1;
@@ -140,12 +158,18 @@ impl Watchdog {
                 h.last_ok_sent = sent_at;
                 h.next_renew = sent_at + h.lease / 3;
             }
+            if !h.confirmed {
+                h.confirmed_at = Instant::now();
+            }
             h.confirmed = true;
             // The earliest the task must look at this hold: its (early)
             // renewal, its deadline, or its max hold.
             let mut due = early(h).min(local_deadline(&self.shared, h));
             if let Some(m) = h.max_hold {
                 due = due.min(h.registered_at + m);
+            }
+            if self.shared.tracking && !h.tracked {
+                due = due.min(h.confirmed_at + TRACK_AFTER);
             }
             first_due = Some(due);
         }
@@ -199,17 +223,25 @@ struct Batch {
     cross_slot: bool,
 }
 
-async fn run(shared: Weak<Shared>, client: Client) {
+async fn run(
+    shared: Weak<Shared>,
+    client: Client,
+    mut invalidations: Option<mpsc::UnboundedReceiver<Invalidation>>,
+) {
     loop {
         let Some(me) = shared.upgrade() else { return };
         let now = Instant::now();
-        let (batches, wake) = plan(&me, &client, now);
+        let (batches, to_track, wake) = plan(&me, &client, now);
         for batch in batches {
             me.renew_calls.fetch_add(1, Ordering::Relaxed);
             let me = Arc::clone(&me);
             let client = client.clone();
             // Batches are independent: one slow node does not hold up others.
             tokio::spawn(async move { renew(&me, &client, batch).await });
+        }
+        if !to_track.is_empty() {
+            let client = client.clone();
+            tokio::spawn(async move { track(&client, to_track).await });
         }
         let next = match (wake.renew, wake.urgent) {
             (Some(r), Some(u)) => Some(r.min(u)),
@@ -223,11 +255,49 @@ async fn run(shared: Weak<Shared>, client: Client) {
         // `me` stays alive through the sleep; the loop's upgrade ends the
         // task within a second of the last handle going away.
         let wake = me.wake.notified();
+        let pushed = async {
+            match invalidations.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = tokio::time::sleep(sleep) => {}
             () = wake => {}
+            inv = pushed => match inv {
+                Some(inv) => invalidated(&me, inv),
+                None => invalidations = None,
+            },
         }
     }
+}
+
+/// Someone else changed (or the server expired) keys we hold: check those
+/// holds now instead of at their next renewal.
+fn invalidated(shared: &Shared, inv: Invalidation) {
+    let now = Instant::now();
+    let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
+    for ((key, _), h) in holds.iter_mut() {
+        let hit = match &inv {
+            Invalidation::All => true,
+            Invalidation::Keys(keys) => keys.iter().any(|k| k.as_ref() == key.as_bytes()),
+        };
+        if hit {
+            // Tracking is one-shot: read again after the check.
+            h.tracked = false;
+            h.next_renew = now;
+        }
+    }
+}
+
+/// Tracked reads: after `PTTL key` on the lock's own connection, a change to
+/// the key by anyone else arrives as an invalidation push.
+async fn track(client: &Client, keys: Vec<String>) {
+    let p: Pipeline = keys
+        .iter()
+        .map(|k| Cmd::new("PTTL").key(k.as_str()))
+        .collect();
+    let _ = client.pipeline(p).await;
 }
 
 /// Signals losses that are due and groups due renewals by (slot, lease).
@@ -243,7 +313,8 @@ fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
-fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Wake) {
+fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Vec<String>, Wake) {
+    let mut to_track = Vec::new();
     let cluster = client.is_cluster();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
     // Grouped by node (standalone: one group), falling back to the slot when
@@ -269,6 +340,14 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Wake) {
             continue;
         }
         wake.urgent = earliest(wake.urgent, deadline);
+        if shared.tracking && !h.tracked {
+            if now >= h.confirmed_at + TRACK_AFTER {
+                h.tracked = true;
+                to_track.push(key.0.clone());
+            } else {
+                wake.urgent = earliest(wake.urgent, h.confirmed_at + TRACK_AFTER);
+            }
+        }
         if h.renew && !h.renewing {
             // Holds due within the next sixth of a lease go now too: renewing
             // a little early is harmless, and holds taken at scattered times
@@ -307,7 +386,7 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Wake) {
             });
         }
     }
-    (batches, wake)
+    (batches, to_track, wake)
 }
 
 async fn renew(shared: &Shared, client: &Client, batch: Batch) {

@@ -1,0 +1,118 @@
+//! Out-of-band RESP3 push frames on a request connection (client-side
+//! caching invalidations), handed to a callback that must not block.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use keylatch_resp::Frame;
+
+/// What an `invalidate` push says.
+///
+/// ```
+/// use keylatch_cluster::Invalidation;
+/// let keys = Invalidation::Keys(vec![bytes::Bytes::from_static(b"orders")]);
+/// assert_ne!(keys, Invalidation::All);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invalidation {
+    /// These keys were modified, deleted or expired.
+    Keys(Vec<Bytes>),
+    /// Everything may have changed (FLUSHALL, or the server's tracking table
+    /// overflowed).
+    All,
+}
+
+type Callback = dyn Fn(Invalidation) + Send + Sync;
+
+/// Turns on client-side-caching tracking (`CLIENT TRACKING ON NOLOOP`, RESP3
+/// only) on every connection made with it, and receives the invalidations:
+/// after a connection reads a key, a change to that key by *another*
+/// connection (or its expiry) is pushed here once. The callback runs on the
+/// connection task: it must be quick and must not block (send to a channel).
+///
+/// ```
+/// use keylatch_cluster::{ConnectionConfig, InvalidationHandler};
+/// let (tx, _rx) = std::sync::mpsc::channel();
+/// let handler = InvalidationHandler::new(move |inv| { let _ = tx.send(inv); });
+/// let cfg = ConnectionConfig::default().tracking(handler);
+/// assert!(cfg.tracking.is_some());
+/// ```
+#[derive(Clone)]
+pub struct InvalidationHandler(Arc<Callback>);
+
+impl InvalidationHandler {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(Invalidation) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Interprets a push frame; calls the callback for invalidations.
+    pub(crate) fn handle(&self, frame: &Frame) {
+        if let Some(inv) = parse(frame) {
+            (self.0)(inv);
+        }
+    }
+}
+
+impl fmt::Debug for InvalidationHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InvalidationHandler")
+    }
+}
+
+/// Handlers compare by identity, so configurations stay comparable.
+impl PartialEq for InvalidationHandler {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for InvalidationHandler {}
+
+fn parse(frame: &Frame) -> Option<Invalidation> {
+    let Frame::Push(items) = frame else {
+        return None;
+    };
+    let [kind, keys] = items.as_slice() else {
+        return None;
+    };
+    if kind.as_bytes().map(|b| b.as_ref()) != Some(&b"invalidate"[..]) {
+        return None;
+    }
+    match keys {
+        Frame::Null => Some(Invalidation::All),
+        Frame::Array(ks) | Frame::Set(ks) => Some(Invalidation::Keys(
+            ks.iter().filter_map(|k| k.as_bytes().cloned()).collect(),
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_invalidations_only() {
+        let inv = Frame::Push(vec![
+            Frame::Bulk(Bytes::from_static(b"invalidate")),
+            Frame::Array(vec![Frame::Bulk(Bytes::from_static(b"k"))]),
+        ]);
+        assert_eq!(
+            parse(&inv),
+            Some(Invalidation::Keys(vec![Bytes::from_static(b"k")]))
+        );
+        let all = Frame::Push(vec![
+            Frame::Bulk(Bytes::from_static(b"invalidate")),
+            Frame::Null,
+        ]);
+        assert_eq!(parse(&all), Some(Invalidation::All));
+        let msg = Frame::Push(vec![
+            Frame::Bulk(Bytes::from_static(b"message")),
+            Frame::Bulk(Bytes::from_static(b"c")),
+        ]);
+        assert_eq!(parse(&msg), None);
+        assert_eq!(parse(&Frame::Integer(1)), None);
+    }
+}
