@@ -6,7 +6,9 @@
 //! - [`cluster`] (`keylatch-cluster`): multiplexed auto-pipelined connections,
 //!   handshake, reconnect, typed commands, the cluster router (slots,
 //!   MOVED/ASK, scripts with NOSCRIPT healing) and the shared pub/sub hub.
-//! - [`lock`] (`keylatch-lock`): the lock family (in progress).
+//! - [`lock`] (`keylatch-lock`): the lock family: so far the
+//!   Redisson-compatible reentrant lock with fencing tokens, a batched
+//!   watchdog and a loss signal ([`Locks`], [`Lock`], [`LockGuard`]).
 //! - this crate: the facade users depend on, and the `keylatch` CLI.
 //!
 //! ```no_run
@@ -30,5 +32,8 @@ pub use keylatch_cluster::{
     FromReply, Negotiated, Pipeline, Protocol, PubSub, PubSubConfig, Result, RouterOptions, Script,
     ServerError, ServerErrorKind, SetCondition, SetOptions, Shard, Slot, Subscription,
     SubscriptionKind, Ttl,
+};
+pub use keylatch_lock::{
+    Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, ReplicaSync,
 };
 pub use keylatch_resp::{Cmd, Frame};

@@ -398,6 +398,7 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
     let holder = a.lock("cancel-me");
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut cancelled = 0;
+    let mut cancelled_unlocks = 0;
     for i in 0..200u32 {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -409,11 +410,17 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
             None
         };
         let budget = Duration::from_micros(rng % 3000);
-        tokio::select! {
-            r = lock.try_acquire(Duration::from_millis(200), None) => {
-                if let Some(g) = r.unwrap() { g.unlock().await.unwrap(); }
+        let got = tokio::select! {
+            r = lock.try_acquire(Duration::from_millis(200), None) => r.unwrap(),
+            () = tokio::time::sleep(budget) => { cancelled += 1; None }
+        };
+        if let Some(g) = got {
+            // Cancel the unlock too, at a random point.
+            let budget = Duration::from_micros((rng >> 20) % 120);
+            tokio::select! {
+                r = g.unlock() => r.unwrap(),
+                () = tokio::time::sleep(budget) => { cancelled_unlocks += 1; }
             }
-            () = tokio::time::sleep(budget) => { cancelled += 1; }
         }
         if let Some(g) = held {
             g.unlock().await.unwrap();
@@ -439,6 +446,19 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
             b.queued_names()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("cancelled {cancelled} acquires and {cancelled_unlocks} unlocks");
+    // The hub keeps no stray subscription once its linger (1 s) has passed.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = server
+            .cli(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{cancel-me}"])
+            .unwrap();
+        if out.lines().nth(1).map(str::trim) == Some("0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stray subscription: {out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // And it can be taken normally afterwards.
     lock.try_acquire_now(None)

@@ -235,8 +235,19 @@ impl Lock {
             None => queued.await,
         };
         let mut sub = match self.inner.pubsub().await {
-            Some(hub) => hub.subscribe(self.names.channel.as_str()).await.ok(),
-            None => None,
+            Some(hub) => match hub.subscribe(self.names.channel.as_str()).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(lock = %self.names.key, error = %e,
+                        "no unlock subscription; waiting by polling instead");
+                    None
+                }
+            },
+            None => {
+                tracing::warn!(lock = %self.names.key,
+                    "pub/sub hub unavailable; waiting by polling instead");
+                None
+            }
         };
         let mut poll = Duration::from_millis(10);
         loop {
