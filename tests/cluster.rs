@@ -466,6 +466,20 @@ async fn locks_exclude_across_clients_with_tagged_and_untagged_names() {
         tokens.dedup();
         assert_eq!(tokens.len(), 90, "{name}: every hold got its own token");
     }
+    // Replica sync: every master has one replica that acknowledges.
+    for policy in [
+        keylatch_lock::ReplicaSync::AtLeast {
+            replicas: 1,
+            timeout: Duration::from_secs(2),
+        },
+        keylatch_lock::ReplicaSync::AllReplicas {
+            timeout: Duration::from_secs(2),
+        },
+    ] {
+        let lock = all[1].lock("synced-lock").with_replica_sync(policy);
+        let g = lock.try_acquire_now(None).await.unwrap().expect("free");
+        g.unlock().await.unwrap();
+    }
     // Watchdog holds spread over every master renew in per-node batches.
     let locks = &all[0];
     let mut guards = Vec::new();

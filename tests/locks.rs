@@ -596,3 +596,46 @@ async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
     assert!(pttl > 1500, "renewed lease expected, PTTL {pttl}");
     drop(guards);
 }
+
+#[tokio::test]
+async fn replica_sync_policy_releases_and_reports_too_few_acks() {
+    use keylatch_lock::ReplicaSync;
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let lock = locks
+        .lock("synced")
+        .with_replica_sync(ReplicaSync::AtLeast {
+            replicas: 1,
+            timeout: Duration::from_millis(100),
+        });
+    // A standalone server has no replica: the acquire must not count.
+    let err = lock.try_acquire_now(None).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::ReplicaSync {
+                acked: 0,
+                wanted: 1
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        !lock.is_locked().await.unwrap(),
+        "the unsynced hold was released"
+    );
+    assert_eq!(locks.watched_holds(), 0);
+    // AllReplicas of a server without replicas asks for none.
+    let all = locks
+        .lock("synced")
+        .with_replica_sync(ReplicaSync::AllReplicas {
+            timeout: Duration::from_millis(100),
+        });
+    all.try_acquire_now(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
