@@ -10,6 +10,9 @@
 //! rather than a single in-flight flag, keeps `UNSUBSCRIBE x` followed by a
 //! quick `SUBSCRIBE x` correct: the first confirmation does not make `x` look
 //! live while the server has yet to see the second command.
+//!
+//! `handoff.rs` moves a name's listeners between the registries of two nodes
+//! (a cluster hub following a shard channel to its slot's new master).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -23,6 +26,11 @@ use super::hub::Control;
 use super::message::{Event, SubscriptionKind};
 use super::subscription::Inbox;
 use crate::error::{Error, Result};
+use crate::slot::Slot;
+
+mod handoff;
+
+pub(crate) use handoff::Moving;
 
 /// Names per SUBSCRIBE/PSUBSCRIBE command: thousands of requests queued at
 /// once go out as a few commands (in one write) rather than one huge one.
@@ -131,6 +139,9 @@ impl Registry {
                 confirm,
             } => self.add(kind, name, id, inbox, confirm),
             Control::Release { kind, name, id } => self.remove(kind, name, id, now),
+            Control::Adopt(moving) => self.adopt(moving),
+            // Needs the task's link to the cluster hub: handled there.
+            Control::Retain(_) => {}
         }
     }
 
@@ -192,10 +203,10 @@ impl Registry {
     }
 
     /// The commands to write now: UNSUBSCRIBE for names whose linger ran out
-    /// by `now`, then SUBSCRIBE for queued names. Channels and patterns are
-    /// batched up to [`MAX_NAMES_PER_COMMAND`] per command; shard channels go
-    /// one per SSUBSCRIBE, because in a cluster one SSUBSCRIBE must stay
-    /// within one slot (the router will batch them per slot).
+    /// by `now`, then SUBSCRIBE for queued names. Names are batched up to
+    /// [`MAX_NAMES_PER_COMMAND`] per command; shard channels only with others
+    /// of their slot, because a cluster refuses an SSUBSCRIBE across slots
+    /// (`CROSSSLOT`), and a `MOVED` then names the slot of every name.
     pub(crate) fn plan(&mut self, now: Instant) -> Vec<Planned> {
         let mut unsub: [Vec<Bytes>; 3] = Default::default();
         while let Some((until, _, _)) = self.lingering.front() {
@@ -229,17 +240,25 @@ impl Registry {
         }
         let mut out = Vec::new();
         for (op, lists) in [(Op::Unsubscribe, unsub), (Op::Subscribe, sub)] {
-            for (kind, names) in SubscriptionKind::ALL.into_iter().zip(lists) {
-                let per = match kind {
-                    SubscriptionKind::Shard => 1,
-                    _ => MAX_NAMES_PER_COMMAND,
-                };
+            for (kind, mut names) in SubscriptionKind::ALL.into_iter().zip(lists) {
+                if kind == SubscriptionKind::Shard {
+                    // Stable: names of one slot keep their order.
+                    names.sort_by_key(|n| Slot::of(n));
+                }
                 let mut names = names.into_iter().peekable();
-                while names.peek().is_some() {
+                while let Some(first) = names.next() {
+                    let slot = (kind == SubscriptionKind::Shard).then(|| Slot::of(&first));
+                    let mut batch = vec![first];
+                    while batch.len() < MAX_NAMES_PER_COMMAND {
+                        match names.next_if(|n| slot.map_or(true, |s| Slot::of(n) == s)) {
+                            Some(n) => batch.push(n),
+                            None => break,
+                        }
+                    }
                     out.push(Planned {
                         op,
                         kind,
-                        names: names.by_ref().take(per).collect(),
+                        names: batch,
                     });
                 }
             }

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::pubsub::message::SubscriptionKind::{Channel, Pattern, Shard};
+use crate::slot::Slot;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -281,4 +282,142 @@ fn delivery_reaches_every_listener_of_the_name_only() {
     assert_eq!(drain(&a), std::slice::from_ref(&ev));
     assert_eq!(drain(&b), [ev]);
     assert!(drain(&p).is_empty());
+}
+
+#[test]
+fn shard_channels_of_one_slot_share_a_command() {
+    let mut r = Registry::new(LINGER);
+    let _k = [
+        add(&mut r, Shard, "{a}1", 1),
+        add(&mut r, Shard, "{b}1", 2),
+        add(&mut r, Shard, "{a}2", 3),
+    ];
+    let plan = r.plan(Instant::now());
+    let mut groups: Vec<Vec<&[u8]>> = plan.iter().map(names).collect();
+    groups.sort();
+    assert_eq!(groups, [vec![b"{a}1".as_ref(), b"{a}2"], vec![b"{b}1"]]);
+    for p in &plan {
+        assert!(p.names.iter().all(|n| Slot::of(n) == Slot::of(&p.names[0])));
+    }
+}
+
+/// A name on its way: listener `waiting` still waits for its caller's
+/// confirmation (the receiver returned), listener `handed_out` does not.
+fn moving(
+    kind: SubscriptionKind,
+    name: &'static str,
+    handed_out: u64,
+    waiting: u64,
+) -> (Moving, oneshot::Receiver<Result<()>>) {
+    let (confirm, rx) = oneshot::channel();
+    let name = Bytes::from_static(name.as_bytes());
+    let mut m = Moving::new_listener(kind, name, waiting, inbox(), confirm);
+    m.listeners.push((handed_out, inbox()));
+    (m, rx)
+}
+
+#[test]
+fn adopted_listeners_get_a_gap_once_live_and_waiters_only_their_confirmation() {
+    let mut r = Registry::new(LINGER);
+    let (m, mut rx) = moving(Shard, "s", 1, 2);
+    let waiter_inbox = Arc::clone(&m.listeners[0].1);
+    let s = Arc::clone(&m.listeners[1].1);
+    r.adopt(m);
+    let plan = r.plan(Instant::now());
+    assert_eq!(
+        (plan[0].op, names(&plan[0])),
+        (Op::Subscribe, vec![b"s".as_ref()])
+    );
+    assert!(drain(&s).is_empty(), "no Gap before the name is live");
+    r.confirmed(Shard, b"s");
+    assert!(confirmed_ok(&mut rx));
+    assert_eq!(drain(&s), [Event::Gap]);
+    assert!(drain(&waiter_inbox).is_empty());
+}
+
+#[test]
+fn adopting_into_a_live_name_answers_at_once() {
+    let mut r = Registry::new(LINGER);
+    let t0 = Instant::now();
+    let (_, _rx) = add(&mut r, Shard, "s", 1);
+    r.plan(t0);
+    r.confirmed(Shard, b"s");
+    let (m, mut rx) = moving(Shard, "s", 2, 3);
+    let s = Arc::clone(&m.listeners[1].1);
+    r.adopt(m);
+    assert!(confirmed_ok(&mut rx));
+    assert_eq!(drain(&s), [Event::Gap]);
+    assert!(r.plan(t0).is_empty(), "nothing to write");
+}
+
+#[test]
+fn refused_and_dropped_names_are_handed_back_not_failed() {
+    let mut r = Registry::new(LINGER);
+    let t0 = Instant::now();
+    let (s, mut rx) = add(&mut r, Shard, "s", 1);
+    r.plan(t0);
+    let m = r.refused(Shard, b"s").unwrap();
+    assert_eq!((m.listeners.len(), m.waiters.len()), (1, 1));
+    assert!(matches!(
+        rx.try_recv(),
+        Err(oneshot::error::TryRecvError::Empty)
+    ));
+    assert!(!s.is_closed());
+    assert_eq!(r.len(), 0);
+
+    // Dropped by the server: only a live name with no command in flight.
+    let (_, _rx) = add(&mut r, Shard, "d", 2);
+    r.plan(t0);
+    assert!(
+        r.dropped(Shard, b"d").is_none(),
+        "its SSUBSCRIBE is unanswered"
+    );
+    r.confirmed(Shard, b"d");
+    let m = r.dropped(Shard, b"d").unwrap();
+    assert_eq!((m.listeners.len(), m.waiters.len()), (1, 0));
+    assert_eq!(r.len(), 0);
+    assert!(r.plan(t0).is_empty(), "not subscribed again here");
+}
+
+#[test]
+fn retain_hands_back_rejected_names_and_unsubscribes_them_after_the_linger() {
+    let mut r = Registry::new(LINGER);
+    let t0 = Instant::now();
+    let (_, _a) = add(&mut r, Shard, "keep", 1);
+    let (_, _b) = add(&mut r, Shard, "go", 2);
+    let (_, _c) = add(&mut r, Channel, "c", 3);
+    r.plan(t0);
+    r.confirmed(Shard, b"keep");
+    r.confirmed(Shard, b"go");
+    // Queued but never written: forgotten at once.
+    let (_, _d) = add(&mut r, Shard, "queued", 4);
+    let out = r.retain(|kind, name| kind == Shard && name == b"keep", t0);
+    let mut moved: Vec<&[u8]> = out.iter().map(|m| m.name.as_ref()).collect();
+    moved.sort();
+    assert_eq!(moved, [b"c".as_ref(), b"go", b"queued"]);
+    assert!(
+        r.plan(t0).is_empty(),
+        "the queued name is not subscribed here"
+    );
+    let plan = r.plan(t0 + LINGER);
+    let mut unsub: Vec<(SubscriptionKind, &[u8])> =
+        plan.iter().map(|p| (p.kind, p.names[0].as_ref())).collect();
+    unsub.sort_by_key(|(k, _)| k.index());
+    assert_eq!(unsub, [(Channel, b"c".as_ref()), (Shard, b"go")]);
+    assert!(plan.iter().all(|p| p.op == Op::Unsubscribe));
+    assert!(r.is_live(Shard, b"keep"));
+}
+
+#[test]
+fn prune_forgets_listeners_and_callers_that_left() {
+    let (mut m, _rx) = moving(Shard, "s", 1, 2);
+    assert!(!m.prune());
+    m.listeners[1].1.close();
+    assert!(!m.prune());
+    assert_eq!(m.listeners.len(), 1);
+    m.listeners[0].1.close();
+    let (tx, rx) = oneshot::channel();
+    drop(rx);
+    m.waiters = vec![(2, tx)];
+    assert!(m.prune());
 }
