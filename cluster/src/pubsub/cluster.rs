@@ -37,7 +37,7 @@ use super::message::SubscriptionKind;
 use super::registry::Moving;
 use super::subscription::{Inbox, Route, Subscription, NO_HOME};
 use super::PubSubConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::router::{node_config, Router, Table};
 use crate::slot::Slot;
 
@@ -157,14 +157,10 @@ impl ClusterHub {
         );
         let listener = Moving::new_listener(kind, name, id, Arc::clone(&inbox), confirm);
         self.place_all(None, Instant::now(), vec![listener]);
-        match tokio::time::timeout(self.config.subscribe_timeout, confirmed).await {
-            Ok(Ok(Ok(()))) => Ok(subscription),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(Error::ConnectionClosed),
-            // Not confirmed in time: say whether a connection was the reason.
-            Err(_) if self.home_connected(&inbox) => Err(Error::Timeout),
-            Err(_) => Err(Error::Disconnected),
-        }
+        let timeout = self.config.subscribe_timeout;
+        subscription
+            .confirmed(confirmed, timeout, |inbox| self.home_connected(inbox))
+            .await
     }
 
     /// Sends a dropped listener's release to the node holding it now. The

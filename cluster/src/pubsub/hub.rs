@@ -223,14 +223,10 @@ impl NodeSubscriber {
                 confirm,
             })
             .map_err(|_| Error::ConnectionClosed)?;
-        match tokio::time::timeout(self.shared.config.subscribe_timeout, confirmed).await {
-            Ok(Ok(Ok(()))) => Ok(subscription),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(Error::ConnectionClosed),
-            // Not confirmed in time: say whether the connection was the reason.
-            Err(_) if self.is_connected() => Err(Error::Timeout),
-            Err(_) => Err(Error::Disconnected),
-        }
+        let timeout = self.shared.config.subscribe_timeout;
+        subscription
+            .confirmed(confirmed, timeout, |_| self.is_connected())
+            .await
     }
 
     /// Whether the task holds a live socket.

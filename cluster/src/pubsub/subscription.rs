@@ -15,12 +15,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::cluster::ClusterHub;
 use super::hub::Control;
 use super::message::{Event, SubscriptionKind};
+use crate::error::{Error, Result};
 
 /// [`Inbox::home`] of a listener no node holds (parked, or standalone).
 pub(crate) const NO_HOME: u32 = u32::MAX;
@@ -239,6 +242,24 @@ impl Subscription {
             id,
             inbox,
             route,
+        }
+    }
+
+    /// Hands this new subscription to its caller once the hub has confirmed
+    /// it, within `timeout`. Dropped (its listener released) otherwise;
+    /// `connected` then tells whether a connection was the reason.
+    pub(crate) async fn confirmed(
+        self,
+        confirmed: oneshot::Receiver<Result<()>>,
+        timeout: Duration,
+        connected: impl FnOnce(&Inbox) -> bool,
+    ) -> Result<Self> {
+        match tokio::time::timeout(timeout, confirmed).await {
+            Ok(Ok(Ok(()))) => Ok(self),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(Error::ConnectionClosed),
+            Err(_) if connected(&self.inbox) => Err(Error::Timeout),
+            Err(_) => Err(Error::Disconnected),
         }
     }
 
