@@ -3,7 +3,8 @@
 //! master with one subscriber connection per master, classic pub/sub on one
 //! master, and subscriptions that follow their slot through a `CLUSTER
 //! FAILOVER`, a resharded slot, a `MOVED` answer to SSUBSCRIBE and a killed
-//! master, with `Gap` for the listeners that moved.
+//! master, with `Gap` for the listeners that moved; cancelled subscribes and
+//! dropped hubs leave nothing subscribed.
 //!
 //! Server-side facts are read from the nodes themselves: `PUBSUB
 //! SHARDNUMSUB` (answered by any node for any slot, without a redirect) and
@@ -285,8 +286,29 @@ async fn sharded_channels_on_every_master_share_one_connection_per_master() {
     }
     assert_eq!(hub.reconnects(), 1);
 
+    // Cancelled subscribes (dropped before, or just after, their node
+    // confirmed them) leave nothing behind on any master; a kept one works.
+    let cancelled: Vec<String> = (1000..1150).map(lock_channel).collect();
+    for (i, c) in cancelled.iter().enumerate() {
+        let wait = Duration::from_micros((i % 4) as u64 * 50);
+        let _ = tokio::time::timeout(wait, hub.ssubscribe(c)).await;
+    }
+    let _ = tokio::time::timeout(Duration::ZERO, hub.ssubscribe(&cancelled[0])).await;
+    let mut kept = hub.ssubscribe(&cancelled[0]).await.unwrap();
+    let kept_on = owner_of(&cluster, &cancelled[0]);
+    for &m in &masters {
+        eventually("cancelled subscriptions gone", || async {
+            let counts = shardnumsub(&node_conn(&cluster, m).await, &cancelled).await;
+            let want = |i: usize| i64::from(i == 0 && m == kept_on);
+            counts.iter().enumerate().all(|(i, &n)| n == want(i))
+        })
+        .await;
+    }
+    assert_eq!(spublish(&client, &cancelled[0], "kept").await, 1);
+    expect_message(&mut kept, &cancelled[0], "kept").await;
+
     // Hub and subscriptions gone: every subscriber connection closes.
-    drop((hub, first, second, chan, pat));
+    drop((hub, first, second, chan, pat, kept));
     for &m in &masters {
         eventually("subscriber connections closed", || async {
             subscriber_on(&cluster, m).await.is_none()
