@@ -466,6 +466,27 @@ async fn locks_exclude_across_clients_with_tagged_and_untagged_names() {
         tokens.dedup();
         assert_eq!(tokens.len(), 90, "{name}: every hold got its own token");
     }
+    // A waiter wakes on the sharded unlock message: with 30 s leases and
+    // 30 s re-checks, nothing else could wake it within the 20 s wait.
+    let slow = LocksConfig::default()
+        .watchdog_timeout(Duration::from_secs(30))
+        .recheck(Duration::from_secs(30));
+    let holder = Locks::new(client_for(&cluster).await, slow.clone());
+    let waiter = Locks::new(client_for(&cluster).await, slow);
+    for name in ["handoff-plain", "{t7}:handoff"] {
+        let g = holder.lock(name).acquire().await.unwrap();
+        let w = waiter.lock(name);
+        let task = tokio::spawn(async move { w.try_acquire(Duration::from_secs(20), None).await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let released = Instant::now();
+        g.unlock().await.unwrap();
+        let got = task.await.unwrap().unwrap().expect("woken by SPUBLISH");
+        eprintln!(
+            "{name}: release → cluster waiter acquired in {:?}",
+            released.elapsed()
+        );
+        got.unlock().await.unwrap();
+    }
     // Replica sync: every master has one replica that acknowledges.
     for policy in [
         keylatch_lock::ReplicaSync::AtLeast {

@@ -1,7 +1,10 @@
 //! The pub/sub hub against real redis-server processes: one server-side
 //! subscription per channel however many listeners, linger before
 //! UNSUBSCRIBE, recovery with `Gap` after the server or the connection dies,
-//! per-listener lag, patterns and shard channels, RESP2, cancellation.
+//! per-listener lag, patterns and shard channels, RESP2, cancellation, and
+//! the hub of a standalone `Client`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -640,4 +643,24 @@ async fn the_connection_closes_when_hub_and_subscriptions_are_gone() {
         pubsub_clients(&conn).await.is_empty() && numsub(&conn, "bye").await == 0
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_clients_hub_uses_its_server_and_settings() {
+    let server = RedisServer::start();
+    let conn = publisher(&server).await;
+    let url = format!("{}?name=orders-svc", server.url());
+    let client = keylatch_cluster::Client::connect(&url).await.unwrap();
+    assert!(!client.is_cluster());
+    let hub = PubSub::from_client(&client).await.unwrap();
+    let mut chan = hub.subscribe("from-client").await.unwrap();
+    let mut shard = hub.ssubscribe("from-client:{7}").await.unwrap();
+    // One pub/sub connection, opened with the client's settings.
+    let clients = pubsub_clients(&conn).await;
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    assert_eq!(field(&clients[0], "name"), "orders-svc");
+    assert_eq!(client.publish("from-client", "a").await.unwrap(), 1);
+    assert_eq!(client.spublish("from-client:{7}", "b").await.unwrap(), 1);
+    expect_message(&mut chan, "from-client", "a").await;
+    expect_message(&mut shard, "from-client:{7}", "b").await;
 }

@@ -316,6 +316,22 @@ impl Client {
         }
     }
 
+    /// The cluster router, if this is a cluster client.
+    pub(crate) fn router(&self) -> Option<&Arc<Router>> {
+        match &self.inner {
+            Inner::Cluster(router) => Some(router),
+            Inner::Standalone(_) => None,
+        }
+    }
+
+    /// The connection, if this is a standalone client.
+    pub(crate) fn standalone(&self) -> Option<&Connection> {
+        match &self.inner {
+            Inner::Standalone(conn) => Some(conn),
+            Inner::Cluster(_) => None,
+        }
+    }
+
     /// The slot of a key (meaningful in a cluster; computed either way).
     ///
     /// ```

@@ -15,12 +15,17 @@
 //! - [`FromReply`] (`reply.rs`): reply frames into Rust values.
 //! - [`Error`] (`error.rs`): the one error type; server errors are parsed
 //!   once into [`ServerErrorKind`]s with a [`RetryClass`].
+//! - [`Client`] (`client.rs`): standalone or cluster; the router
+//!   (`router.rs`: slot table, `MOVED`/`ASK`, refresh), [`Slot`]s
+//!   (`slot.rs`), topology parsing (`topology.rs`), [`Script`]s.
 //! - [`PubSub`] (`pubsub/`): the pub/sub hub: one shared subscriber
 //!   connection per node, a refcounted registry (one server subscription per
 //!   name), [`Subscription`]s yielding [`Event`]s from bounded queues,
-//!   resubscribe after reconnect.
-//!
-//! The cluster router (slots, MOVED/ASK) builds on this crate.
+//!   resubscribe after reconnect. For a cluster [`Client`]
+//!   ([`PubSub::from_client`]): one connection per master, shard channels on
+//!   their slot's master (the router's table), moved with an [`Event::Gap`]
+//!   when the slot changes hands (`pubsub/cluster.rs`,
+//!   `pubsub/coordinator.rs`).
 //!
 //! ```no_run
 //! use keylatch_cluster::{Commands, Connection, Pipeline};

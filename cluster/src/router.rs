@@ -10,6 +10,10 @@
 //! an unreachable node triggers a refresh from another node. Every loop is
 //! bounded by `max_attempts`, after which [`Error::Routing`] names the slot and
 //! the nodes tried.
+//!
+//! The table is also the pub/sub hub's map of where shard channels live: it
+//! reads it through [`Router::table`] and learns of changes to slot owners
+//! through [`Router::watch_owners`], so there is one slot → master map.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +21,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use keylatch_resp::{Cmd, Frame};
-use tokio::sync::OnceCell;
+use tokio::sync::{watch, OnceCell};
 
 use crate::backoff::Backoff;
 use crate::config::ConnectionConfig;
@@ -78,26 +82,57 @@ impl Node {
     async fn connection(&self, base: &ConnectionConfig) -> Result<Connection> {
         self.conn
             .get_or_try_init(|| async {
-                let (host, port) = split_addr(&self.addr)
-                    .ok_or_else(|| Error::Config(format!("bad node address {:?}", self.addr)))?;
-                let mut cfg = base.clone();
-                cfg.host = host;
-                cfg.port = port;
-                // Cluster nodes only have database 0.
-                cfg.db = 0;
-                Connection::connect_with(cfg).await
+                Connection::connect_with(node_config(base, &self.addr)?).await
             })
             .await
             .cloned()
     }
 }
 
+/// The settings of a connection to the node at `addr`: the seed's
+/// credentials, timeouts and name, that node's host and port.
+pub(crate) fn node_config(base: &ConnectionConfig, addr: &str) -> Result<ConnectionConfig> {
+    let (host, port) =
+        split_addr(addr).ok_or_else(|| Error::Config(format!("bad node address {addr:?}")))?;
+    let mut cfg = base.clone();
+    cfg.host = host;
+    cfg.port = port;
+    // Cluster nodes only have database 0.
+    cfg.db = 0;
+    Ok(cfg)
+}
+
 /// The slot table with the node handle of each shard's master.
 #[derive(Clone, Debug)]
-struct Table {
+pub(crate) struct Table {
     topo: Topology,
     /// `masters[i]` serves `topo.shards[i]`.
     masters: Vec<Arc<Node>>,
+}
+
+impl Table {
+    /// The address of the master serving `slot`, if any does.
+    pub(crate) fn owner(&self, slot: u16) -> Option<&str> {
+        let i = *self.topo.slots.get(usize::from(slot))?;
+        self.masters.get(usize::from(i)).map(|n| n.addr.as_str())
+    }
+
+    /// The masters' addresses, in shard order.
+    pub(crate) fn masters(&self) -> impl Iterator<Item = &str> {
+        self.masters.iter().map(|n| n.addr.as_str())
+    }
+
+    /// Whether `addr` is one of the masters.
+    pub(crate) fn is_master(&self, addr: &str) -> bool {
+        self.masters().any(|m| m == addr)
+    }
+
+    /// Whether both tables send every slot to the same master. Compared by
+    /// shard index and master list, so an equivalent table listed in another
+    /// order counts as a change (a harmless extra rebalance).
+    fn same_owners(&self, other: &Table) -> bool {
+        self.topo.slots == other.topo.slots && self.masters().eq(other.masters())
+    }
 }
 
 /// The cluster router (also used, trivially, for standalone).
@@ -113,6 +148,9 @@ pub(crate) struct Router {
     refreshing: AtomicBool,
     /// Round-robin for keyless commands.
     next_any: AtomicUsize,
+    /// Bumped whenever a slot changes master (refresh or MOVED), so the
+    /// pub/sub hub can move shard channels without polling the table.
+    owners: watch::Sender<u64>,
     /// Itself, so background refreshes can own a reference.
     me: Weak<Router>,
 }
@@ -139,6 +177,7 @@ impl Router {
             refresh_lock: tokio::sync::Mutex::new(Instant::now()),
             refreshing: AtomicBool::new(false),
             next_any: AtomicUsize::new(0),
+            owners: watch::Sender::new(0),
             me: me.clone(),
         });
         if let Some(conn) = initial {
@@ -150,7 +189,8 @@ impl Router {
         Ok(router)
     }
 
-    fn table(&self) -> Arc<Table> {
+    /// The slot table as last seen.
+    pub(crate) fn table(&self) -> Arc<Table> {
         match self.table.read() {
             Ok(t) => Arc::clone(&t),
             // A panic while holding the lock cannot leave a half-written
@@ -161,10 +201,27 @@ impl Router {
 
     fn store(&self, table: Table) {
         let table = Arc::new(table);
-        match self.table.write() {
-            Ok(mut t) => *t = table,
-            Err(poisoned) => *poisoned.into_inner() = table,
+        let changed = {
+            let mut current = self.table.write().unwrap_or_else(|p| p.into_inner());
+            // Compared under the write lock: two refreshes racing cannot
+            // both miss the change.
+            let changed = !current.same_owners(&table);
+            *current = table;
+            changed
+        };
+        if changed {
+            self.owners.send_modify(|generation| *generation += 1);
         }
+    }
+
+    /// A receiver that is marked changed whenever a slot gets another master.
+    pub(crate) fn watch_owners(&self) -> watch::Receiver<u64> {
+        self.owners.subscribe()
+    }
+
+    /// The seeds' connection settings (credentials, timeouts, client name).
+    pub(crate) fn base(&self) -> &ConnectionConfig {
+        &self.base
     }
 
     fn node(&self, addr: &str) -> Arc<Node> {
@@ -301,7 +358,9 @@ impl Router {
         })
     }
 
-    fn apply_moved(&self, slot: u16, addr: &str) {
+    /// Patches the table after `MOVED slot addr` (the pub/sub hub calls it
+    /// for a refused SSUBSCRIBE too).
+    pub(crate) fn apply_moved(&self, slot: u16, addr: &str) {
         let current = self.table();
         let idx = usize::from(slot);
         let already = current
@@ -498,5 +557,37 @@ mod tests {
         assert_eq!(command_slot(&same).unwrap(), Some(Slot::of(b"a").get()));
         let cross = Cmd::new("DEL").key("a").key("b");
         assert!(matches!(command_slot(&cross), Err(Error::CrossSlot { .. })));
+    }
+
+    fn table(ranges: &[(i64, i64, i64)]) -> Table {
+        let entries = ranges
+            .iter()
+            .map(|&(start, end, port)| {
+                let node =
+                    Frame::Array(vec![Frame::Bulk("127.0.0.1".into()), Frame::Integer(port)]);
+                Frame::Array(vec![Frame::Integer(start), Frame::Integer(end), node])
+            })
+            .collect();
+        let topo = Topology::from_slots(Frame::Array(entries), "h").unwrap();
+        let masters = topo
+            .shards
+            .iter()
+            .map(|s| Node::new(s.master.clone()))
+            .collect();
+        Table { topo, masters }
+    }
+
+    #[test]
+    fn table_owners_and_changes() {
+        let a = table(&[(0, 8000, 7000), (8001, 16383, 7001)]);
+        assert_eq!(a.owner(8000), Some("127.0.0.1:7000"));
+        assert_eq!(a.owner(8001), Some("127.0.0.1:7001"));
+        assert!(a.is_master("127.0.0.1:7001") && !a.is_master("127.0.0.1:7002"));
+        assert!(a.same_owners(&table(&[(0, 8000, 7000), (8001, 16383, 7001)])));
+        // A slot moved, or a master replaced by its replica: a change.
+        assert!(!a.same_owners(&table(&[(0, 8001, 7000), (8002, 16383, 7001)])));
+        assert!(!a.same_owners(&table(&[(0, 8000, 7000), (8001, 16383, 7004)])));
+        // An unserved slot has no owner.
+        assert_eq!(table(&[(0, 99, 7000)]).owner(100), None);
     }
 }

@@ -235,7 +235,7 @@ impl Lock {
             None => queued.await,
         };
         let mut sub = match self.inner.pubsub().await {
-            Some(hub) => match hub.subscribe(self.names.channel.as_str()).await {
+            Some(hub) => match self.inner.subscribe(hub, &self.names.channel).await {
                 Ok(s) => Some(s),
                 Err(e) => {
                     tracing::warn!(lock = %self.names.key, error = %e,

@@ -90,17 +90,35 @@ impl Inner {
     /// [`LocksConfig::recheck`]) instead of failing.
     pub(crate) async fn pubsub(&self) -> Option<&PubSub> {
         self.pubsub
-            .get_or_try_init(|| async {
-                let conn = self.client.connection_for_key("keylatch").await?;
-                PubSub::connect_with(conn.config().clone(), PubSubConfig::default()).await
-            })
+            .get_or_try_init(|| PubSub::from_client_with(&self.client, PubSubConfig::default()))
             .await
             .ok()
     }
 
-    /// The command the release scripts publish with.
+    /// The command the release scripts publish with: sharded pub/sub in a
+    /// cluster, so a release reaches only the channel's shard instead of
+    /// flooding the cluster bus. (A Redisson client that still publishes
+    /// with classic PUBLISH in a cluster wakes our waiters only at their
+    /// next re-check, at most [`LocksConfig::recheck`] later.)
     pub(crate) fn publish_command(&self) -> &'static str {
-        "publish"
+        if self.client.is_cluster() {
+            "spublish"
+        } else {
+            "publish"
+        }
+    }
+
+    /// Subscribes to an unlock channel the way releases publish on it.
+    pub(crate) async fn subscribe(
+        &self,
+        hub: &PubSub,
+        channel: &str,
+    ) -> keylatch_cluster::Result<keylatch_cluster::Subscription> {
+        if self.client.is_cluster() {
+            hub.ssubscribe(channel).await
+        } else {
+            hub.subscribe(channel).await
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`NodeSubscriber`]: the handle to one node's subscriber connection task,
-//! and the [`Control`] messages handles and subscriptions send that task.
+//! the [`Control`] messages handles and subscriptions send that task, and
+//! the [`Notice`]s a task of a cluster hub sends back.
 //!
 //! The handle is usable on its own (one node, any kind of subscription);
 //! [`PubSub`](crate::PubSub) is the front that picks the node.
@@ -11,14 +12,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use super::cluster::Keep;
 use super::message::SubscriptionKind;
-use super::registry::Confirm;
-use super::subscription::{Inbox, Subscription};
+use super::registry::{Confirm, Moving};
+use super::subscription::{Inbox, Route, Subscription};
 use super::task::Task;
 use super::PubSubConfig;
 use crate::config::ConnectionConfig;
 use crate::error::{Error, Result};
-use crate::handshake::establish;
+use crate::handshake::{establish, Established};
 
 /// A request to the socket task. Sent on an unbounded channel so that a
 /// `Subscription`'s `Drop` can send without waiting; the number in flight is
@@ -39,6 +41,48 @@ pub(crate) enum Control {
         name: Bytes,
         id: u64,
     },
+    /// Take over listeners (and waiting callers) of a name: new ones in a
+    /// cluster hub, or ones another node gave up.
+    Adopt(Moving),
+    /// The topology changed: hand back every name `Keep` rejects.
+    Retain(Keep),
+}
+
+/// Why a node's task handed listeners back to the cluster hub.
+#[derive(Debug)]
+pub(crate) enum Why {
+    /// The node answered `MOVED slot addr` to SSUBSCRIBE.
+    Moved { slot: u16, addr: String },
+    /// The node unsubscribed the names on its own (`sunsubscribe` push): the
+    /// slot went elsewhere, but the topology may not say so yet.
+    Dropped,
+    /// A transient refusal (`CLUSTERDOWN`, `TRYAGAIN`, …): try again later.
+    Retry,
+    /// `Control::Retain` rejected them.
+    Retained,
+}
+
+/// What a node's task of a cluster hub tells the hub's coordinator.
+#[derive(Debug)]
+pub(crate) enum Notice {
+    /// Listeners the node `from` gave up, to be placed elsewhere.
+    Evicted {
+        from: String,
+        why: Why,
+        entries: Vec<Moving>,
+    },
+    /// The node's connection is down: the topology may have changed.
+    Down,
+    /// Something was parked: start the coordinator's retry timer.
+    Wake,
+}
+
+/// A node task's way back to its cluster hub.
+#[derive(Debug)]
+pub(crate) struct Link {
+    /// The node's `host:port`, as the topology names it.
+    pub(crate) addr: String,
+    pub(crate) notices: mpsc::UnboundedSender<Notice>,
 }
 
 /// State shared by the handles and the task.
@@ -46,6 +90,9 @@ pub(crate) enum Control {
 pub(crate) struct Shared {
     pub(crate) connection: ConnectionConfig,
     pub(crate) config: PubSubConfig,
+    /// Set for the nodes of a cluster hub: shard channels the node may not
+    /// keep go back to the hub instead of failing or being resubscribed here.
+    pub(crate) link: Option<Link>,
     connected: AtomicBool,
     reconnects: AtomicU64,
     next_id: AtomicU64,
@@ -58,6 +105,26 @@ impl Shared {
 
     pub(crate) fn count_reconnect(&self) {
         self.reconnects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives listeners back to the cluster hub (no-op without a link).
+    pub(crate) fn hand_off(&self, why: Why, entries: Vec<Moving>) {
+        if let (Some(link), false) = (&self.link, entries.is_empty()) {
+            // The coordinator outlives every node task it links; if it is
+            // gone the hub is too, and nobody listens any more.
+            let _ = link.notices.send(Notice::Evicted {
+                from: link.addr.clone(),
+                why,
+                entries,
+            });
+        }
+    }
+
+    /// Tells the cluster hub this node's connection is down.
+    pub(crate) fn notify_down(&self) {
+        if let Some(link) = &self.link {
+            let _ = link.notices.send(Notice::Down);
+        }
     }
 }
 
@@ -85,16 +152,45 @@ impl NodeSubscriber {
         config: PubSubConfig,
     ) -> Result<(Self, impl Future<Output = ()> + Send + 'static)> {
         let io = establish(&connection).await?;
+        let (node, task) = Self::new(connection, config, None, Some(io));
+        Ok((node, task.run()))
+    }
+
+    /// Spawns a node task of a cluster hub that connects in the background:
+    /// requests are taken at once and wait for the connection, so the hub
+    /// can place names while holding its lock.
+    pub(crate) fn spawn_lazy(
+        connection: ConnectionConfig,
+        config: PubSubConfig,
+        link: Link,
+    ) -> Self {
+        let (node, task) = Self::new(connection, config, Some(link), None);
+        tokio::spawn(task.run());
+        node
+    }
+
+    fn new(
+        connection: ConnectionConfig,
+        config: PubSubConfig,
+        link: Option<Link>,
+        io: Option<Established>,
+    ) -> (Self, Task) {
         let (control, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             connection,
             config,
-            connected: AtomicBool::new(true),
+            link,
+            connected: AtomicBool::new(io.is_some()),
             reconnects: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
         });
         let task = Task::new(rx, Arc::clone(&shared), io);
-        Ok((Self { control, shared }, task.run()))
+        (Self { control, shared }, task)
+    }
+
+    /// Queues a request for the task; `false` if the task is gone.
+    pub(crate) fn send(&self, control: Control) -> bool {
+        self.control.send(control).is_ok()
     }
 
     /// Adds a listener for `name` and waits until the server has confirmed
@@ -116,7 +212,7 @@ impl NodeSubscriber {
             name.clone(),
             id,
             Arc::clone(&inbox),
-            self.control.clone(),
+            Route::Node(self.control.clone()),
         );
         self.control
             .send(Control::Subscribe {
@@ -127,14 +223,10 @@ impl NodeSubscriber {
                 confirm,
             })
             .map_err(|_| Error::ConnectionClosed)?;
-        match tokio::time::timeout(self.shared.config.subscribe_timeout, confirmed).await {
-            Ok(Ok(Ok(()))) => Ok(subscription),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(Error::ConnectionClosed),
-            // Not confirmed in time: say whether the connection was the reason.
-            Err(_) if self.is_connected() => Err(Error::Timeout),
-            Err(_) => Err(Error::Disconnected),
-        }
+        let timeout = self.shared.config.subscribe_timeout;
+        subscription
+            .confirmed(confirmed, timeout, |_| self.is_connected())
+            .await
     }
 
     /// Whether the task holds a live socket.

@@ -2,16 +2,25 @@
 //! listener in the process.
 //!
 //! Layout:
-//! - [`PubSub`] (this file): the cloneable front; picks the node for a name
-//!   (for now the only one) and hands out [`Subscription`]s. [`PubSubConfig`].
-//! - `hub.rs`: `NodeSubscriber`, the handle to one node's task, usable on its
-//!   own (the cluster router will hold one per node), and the `Control`
-//!   messages it and subscriptions send the task.
+//! - [`PubSub`] (this file): the cloneable front, standalone (one node) or
+//!   cluster (a `ClusterHub`); hands out [`Subscription`]s. [`PubSubConfig`].
+//! - `hub.rs`: `NodeSubscriber`, the handle to one node's task, the
+//!   `Control` messages it and subscriptions send the task, and the `Notice`s
+//!   a cluster node's task sends back.
 //! - `task.rs`: the task that owns the socket: batches (un)subscribes into
-//!   one write, routes messages, confirms subscriptions, reconnects.
-//! - `registry.rs`: the refcounted registry: one server subscription per
+//!   one write, routes messages, confirms subscriptions, reconnects; in a
+//!   cluster, hands shard channels back on `MOVED` or when the node drops
+//!   them.
+//! - `registry/`: the refcounted registry: one server subscription per
 //!   name however many listeners, linger before UNSUBSCRIBE, what to
-//!   resubscribe after a reconnect. Pure logic, unit-tested.
+//!   resubscribe after a reconnect; `handoff.rs` moves a name's listeners
+//!   between nodes. Pure logic, unit-tested.
+//! - `cluster.rs`: `ClusterHub`: one node subscriber per master in use,
+//!   shard channels on their slot's master (the router's table), channels
+//!   and patterns on one chosen master, names moved when that changes.
+//! - `coordinator.rs`: the cluster hub's task: places handed-back listeners,
+//!   rebalances when the router's slot owners change, retries while a node
+//!   is down or listeners wait for an owner.
 //! - `subscription.rs`: [`Subscription`] and its bounded, never-blocking
 //!   queue ([`Event::Lagged`] when it overflows).
 //! - `message.rs`: [`Event`], [`SubscriptionKind`], and the classification of
@@ -21,18 +30,23 @@
 //! (kind, channel or pattern) → a non-blocking push into each listener's
 //! queue → `Subscription::recv`.
 
+mod cluster;
+mod coordinator;
 mod hub;
 mod message;
 mod registry;
 mod subscription;
 mod task;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::client::Client;
 use crate::config::ConnectionConfig;
 use crate::error::Result;
+use cluster::ClusterHub;
 use hub::NodeSubscriber;
 
 pub use message::{Event, SubscriptionKind};
@@ -61,7 +75,8 @@ pub struct PubSubConfig {
     /// and reported as [`Event::Lagged`]. Default 1024.
     pub listener_capacity: usize,
     /// How long `subscribe` waits for the server's confirmation, including a
-    /// reconnect in progress. Default 5 s.
+    /// reconnect in progress (in a cluster also a move to the slot's owner
+    /// after `MOVED`, or a failover that has to finish first). Default 5 s.
     pub subscribe_timeout: Duration,
     /// How often the hub checks its connection with PING; a PING unanswered
     /// after one interval means a dead connection, which is then replaced
@@ -142,10 +157,25 @@ impl PubSubConfig {
 /// otherwise. After a connection failure the hub reconnects with backoff,
 /// subscribes every live name again in one write, and sends [`Event::Gap`] to
 /// every listener. Publishing goes through a [`Connection`](crate::Connection)
-/// ([`Commands::publish`](crate::Commands::publish), [`Commands::spublish`](crate::Commands::spublish)).
+/// or a [`Client`] ([`Commands::publish`](crate::Commands::publish),
+/// [`Commands::spublish`](crate::Commands::spublish)).
 ///
-/// Today the hub holds one node (standalone Redis); the cluster router will
-/// put one connection behind each node and route shard channels by slot.
+/// # In a cluster
+///
+/// A hub made with [`from_client`](Self::from_client) from a cluster
+/// [`Client`] opens one subscriber connection per master it needs, on first
+/// use, and reads the client's slot table (so both follow the same `MOVED`s
+/// and refreshes):
+/// - [`ssubscribe`](Self::ssubscribe) (sharded pub/sub, Redis 7) subscribes
+///   on the master of the channel's slot (CRC16 with the hash-tag rule, like
+///   a key); messages sent with `SPUBLISH` stay within that shard. When the
+///   slot gets another master (failover, resharding, a dead master's replica
+///   promoted), the subscription follows it and its listeners get
+///   [`Event::Gap`].
+/// - [`subscribe`](Self::subscribe) and [`psubscribe`](Self::psubscribe)
+///   (classic pub/sub) use one master for every name, kept while it stays a
+///   master; a cluster carries every `PUBLISH` to every node, so publishing
+///   through any node reaches them.
 ///
 /// ```no_run
 /// use keylatch_cluster::{Commands, Connection, Event, PubSub};
@@ -160,7 +190,15 @@ impl PubSubConfig {
 /// ```
 #[derive(Clone, Debug)]
 pub struct PubSub {
-    node: NodeSubscriber,
+    front: Front,
+}
+
+#[derive(Clone, Debug)]
+enum Front {
+    /// One node: a standalone server, or a URL given directly.
+    Node(NodeSubscriber),
+    /// A cluster client's hub: one node subscriber per master in use.
+    Cluster(Arc<ClusterHub>),
 }
 
 impl PubSub {
@@ -207,7 +245,70 @@ impl PubSub {
     /// Outside a tokio runtime.
     pub async fn connect_with(connection: ConnectionConfig, config: PubSubConfig) -> Result<Self> {
         let node = NodeSubscriber::connect(connection, config).await?;
-        Ok(Self { node })
+        Ok(Self {
+            front: Front::Node(node),
+        })
+    }
+
+    /// The hub for a [`Client`], with default settings: for a standalone
+    /// client, one subscriber connection to its server (same address,
+    /// credentials and client name); for a cluster client, the cluster hub
+    /// described [above](Self#in-a-cluster), which shares the client's
+    /// topology.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::{Client, Commands, Event, PubSub};
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let client = Client::connect("redis://127.0.0.1:7000").await?;
+    /// let hub = PubSub::from_client(&client).await?;
+    /// let mut sub = hub.ssubscribe("redisson_lock__channel:{orders}").await?;
+    /// client.spublish("redisson_lock__channel:{orders}", "0").await?;
+    /// assert!(matches!(sub.recv().await, Some(Event::Message { .. })));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Standalone: as [`connect`](Self::connect). A cluster hub connects
+    /// lazily and does not fail here.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn from_client(client: &Client) -> Result<Self> {
+        Self::from_client_with(client, PubSubConfig::default()).await
+    }
+
+    /// [`from_client`](Self::from_client) with explicit settings.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use keylatch_cluster::{Client, PubSub, PubSubConfig};
+    /// # async fn demo(client: Client) -> keylatch_cluster::Result<()> {
+    /// let config = PubSubConfig::default().linger(Duration::from_millis(250));
+    /// let hub = PubSub::from_client_with(&client, config).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`from_client`](Self::from_client).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn from_client_with(client: &Client, config: PubSubConfig) -> Result<Self> {
+        if let Some(router) = client.router() {
+            return Ok(Self {
+                front: Front::Cluster(ClusterHub::start(Arc::clone(router), config)),
+            });
+        }
+        let conn = client.standalone().ok_or_else(|| {
+            crate::Error::Config("a client is standalone or a cluster".to_owned())
+        })?;
+        Self::connect_with(conn.config().clone(), config).await
     }
 
     /// Subscribes to a channel (`SUBSCRIBE`). Returns once the server has
@@ -286,34 +387,38 @@ impl PubSub {
             .await
     }
 
-    /// Whether the hub's connection to its node is up.
+    /// Whether the hub's connections are up (in a cluster: every connection
+    /// to a master in use; `true` before the first subscribe opens one).
     ///
     /// ```no_run
     /// # fn demo(hub: keylatch_cluster::PubSub) { let _up = hub.is_connected(); }
     /// ```
     pub fn is_connected(&self) -> bool {
-        self.node.is_connected()
+        match &self.front {
+            Front::Node(node) => node.is_connected(),
+            Front::Cluster(hub) => hub.is_connected(),
+        }
     }
 
-    /// How many times the hub has reconnected since it started.
+    /// How many times the hub has reconnected since it started (in a
+    /// cluster: the sum over the connections to the masters in use; moving
+    /// a subscription to another master is no reconnect).
     ///
     /// ```no_run
     /// # fn demo(hub: keylatch_cluster::PubSub) { assert_eq!(hub.reconnects(), 0); }
     /// ```
     pub fn reconnects(&self) -> u64 {
-        self.node.reconnects()
+        match &self.front {
+            Front::Node(node) => node.reconnects(),
+            Front::Cluster(hub) => hub.reconnects(),
+        }
     }
 
     async fn subscribe_kind(&self, kind: SubscriptionKind, name: &[u8]) -> Result<Subscription> {
-        self.node_for(kind, name)
-            .subscribe(kind, Bytes::copy_from_slice(name))
-            .await
-    }
-
-    /// The node whose connection carries `name`. The seam for the cluster
-    /// router: shard channels will go to the owner of their slot, channels
-    /// and patterns to one chosen node. Today there is one node.
-    fn node_for(&self, _kind: SubscriptionKind, _name: &[u8]) -> &NodeSubscriber {
-        &self.node
+        let name = Bytes::copy_from_slice(name);
+        match &self.front {
+            Front::Node(node) => node.subscribe(kind, name).await,
+            Front::Cluster(hub) => hub.subscribe(kind, name).await,
+        }
     }
 }

@@ -11,20 +11,32 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use bytes::Bytes;
-use tokio::sync::mpsc;
+use std::time::Duration;
 
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::cluster::ClusterHub;
 use super::hub::Control;
 use super::message::{Event, SubscriptionKind};
+use crate::error::{Error, Result};
+
+/// [`Inbox::home`] of a listener no node holds (parked, or standalone).
+pub(crate) const NO_HOME: u32 = u32::MAX;
 
 /// One listener's queue, shared by the socket task (producer) and the
 /// [`Subscription`] (consumer).
 #[derive(Debug)]
 pub(crate) struct Inbox {
     state: Mutex<Queue>,
+    /// In a cluster hub, the id of the node whose task holds this listener,
+    /// so a dropped `Subscription` releases it there. Written and read under
+    /// the hub's lock; the atomic only makes sharing it legal.
+    home: AtomicU32,
 }
 
 #[derive(Debug)]
@@ -52,7 +64,22 @@ impl Inbox {
                 closed: false,
                 waker: None,
             }),
+            home: AtomicU32::new(NO_HOME),
         }
+    }
+
+    pub(crate) fn home(&self) -> u32 {
+        self.home.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_home(&self, node: u32) {
+        self.home.store(node, Ordering::Relaxed);
+    }
+
+    /// Whether the stream has ended: the `Subscription` was dropped, or the
+    /// hub ended it. A closed inbox is not worth moving to another node.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -168,7 +195,8 @@ impl Queue {
 /// the last of them unsubscribes after the hub's linger.
 ///
 /// Dropping never blocks and needs no runtime: it posts a note to the hub's
-/// task.
+/// task (a cluster hub's for a moment takes its lock to find the node that
+/// holds the listener now).
 ///
 /// ```no_run
 /// use keylatch_cluster::{Event, PubSub};
@@ -187,7 +215,17 @@ pub struct Subscription {
     name: Bytes,
     id: u64,
     inbox: Arc<Inbox>,
-    control: mpsc::UnboundedSender<Control>,
+    route: Route,
+}
+
+/// Where a dropped [`Subscription`] sends its release.
+#[derive(Debug)]
+pub(crate) enum Route {
+    /// The one node of a standalone hub.
+    Node(mpsc::UnboundedSender<Control>),
+    /// A cluster hub, which knows the node holding the listener now (it may
+    /// have moved since the subscription was made).
+    Cluster(Arc<ClusterHub>),
 }
 
 impl Subscription {
@@ -196,14 +234,32 @@ impl Subscription {
         name: Bytes,
         id: u64,
         inbox: Arc<Inbox>,
-        control: mpsc::UnboundedSender<Control>,
+        route: Route,
     ) -> Self {
         Self {
             kind,
             name,
             id,
             inbox,
-            control,
+            route,
+        }
+    }
+
+    /// Hands this new subscription to its caller once the hub has confirmed
+    /// it, within `timeout`. Dropped (its listener released) otherwise;
+    /// `connected` then tells whether a connection was the reason.
+    pub(crate) async fn confirmed(
+        self,
+        confirmed: oneshot::Receiver<Result<()>>,
+        timeout: Duration,
+        connected: impl FnOnce(&Inbox) -> bool,
+    ) -> Result<Self> {
+        match tokio::time::timeout(timeout, confirmed).await {
+            Ok(Ok(Ok(()))) => Ok(self),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(Error::ConnectionClosed),
+            Err(_) if connected(&self.inbox) => Err(Error::Timeout),
+            Err(_) => Err(Error::Disconnected),
         }
     }
 
@@ -268,13 +324,20 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        // Unbounded channel: the send never waits and never fails while the
-        // task runs. If the task is gone there is nothing to release.
-        let _ = self.control.send(Control::Release {
+        // Closed first: a cluster hub moving this listener right now sees
+        // it is gone and leaves it behind (see `ClusterHub::release`).
+        self.inbox.close();
+        let release = Control::Release {
             kind: self.kind,
             name: self.name.clone(),
             id: self.id,
-        });
+        };
+        match &self.route {
+            // Unbounded channel: the send never waits and never fails while
+            // the task runs. If the task is gone there is nothing to release.
+            Route::Node(control) => drop(control.send(release)),
+            Route::Cluster(hub) => hub.release(&self.inbox, release),
+        }
     }
 }
 

@@ -11,6 +11,11 @@
 //! reconnects with [`Backoff`] (still taking requests meanwhile), and the
 //! first write on the new socket subscribes every name that has listeners.
 //! Their listeners get [`Event::Gap`] once each name is live again.
+//!
+//! A node of a cluster hub (one with a [`Link`](super::hub::Link)) hands
+//! shard channels back to the hub instead of failing or resubscribing them
+//! here when the node answers `MOVED` or drops them on its own, hands back
+//! what a `Control::Retain` rejects, and reports its connection going down.
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
@@ -26,11 +31,11 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::time::{Instant, Sleep};
 
-use super::hub::{Control, Shared};
+use super::hub::{Control, Shared, Why};
 use super::message::{classify, Event, Incoming, SubscriptionKind};
 use super::registry::{Op, Planned, Registry};
 use crate::backoff::Backoff;
-use crate::error::{Error, ServerError};
+use crate::error::{Error, RetryClass, ServerError, ServerErrorKind};
 use crate::handshake::{establish, Established};
 
 /// Smallest read: room for many small messages per syscall.
@@ -73,14 +78,14 @@ impl Task {
     pub(crate) fn new(
         control: mpsc::UnboundedReceiver<Control>,
         shared: Arc<Shared>,
-        io: Established,
+        io: Option<Established>,
     ) -> Self {
         let registry = Registry::new(shared.config.linger);
         Self {
             control,
             shared,
             registry,
-            io: Some(io),
+            io,
         }
     }
 
@@ -90,21 +95,28 @@ impl Task {
             self.shared.connection.reconnect_min,
             self.shared.connection.reconnect_max,
         );
+        // A lazily started task has not connected yet: its first connection
+        // is no reconnect.
+        let mut first = self.io.is_none();
         loop {
             let io = match self.io.take() {
                 Some(io) => io,
-                None => match self.reconnect(&mut backoff).await {
+                None => match self.reconnect(&mut backoff, !first).await {
                     Some(io) => io,
                     None => break,
                 },
             };
+            first = false;
             self.shared.set_connected(true);
-            let mut conn = Connected::new(io, self.shared.config.ping_interval);
+            let mut conn = Connected::new(io, Arc::clone(&self.shared));
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.control, &mut self.registry)).await;
             self.shared.set_connected(false);
             match exit {
                 Exit::Done => break,
-                Exit::Failed => self.registry.disconnected(),
+                Exit::Failed => {
+                    self.registry.disconnected();
+                    self.shared.notify_down();
+                }
             }
         }
         self.registry.close_all();
@@ -114,7 +126,7 @@ impl Task {
     /// being taken meanwhile: a `subscribe` during a blip waits for the
     /// reconnect (bounded by its own timeout) instead of failing at once.
     /// Returns `None` when every handle and subscription is gone.
-    async fn reconnect(&mut self, backoff: &mut Backoff) -> Option<Established> {
+    async fn reconnect(&mut self, backoff: &mut Backoff, count: bool) -> Option<Established> {
         let shared = Arc::clone(&self.shared);
         loop {
             let attempt = establish(&shared.connection);
@@ -123,7 +135,7 @@ impl Task {
                 tokio::select! {
                     r = &mut attempt => break r,
                     c = self.control.recv() => match c {
-                        Some(c) => self.registry.apply(c, Instant::now()),
+                        Some(c) => apply(&mut self.registry, &shared, c, Instant::now()),
                         None => return None,
                     },
                 }
@@ -131,17 +143,22 @@ impl Task {
             match outcome {
                 Ok(io) => {
                     backoff.reset();
-                    shared.count_reconnect();
+                    if count {
+                        shared.count_reconnect();
+                    }
                     return Some(io);
                 }
                 Err(_) => {
+                    // Still down: in a cluster, maybe for good (a dead master
+                    // whose replica takes over); the hub keeps checking.
+                    shared.notify_down();
                     let sleep = tokio::time::sleep(backoff.next_delay());
                     tokio::pin!(sleep);
                     loop {
                         tokio::select! {
                             () = &mut sleep => break,
                             c = self.control.recv() => match c {
-                                Some(c) => self.registry.apply(c, Instant::now()),
+                                Some(c) => apply(&mut self.registry, &shared, c, Instant::now()),
                                 None => return None,
                             },
                         }
@@ -152,8 +169,21 @@ impl Task {
     }
 }
 
+/// Applies one request to the registry; names a `Retain` rejects go back to
+/// the cluster hub.
+fn apply(registry: &mut Registry, shared: &Shared, control: Control, now: Instant) {
+    match control {
+        Control::Retain(keep) => {
+            let moving = registry.retain(|kind, name| keep.keeps(kind, name), now);
+            shared.hand_off(Why::Retained, moving);
+        }
+        other => registry.apply(other, now),
+    }
+}
+
 /// The connected phase: socket, buffers, commands awaiting answers, timers.
 struct Connected {
+    shared: Arc<Shared>,
     stream: TcpStream,
     rbuf: BytesMut,
     wbuf: BytesMut,
@@ -167,11 +197,13 @@ struct Connected {
 }
 
 impl Connected {
-    fn new(io: Established, ping_interval: Option<Duration>) -> Self {
+    fn new(io: Established, shared: Arc<Shared>) -> Self {
         let mut rbuf = io.read_buf;
         rbuf.reserve(READ_CHUNK);
         let now = Instant::now();
+        let ping_interval = shared.config.ping_interval;
         Self {
+            shared,
             stream: io.stream,
             rbuf,
             wbuf: BytesMut::with_capacity(4096),
@@ -212,7 +244,7 @@ impl Connected {
                     // unsubscribes everything.
                     Err(TryRecvError::Disconnected) => return Poll::Ready(Exit::Done),
                 };
-                registry.apply(c, now);
+                apply(registry, &self.shared, c, now);
                 progress = true;
             }
             for planned in registry.plan(now) {
@@ -380,6 +412,10 @@ impl Connected {
                 };
                 if self.take_confirmation(op, kind, &name) {
                     registry.confirmed(kind, &name);
+                } else if !subscribed && self.relocates(kind) {
+                    let moving = registry.dropped(kind, &name);
+                    self.shared
+                        .hand_off(Why::Dropped, moving.into_iter().collect());
                 } else if !subscribed {
                     registry.server_dropped(kind, &name);
                 }
@@ -401,8 +437,17 @@ impl Connected {
                         names,
                         next,
                     }) => {
-                        for name in names.get(next..).unwrap_or_default() {
-                            registry.failed(kind, name, op, &err);
+                        let names = names.get(next..).unwrap_or_default();
+                        match self.relocation(op, kind, &err) {
+                            Some(why) => {
+                                let moving = names.iter().filter_map(|n| registry.refused(kind, n));
+                                self.shared.hand_off(why, moving.collect());
+                            }
+                            None => {
+                                for name in names {
+                                    registry.failed(kind, name, op, &err);
+                                }
+                            }
                         }
                     }
                     // PING refused, or an error nobody asked for: the
@@ -413,6 +458,35 @@ impl Connected {
             Incoming::Other => {}
         }
         Ok(())
+    }
+
+    /// Whether this node hands `kind` back to a cluster hub rather than
+    /// keeping it through refusals and server-side drops: shard channels
+    /// belong to their slot's master, which may be another node now.
+    fn relocates(&self, kind: SubscriptionKind) -> bool {
+        kind == SubscriptionKind::Shard && self.shared.link.is_some()
+    }
+
+    /// Where the names of a refused subscribe go: `None` to fail them
+    /// (e.g. `NOPERM`), otherwise back to the cluster hub, to the node a
+    /// `MOVED` names or to be tried again after a transient refusal.
+    fn relocation(&self, op: Op, kind: SubscriptionKind, err: &Error) -> Option<Why> {
+        if op != Op::Subscribe || !self.relocates(kind) {
+            return None;
+        }
+        let server = err.as_server_error()?;
+        match (server.redirect(), server.kind().retry_class()) {
+            (Some((slot, addr)), _) if server.kind() == ServerErrorKind::Moved => {
+                Some(Why::Moved {
+                    slot,
+                    addr: addr.to_owned(),
+                })
+            }
+            // ASK (not expected: a migrating slot's shard channels stay on
+            // the source until the slot moves) or a transient state.
+            (_, RetryClass::Redirect | RetryClass::AfterBackoff) => Some(Why::Retry),
+            _ => None,
+        }
     }
 
     /// Whether a confirmation answers the oldest command in flight (and

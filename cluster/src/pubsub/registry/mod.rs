@@ -10,6 +10,9 @@
 //! rather than a single in-flight flag, keeps `UNSUBSCRIBE x` followed by a
 //! quick `SUBSCRIBE x` correct: the first confirmation does not make `x` look
 //! live while the server has yet to see the second command.
+//!
+//! `handoff.rs` moves a name's listeners between the registries of two nodes
+//! (a cluster hub following a shard channel to its slot's new master).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -23,6 +26,11 @@ use super::hub::Control;
 use super::message::{Event, SubscriptionKind};
 use super::subscription::Inbox;
 use crate::error::{Error, Result};
+use crate::slot::Slot;
+
+mod handoff;
+
+pub(crate) use handoff::Moving;
 
 /// Names per SUBSCRIBE/PSUBSCRIBE command: thousands of requests queued at
 /// once go out as a few commands (in one write) rather than one huge one.
@@ -131,6 +139,9 @@ impl Registry {
                 confirm,
             } => self.add(kind, name, id, inbox, confirm),
             Control::Release { kind, name, id } => self.remove(kind, name, id, now),
+            Control::Adopt(moving) => self.adopt(moving),
+            // Needs the task's link to the cluster hub: handled there.
+            Control::Retain(_) => {}
         }
     }
 
@@ -192,10 +203,10 @@ impl Registry {
     }
 
     /// The commands to write now: UNSUBSCRIBE for names whose linger ran out
-    /// by `now`, then SUBSCRIBE for queued names. Channels and patterns are
-    /// batched up to [`MAX_NAMES_PER_COMMAND`] per command; shard channels go
-    /// one per SSUBSCRIBE, because in a cluster one SSUBSCRIBE must stay
-    /// within one slot (the router will batch them per slot).
+    /// by `now`, then SUBSCRIBE for queued names. Names are batched up to
+    /// [`MAX_NAMES_PER_COMMAND`] per command; shard channels only with others
+    /// of their slot, because a cluster refuses an SSUBSCRIBE across slots
+    /// (`CROSSSLOT`), and a `MOVED` then names the slot of every name.
     pub(crate) fn plan(&mut self, now: Instant) -> Vec<Planned> {
         let mut unsub: [Vec<Bytes>; 3] = Default::default();
         while let Some((until, _, _)) = self.lingering.front() {
@@ -229,17 +240,25 @@ impl Registry {
         }
         let mut out = Vec::new();
         for (op, lists) in [(Op::Unsubscribe, unsub), (Op::Subscribe, sub)] {
-            for (kind, names) in SubscriptionKind::ALL.into_iter().zip(lists) {
-                let per = match kind {
-                    SubscriptionKind::Shard => 1,
-                    _ => MAX_NAMES_PER_COMMAND,
-                };
+            for (kind, mut names) in SubscriptionKind::ALL.into_iter().zip(lists) {
+                if kind == SubscriptionKind::Shard {
+                    // Stable: names of one slot keep their order.
+                    names.sort_by_key(|n| Slot::of(n));
+                }
                 let mut names = names.into_iter().peekable();
-                while names.peek().is_some() {
+                while let Some(first) = names.next() {
+                    let slot = (kind == SubscriptionKind::Shard).then(|| Slot::of(&first));
+                    let mut batch = vec![first];
+                    while batch.len() < MAX_NAMES_PER_COMMAND {
+                        match names.next_if(|n| slot.map_or(true, |s| Slot::of(n) == s)) {
+                            Some(n) => batch.push(n),
+                            None => break,
+                        }
+                    }
                     out.push(Planned {
                         op,
                         kind,
-                        names: names.by_ref().take(per).collect(),
+                        names: batch,
                     });
                 }
             }
@@ -409,287 +428,4 @@ impl Registry {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a panic is how a test fails
-mod tests {
-    use super::*;
-    use crate::pubsub::message::SubscriptionKind::{Channel, Pattern, Shard};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Context, Poll, Wake, Waker};
-
-    const LINGER: Duration = Duration::from_secs(1);
-
-    struct Noop(AtomicUsize);
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    fn inbox() -> Arc<Inbox> {
-        Arc::new(Inbox::new(16))
-    }
-
-    fn drain(inbox: &Inbox) -> Vec<Event> {
-        let waker = Waker::from(Arc::new(Noop(AtomicUsize::new(0))));
-        let mut cx = Context::from_waker(&waker);
-        let mut sub_events = Vec::new();
-        // Reach the queue the way a Subscription does.
-        while let Poll::Ready(Some(e)) = inbox_poll(inbox, &mut cx) {
-            sub_events.push(e);
-        }
-        sub_events
-    }
-
-    fn inbox_poll(inbox: &Inbox, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        inbox.poll_pop(cx)
-    }
-
-    fn add(
-        r: &mut Registry,
-        kind: SubscriptionKind,
-        name: &'static str,
-        id: u64,
-    ) -> (Arc<Inbox>, oneshot::Receiver<Result<()>>) {
-        let s = inbox();
-        let (tx, rx) = oneshot::channel();
-        r.add(
-            kind,
-            Bytes::from_static(name.as_bytes()),
-            id,
-            Arc::clone(&s),
-            tx,
-        );
-        (s, rx)
-    }
-
-    fn names(p: &Planned) -> Vec<&[u8]> {
-        p.names.iter().map(|n| n.as_ref()).collect()
-    }
-
-    fn confirmed_ok(rx: &mut oneshot::Receiver<Result<()>>) -> bool {
-        matches!(rx.try_recv(), Ok(Ok(())))
-    }
-
-    #[test]
-    fn a_name_is_subscribed_once_however_many_listen() {
-        let mut r = Registry::new(LINGER);
-        let now = Instant::now();
-        let (_, mut a) = add(&mut r, Channel, "c", 1);
-        let (_, mut b) = add(&mut r, Channel, "c", 2);
-        let (_, _c) = add(&mut r, Channel, "d", 3);
-        let plan = r.plan(now);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(plan[0].op, Op::Subscribe);
-        assert_eq!(names(&plan[0]), [b"c".as_ref(), b"d"]);
-        assert!(r.plan(now).is_empty());
-        assert!(!confirmed_ok(&mut a));
-        r.confirmed(Channel, b"c");
-        assert!(confirmed_ok(&mut a) && confirmed_ok(&mut b));
-        // A listener joining a live name is confirmed at once, nothing written.
-        let (_, mut late) = add(&mut r, Channel, "c", 4);
-        assert!(confirmed_ok(&mut late));
-        assert!(r.plan(now).is_empty());
-    }
-
-    #[test]
-    fn kinds_are_separate_and_shards_go_one_per_command() {
-        let mut r = Registry::new(LINGER);
-        let _k = [
-            add(&mut r, Channel, "x", 1),
-            add(&mut r, Pattern, "x", 2),
-            add(&mut r, Shard, "x", 3),
-            add(&mut r, Shard, "y", 4),
-        ];
-        let plan = r.plan(Instant::now());
-        let shape: Vec<_> = plan.iter().map(|p| (p.op, p.kind, p.names.len())).collect();
-        assert_eq!(
-            shape,
-            [
-                (Op::Subscribe, Channel, 1),
-                (Op::Subscribe, Pattern, 1),
-                (Op::Subscribe, Shard, 1),
-                (Op::Subscribe, Shard, 1)
-            ]
-        );
-    }
-
-    #[test]
-    fn big_batches_are_split() {
-        let mut r = Registry::new(LINGER);
-        let mut keep = Vec::new();
-        for i in 0..(MAX_NAMES_PER_COMMAND * 2 + 5) {
-            let (tx, rx) = oneshot::channel();
-            r.add(Channel, Bytes::from(format!("c{i}")), i as u64, inbox(), tx);
-            keep.push(rx);
-        }
-        let plan = r.plan(Instant::now());
-        let sizes: Vec<_> = plan.iter().map(|p| p.names.len()).collect();
-        assert_eq!(sizes, [MAX_NAMES_PER_COMMAND, MAX_NAMES_PER_COMMAND, 5]);
-    }
-
-    #[test]
-    fn last_listener_leaving_unsubscribes_after_the_linger() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (_, _rx) = add(&mut r, Channel, "c", 1);
-        r.plan(t0);
-        r.confirmed(Channel, b"c");
-        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
-        assert_eq!(r.next_deadline(), Some(t0 + LINGER));
-        assert!(r.plan(t0 + LINGER / 2).is_empty());
-        let plan = r.plan(t0 + LINGER);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(
-            (plan[0].op, names(&plan[0])),
-            (Op::Unsubscribe, vec![b"c".as_ref()])
-        );
-        assert_eq!(r.len(), 1);
-        r.confirmed(Channel, b"c");
-        assert_eq!(r.len(), 0);
-        assert_eq!(r.next_deadline(), None);
-    }
-
-    #[test]
-    fn a_listener_during_the_linger_reuses_the_live_subscription() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (_, _rx) = add(&mut r, Channel, "c", 1);
-        r.plan(t0);
-        r.confirmed(Channel, b"c");
-        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
-        let (_, mut rx2) = add(&mut r, Channel, "c", 2);
-        assert!(confirmed_ok(&mut rx2));
-        // The stale deadline passes without an UNSUBSCRIBE.
-        assert!(r.plan(t0 + LINGER * 2).is_empty());
-        assert!(r.is_live(Channel, b"c"));
-        // Leaving again starts a fresh linger from that moment.
-        let t1 = t0 + LINGER * 3;
-        r.remove(Channel, Bytes::from_static(b"c"), 2, t1);
-        assert!(r.plan(t1 + LINGER / 2).is_empty());
-        assert_eq!(r.plan(t1 + LINGER).len(), 1);
-    }
-
-    #[test]
-    fn resubscribing_behind_an_unconfirmed_unsubscribe_waits_for_both_answers() {
-        let mut r = Registry::new(Duration::ZERO);
-        let t0 = Instant::now();
-        let (_, _rx) = add(&mut r, Channel, "c", 1);
-        r.plan(t0);
-        r.confirmed(Channel, b"c");
-        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
-        assert_eq!(r.plan(t0)[0].op, Op::Unsubscribe);
-        // A new listener while the UNSUBSCRIBE is in flight.
-        let (_, mut rx) = add(&mut r, Channel, "c", 2);
-        let plan = r.plan(t0);
-        assert_eq!(plan[0].op, Op::Subscribe);
-        r.confirmed(Channel, b"c"); // the UNSUBSCRIBE's answer
-        assert!(!confirmed_ok(&mut rx));
-        assert!(!r.is_live(Channel, b"c"));
-        r.confirmed(Channel, b"c"); // the SUBSCRIBE's answer
-        assert!(confirmed_ok(&mut rx));
-        assert!(r.is_live(Channel, b"c"));
-    }
-
-    #[test]
-    fn a_listener_cancelled_before_the_write_leaves_nothing() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (_, _rx) = add(&mut r, Channel, "c", 1);
-        r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
-        assert!(r.plan(t0).is_empty());
-        assert_eq!(r.len(), 0);
-        // Cancelled after the write: the confirmation comes, then the linger.
-        let (_, _rx) = add(&mut r, Channel, "c", 2);
-        assert_eq!(r.plan(t0).len(), 1);
-        r.remove(Channel, Bytes::from_static(b"c"), 2, t0);
-        r.confirmed(Channel, b"c");
-        let plan = r.plan(t0 + LINGER);
-        assert_eq!(plan[0].op, Op::Unsubscribe);
-        r.confirmed(Channel, b"c");
-        assert_eq!(r.len(), 0);
-    }
-
-    #[test]
-    fn unknown_releases_are_ignored() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (_, _rx) = add(&mut r, Channel, "c", 1);
-        r.plan(t0);
-        r.confirmed(Channel, b"c");
-        r.remove(Channel, Bytes::from_static(b"c"), 99, t0);
-        r.remove(Pattern, Bytes::from_static(b"c"), 1, t0);
-        assert!(r.is_live(Channel, b"c"));
-        assert_eq!(r.next_deadline(), None);
-    }
-
-    #[test]
-    fn reconnect_resubscribes_and_gaps_only_listeners_already_handed_out() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (old, _rx) = add(&mut r, Channel, "c", 1);
-        let (_, _rx2) = add(&mut r, Pattern, "idle*", 2);
-        r.plan(t0);
-        r.confirmed(Channel, b"c");
-        r.confirmed(Pattern, b"idle*");
-        r.remove(Pattern, Bytes::from_static(b"idle*"), 2, t0); // lingering
-        r.disconnected();
-        assert_eq!(r.len(), 1, "lingering names are forgotten");
-        // A subscribe arriving while disconnected waits for the reconnect.
-        let (new, mut rx3) = add(&mut r, Channel, "c", 3);
-        let plan = r.plan(t0);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(names(&plan[0]), [b"c".as_ref()]);
-        r.confirmed(Channel, b"c");
-        assert!(confirmed_ok(&mut rx3));
-        assert_eq!(drain(&old), [Event::Gap]);
-        assert!(drain(&new).is_empty());
-    }
-
-    #[test]
-    fn refused_subscribe_fails_waiters_and_ends_listeners() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (s, mut rx) = add(&mut r, Channel, "c", 1);
-        r.plan(t0);
-        let err = Error::from_server_error(b"NOPERM no");
-        r.failed(Channel, b"c", Op::Subscribe, &err);
-        assert!(matches!(rx.try_recv(), Ok(Err(Error::Server(_)))));
-        assert_eq!(r.len(), 0);
-        let waker = Waker::from(Arc::new(Noop(AtomicUsize::new(0))));
-        assert_eq!(
-            inbox_poll(&s, &mut Context::from_waker(&waker)),
-            Poll::Ready(None)
-        );
-    }
-
-    #[test]
-    fn server_dropped_shard_channel_is_resubscribed_with_a_gap() {
-        let mut r = Registry::new(LINGER);
-        let t0 = Instant::now();
-        let (s, _rx) = add(&mut r, Shard, "s", 1);
-        r.plan(t0);
-        r.confirmed(Shard, b"s");
-        r.server_dropped(Shard, b"s");
-        let plan = r.plan(t0);
-        assert_eq!((plan[0].op, plan[0].kind), (Op::Subscribe, Shard));
-        r.confirmed(Shard, b"s");
-        assert_eq!(drain(&s), [Event::Gap]);
-    }
-
-    #[test]
-    fn delivery_reaches_every_listener_of_the_name_only() {
-        let mut r = Registry::new(LINGER);
-        let (a, _ra) = add(&mut r, Channel, "c", 1);
-        let (b, _rb) = add(&mut r, Channel, "c", 2);
-        let (p, _rp) = add(&mut r, Pattern, "c", 3);
-        let ev = Event::Message {
-            channel: Bytes::from_static(b"c"),
-            pattern: None,
-            payload: Bytes::from_static(b"0"),
-        };
-        r.deliver(Channel, b"c", ev.clone());
-        r.deliver(Channel, b"other", ev.clone());
-        assert_eq!(drain(&a), std::slice::from_ref(&ev));
-        assert_eq!(drain(&b), [ev]);
-        assert!(drain(&p).is_empty());
-    }
-}
+mod tests;
