@@ -54,7 +54,9 @@ impl C {
     async fn script(&mut self, key: &str) {
         match self {
             C::Kl(c) => {
-                c.eval_script(&BUMP, &[key], &["1"]).await.expect("keylatch EVALSHA");
+                c.eval_script(&BUMP, &[key], &["1"])
+                    .await
+                    .expect("keylatch EVALSHA");
             }
             C::Rr(c, s) => {
                 let _: i64 = s
@@ -150,8 +152,14 @@ async fn run(urls: Vec<String>, rounds: usize, seconds: u64, seq: usize, c_port:
         eprintln!("round {} of {rounds} done", round + 1);
     }
     let s: Vec<_> = lat.iter_mut().map(|v| summarise(v)).collect();
-    let c_seq = redis_benchmark(c_port, &["--cluster", "-c", "1", "-n", "20000", "-t", "get"]);
-    let c_par = redis_benchmark(c_port, &["--cluster", "-c", "64", "-n", "300000", "-t", "get"]);
+    let c_seq = redis_benchmark(
+        c_port,
+        &["--cluster", "-c", "1", "-n", "20000", "-t", "get"],
+    );
+    let c_par = redis_benchmark(
+        c_port,
+        &["--cluster", "-c", "64", "-n", "300000", "-t", "get"],
+    );
     println!();
     println!(
         "cluster 3+3 | rounds {rounds} | {} sequential GETs per client | 64 tasks × {seconds} s per round",
@@ -173,7 +181,9 @@ async fn run(urls: Vec<String>, rounds: usize, seconds: u64, seq: usize, c_port:
         "seq GET p50 (µs)",
         us(s[0].p50),
         us(s[1].p50),
-        c_seq.as_ref().map_or("-".into(), |c| format!("{:.1}", c.p50_ms * 1e3)),
+        c_seq
+            .as_ref()
+            .map_or("-".into(), |c| format!("{:.1}", c.p50_ms * 1e3)),
     );
     row("seq GET p99 (µs)", us(s[0].p99), us(s[1].p99), "-".into());
     let rate = |o: u64, w: Duration| o as f64 / w.as_secs_f64();
@@ -181,7 +191,9 @@ async fn run(urls: Vec<String>, rounds: usize, seconds: u64, seq: usize, c_port:
         "64 tasks GET (ops/s)",
         rate(get_ops[0], get_wall[0]),
         rate(get_ops[1], get_wall[1]),
-        c_par.as_ref().map_or("-".into(), |c| format!("{:.0} (64 conns)", c.rps)),
+        c_par
+            .as_ref()
+            .map_or("-".into(), |c| format!("{:.0} (64 conns)", c.rps)),
     );
     row(
         "client CPU per GET (µs)",
@@ -197,7 +209,12 @@ async fn run(urls: Vec<String>, rounds: usize, seconds: u64, seq: usize, c_port:
     );
 }
 
-async fn many(client: &C, keys: &Arc<Vec<String>>, seconds: u64, script: bool) -> (u64, Duration, Duration) {
+async fn many(
+    client: &C,
+    keys: &Arc<Vec<String>>,
+    seconds: u64,
+    script: bool,
+) -> (u64, Duration, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let cpu0 = process_cpu();
@@ -229,5 +246,9 @@ async fn many(client: &C, keys: &Arc<Vec<String>>, seconds: u64, script: bool) -
     for h in handles {
         h.await.expect("task");
     }
-    (count.load(Ordering::Relaxed), process_cpu().saturating_sub(cpu0), t0.elapsed())
+    (
+        count.load(Ordering::Relaxed),
+        process_cpu().saturating_sub(cpu0),
+        t0.elapsed(),
+    )
 }

@@ -26,7 +26,10 @@ use keylatch_lock::{Locks, LocksConfig};
 #[derive(Clone)]
 enum Contender {
     Keylatch(Locks),
-    RedisRs(redis::aio::MultiplexedConnection, Arc<(redis::Script, redis::Script)>),
+    RedisRs(
+        redis::aio::MultiplexedConnection,
+        Arc<(redis::Script, redis::Script)>,
+    ),
     RsLock(Arc<rslock::LockManager>),
 }
 
@@ -161,6 +164,17 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         redis::Script::new(REENTRANT_RELEASE.source()),
     ));
     let rs = Arc::new(rslock::LockManager::new(vec![url.clone()]));
+    let profile = arg("--profile-keylatch", 0);
+    if profile > 0 {
+        // Only keylatch's 64-task scenario, for a profiler.
+        let (p, c, w) = distinct(&Contender::Keylatch(locks.clone()), profile).await;
+        println!(
+            "keylatch only: {:.0} pairs/s, {:.2} µs CPU per pair",
+            p as f64 / w.as_secs_f64(),
+            c.as_secs_f64() * 1e6 / p.max(1) as f64
+        );
+        return;
+    }
     let mut cs = [
         Contender::Keylatch(locks.clone()),
         Contender::RedisRs(rr, scripts),
@@ -180,7 +194,10 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
             (0..n).rev().collect()
         };
         let warm: Vec<Prepared> = cs.iter().map(|c| c.prepare("warm", "warm:1")).collect();
-        let seq: Vec<Prepared> = cs.iter().map(|c| c.prepare("seq-lock", "bench:1")).collect();
+        let seq: Vec<Prepared> = cs
+            .iter()
+            .map(|c| c.prepare("seq-lock", "bench:1"))
+            .collect();
         for &i in &order {
             for _ in 0..200 {
                 cs[i].pair(&warm[i]).await;
@@ -216,12 +233,24 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     let sha = REENTRANT_ACQUIRE.sha1().to_owned();
     let _ = locks
         .client()
-        .eval_script(&REENTRANT_ACQUIRE, &["floor", "floor:t"], &["30000", "o:1", "60000", "1"])
+        .eval_script(
+            &REENTRANT_ACQUIRE,
+            &["floor", "floor:t"],
+            &["30000", "o:1", "60000", "1"],
+        )
         .await;
     let evalsha = |extra: &[&str]| {
         let mut a: Vec<&str> = extra.to_vec();
         a.extend([
-            "EVALSHA", &sha, "2", "floor:__rand_int__", "floor:t", "30000", "o:1", "60000", "1",
+            "EVALSHA",
+            &sha,
+            "2",
+            "floor:__rand_int__",
+            "floor:t",
+            "30000",
+            "o:1",
+            "60000",
+            "1",
         ]);
         redis_benchmark(port, &a)
     };
@@ -231,10 +260,16 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     let s: Vec<_> = lat.iter_mut().map(|v| summarise(v)).collect();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!();
-    println!("rounds {rounds}, {} sequential pairs per client, 64 tasks × {seconds} s per round", s[0].n);
+    println!(
+        "rounds {rounds}, {} sequential pairs per client, 64 tasks × {seconds} s per round",
+        s[0].n
+    );
     println!(
         "{:<44} {:>12} {:>24} {:>12}",
-        "scenario", cs[0].name(), cs[1].name(), cs[2].name()
+        "scenario",
+        cs[0].name(),
+        cs[1].name(),
+        cs[2].name()
     );
     println!(
         "{:<44} {:>12.1} {:>24.1} {:>12.1}",
@@ -441,7 +476,12 @@ async fn many_held(url: &str) -> (u64, f64, u64) {
             let mut gs = Vec::with_capacity(500);
             for i in 0..500 {
                 let l = locks.lock(&format!("held:{chunk}:{i}"));
-                gs.push(l.try_acquire_now(None).await.expect("acquire").expect("free"));
+                gs.push(
+                    l.try_acquire_now(None)
+                        .await
+                        .expect("acquire")
+                        .expect("free"),
+                );
             }
             gs
         }));
