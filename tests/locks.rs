@@ -419,6 +419,9 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
             None
         };
         let budget = Duration::from_micros(rng % 3000);
+        // A new owner each round: a hold left by a cancelled, unsent unlock
+        // (it ends with its lease) must be waited for, not re-entered.
+        let lock = b.lock("cancel-me");
         let got = tokio::select! {
             r = lock.try_acquire(Duration::from_millis(200), None) => r.unwrap(),
             () = tokio::time::sleep(budget) => { cancelled += 1; None }
