@@ -8,7 +8,8 @@
 -- ARGV[3]  idle expiry of the fencing counter in milliseconds
 -- ARGV[4]  "1" to issue fencing tokens, "0" not to
 --
--- Returns  {holds, token} when acquired: holds = this owner's hold count after
+-- Returns  {holds, token} when acquired (a re-entry never shortens the
+--          expiry): holds = this owner's hold count after
 --          the call (1 for a first hold), token = the fencing token of the
 --          hold (0 when fencing is off; a re-entry returns the hold's token);
 --          {0, pttl} when another owner holds it: pttl bounds the wait.
@@ -33,7 +34,11 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- A re-entry only ever extends the expiry: a shorter lease must not cut
+    -- short the holds already taken (and watched) with a longer one.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     if ARGV[4] ~= '1' then
         return {holds, 0}
     end

@@ -151,6 +151,17 @@ async fn subscriber_commands_are_refused_before_sending() {
         let err = conn.send(Cmd::new(name).arg("c")).await.unwrap_err();
         assert!(matches!(err, Error::InvalidCommand(_)), "{name}: {err}");
     }
+    let err = conn
+        .send(Cmd::new("client").arg("reply").arg("off"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidCommand(_)), "{err}");
+    // Other CLIENT subcommands are fine.
+    let _: i64 = conn.cmd(Cmd::new("CLIENT").arg("ID")).await.unwrap();
+    // WAIT with a sub-millisecond timeout must not become `WAIT n 0` (forever).
+    let started = Instant::now();
+    assert_eq!(conn.wait(1, Duration::from_micros(10)).await.unwrap(), 0);
+    assert!(started.elapsed() < Duration::from_secs(5));
     conn.ping().await.unwrap();
 }
 

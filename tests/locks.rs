@@ -651,3 +651,78 @@ async fn replica_sync_policy_releases_and_reports_too_few_acks() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_stale_guard_never_touches_a_newer_hold_of_the_same_owner() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let lock = locks.lock("generations");
+    let old = lock.acquire().await.unwrap();
+    // The hold is taken away; the watchdog notices and forgets it.
+    locks.lock("generations").force_unlock().await.unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), old.lost())
+            .await
+            .unwrap(),
+        LossReason::Gone
+    );
+    // Same owner (a clone) acquires again: a new hold with a new token.
+    let new = lock.clone().acquire().await.unwrap();
+    assert!(new.fencing_token() > old.fencing_token());
+    // Dropping the stale guard must neither stop the new hold's renewal nor
+    // release it (its release carries the old token).
+    drop(old);
+    tokio::time::sleep(Duration::from_millis(2000)).await; // > 2 leases
+    assert!(!new.is_lost());
+    assert!(lock.is_held_by_me().await.unwrap());
+    new.unlock().await.unwrap();
+    assert_eq!(locks.watched_holds(), 0);
+}
+
+#[tokio::test]
+async fn a_short_lease_re_entry_does_not_cut_a_longer_hold_short() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let lock = locks.lock("mixed-leases");
+    let long = lock.acquire().await.unwrap(); // watchdog, 900 ms, renewed
+    let short = lock
+        .try_acquire_now(Some(Duration::from_millis(100)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(short.hold_count(), 2);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        lock.is_held_by_me().await.unwrap(),
+        "the re-entry shortened the expiry"
+    );
+    assert!(!long.is_lost() && !short.is_lost());
+    short.unlock().await.unwrap();
+    long.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn unbounded_durations_are_clamped_not_panics() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let g = locks
+        .lock("forever")
+        .with_max_hold(Duration::MAX)
+        .acquire()
+        .await
+        .unwrap();
+    g.unlock().await.unwrap();
+    let g = locks
+        .lock("forever")
+        .try_acquire_now(Some(Duration::MAX))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(g.lock().remaining_ttl().await.unwrap().unwrap() > Duration::from_secs(3600));
+    g.unlock().await.unwrap();
+    // The watchdog task is alive: a normal hold is still renewed.
+    let g = locks.lock("after").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(g.lock().is_held_by_me().await.unwrap());
+    g.unlock().await.unwrap();
+}

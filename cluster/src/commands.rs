@@ -609,8 +609,8 @@ impl Connection {
             .config()
             .request_timeout
             .map(|t| t.max(timeout + Duration::from_secs(1)));
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let cmd = Cmd::new("WAIT").arg(replicas).arg(ms);
+        // Rounded up and never 0: `WAIT n 0` would block the connection forever.
+        let cmd = Cmd::new("WAIT").arg(replicas).arg(millis_arg(timeout));
         i64::from_reply(self.send_timeout(cmd, budget).await?)
     }
 }

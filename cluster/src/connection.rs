@@ -334,6 +334,18 @@ impl Connection {
 
 fn refuse(cmd: &Cmd) -> Result<()> {
     let name = cmd.name();
+    if name.eq_ignore_ascii_case(b"CLIENT")
+        && cmd
+            .args()
+            .nth(1)
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"REPLY"))
+    {
+        // CLIENT REPLY OFF/SKIP suppresses replies: every later reply would
+        // be handed to the wrong caller.
+        return Err(Error::InvalidCommand(
+            "CLIENT REPLY is not allowed on a multiplexed connection".to_owned(),
+        ));
+    }
     if name.len() <= 12 && REFUSED.iter().any(|r| r.eq_ignore_ascii_case(name)) {
         return Err(Error::InvalidCommand(format!(
             "{} is not allowed on a multiplexed connection",

@@ -361,26 +361,35 @@ impl Router {
     /// Patches the table after `MOVED slot addr` (the pub/sub hub calls it
     /// for a refused SSUBSCRIBE too).
     pub(crate) fn apply_moved(&self, slot: u16, addr: &str) {
-        let current = self.table();
         let idx = usize::from(slot);
-        let already = current
-            .topo
-            .slots
-            .get(idx)
-            .and_then(|&i| current.masters.get(usize::from(i)))
-            .is_some_and(|n| n.addr == addr);
-        if already {
-            return;
+        // Patched under the write lock, from the table current at that
+        // moment: a refresh installed meanwhile is not overwritten.
+        let changed = {
+            let mut current = self.table.write().unwrap_or_else(|p| p.into_inner());
+            let already = current
+                .topo
+                .slots
+                .get(idx)
+                .and_then(|&i| current.masters.get(usize::from(i)))
+                .is_some_and(|n| n.addr == addr);
+            if already {
+                return;
+            }
+            let mut table = (**current).clone();
+            let shard = table.topo.shard_index(addr);
+            if usize::from(shard) >= table.masters.len() {
+                table.masters.push(self.node(addr));
+            }
+            if let Some(s) = table.topo.slots.get_mut(idx) {
+                *s = shard;
+            }
+            let changed = !current.same_owners(&table);
+            *current = Arc::new(table);
+            changed
+        };
+        if changed {
+            self.owners.send_modify(|generation| *generation += 1);
         }
-        let mut table = (*current).clone();
-        let shard = table.topo.shard_index(addr);
-        if usize::from(shard) >= table.masters.len() {
-            table.masters.push(self.node(addr));
-        }
-        if let Some(s) = table.topo.slots.get_mut(idx) {
-            *s = shard;
-        }
-        self.store(table);
     }
 
     /// Starts a background refresh unless one is running.

@@ -31,6 +31,7 @@ use crate::watchdog::{HoldKey, LossReason};
 pub struct LockGuard {
     lock: Lock,
     key: HoldKey,
+    generation: u64,
     holds: u64,
     token: Option<u64>,
     lease: Duration,
@@ -99,6 +100,7 @@ impl LockGuard {
     pub(crate) fn new(
         lock: Lock,
         key: HoldKey,
+        generation: u64,
         holds: u64,
         token: Option<u64>,
         lease: Duration,
@@ -107,6 +109,7 @@ impl LockGuard {
         Self {
             lock,
             key,
+            generation,
             holds,
             token,
             lease,
@@ -145,7 +148,10 @@ impl LockGuard {
     fn finish(&mut self) {
         if !self.done {
             self.done = true;
-            self.lock.inner.watchdog.deregister(&self.key);
+            self.lock
+                .inner
+                .watchdog
+                .deregister(&self.key, self.generation);
             self.lock.local_holds.fetch_sub(1, Ordering::AcqRel);
         }
     }

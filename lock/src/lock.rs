@@ -45,6 +45,9 @@ pub enum ReplicaSync {
     },
 }
 
+// Returned once per attempt and unpacked at once: boxing the guard would
+// cost an allocation per acquire for nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Attempt {
     Acquired(LockGuard),
     /// Held by another owner; the PTTL in milliseconds.
@@ -77,6 +80,10 @@ pub struct Lock {
     /// Holds this owner has through this process (shared by clones), to
     /// tell a first acquire from a re-entry when an outcome is unknown.
     pub(crate) local_holds: Arc<AtomicU64>,
+    /// Acquire attempts of this owner in flight (shared by clones): a
+    /// cancelled attempt releases by owner only when it was the only one and
+    /// no hold exists, or it could end a clone's fresh hold.
+    pub(crate) in_flight: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Lock {
@@ -97,6 +104,7 @@ impl Lock {
             max_hold: None,
             replica_sync: ReplicaSync::None,
             local_holds: Arc::new(AtomicU64::new(0)),
+            in_flight: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -110,7 +118,7 @@ impl Lock {
     /// # }
     /// ```
     pub fn with_max_hold(mut self, max: Duration) -> Self {
-        self.max_hold = Some(max);
+        self.max_hold = Some(crate::watchdog::clamp_span(max));
         self
     }
 
@@ -291,18 +299,19 @@ impl Lock {
     pub(crate) async fn attempt(&self, lease: Option<Duration>) -> LockResult<Attempt> {
         let cfg = &self.inner.config;
         let (lease_d, renew) = match lease {
-            Some(l) => (l, false),
-            None => (cfg.watchdog_timeout, true),
+            Some(l) => (crate::watchdog::clamp_span(l), false),
+            None => (crate::watchdog::clamp_span(cfg.watchdog_timeout), true),
         };
         let key: HoldKey = (self.names.key.clone(), Arc::clone(&self.owner));
-        let lost = self
+        let (lost, generation) = self
             .inner
             .watchdog
             .register(&key, lease_d, renew, self.max_hold);
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
         let mut in_flight = InFlight {
             lock: self,
             key: Some(key.clone()),
-            first_hold: self.local_holds.load(Ordering::Acquire) == 0,
+            generation,
         };
         let sent_at = Instant::now();
         let lease_ms = millis(lease_d).to_string();
@@ -335,7 +344,7 @@ impl Lock {
         in_flight.settle();
         let (holds, value) = parse_pair(&frame)?;
         if holds <= 0 {
-            self.inner.watchdog.deregister(&key);
+            self.inner.watchdog.deregister(&key, generation);
             return Ok(Attempt::Held(value));
         }
         self.inner.watchdog.confirm(&key, sent_at);
@@ -343,6 +352,7 @@ impl Lock {
         let guard = LockGuard::new(
             self.clone(),
             key,
+            generation,
             holds.unsigned_abs(),
             (cfg.fencing && value > 0).then_some(value.unsigned_abs()),
             lease_d,
@@ -560,26 +570,31 @@ impl Lock {
 }
 
 /// An acquire in flight. Dropped while armed (cancelled, or the reply was
-/// lost), it stops watching the hold and, for a first hold, releases by
-/// owner in the background: the script may have run.
+/// lost), it stops watching the hold and, if no hold of this owner exists
+/// and no other attempt of it is in flight, releases by owner in the
+/// background: the script may have run. Otherwise the possible extra hold
+/// is left to end with its lease rather than risk ending a clone's hold.
 struct InFlight<'a> {
     lock: &'a Lock,
     key: Option<HoldKey>,
-    first_hold: bool,
+    generation: u64,
 }
 
 impl InFlight<'_> {
     /// The outcome is known; the caller takes over.
     fn settle(&mut self) {
-        self.key = None;
+        if self.key.take().is_some() {
+            self.lock.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
-        self.lock.inner.watchdog.deregister(&key);
-        if !self.first_hold {
+        let others = self.lock.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.lock.inner.watchdog.deregister(&key, self.generation);
+        if others > 0 || self.lock.local_holds.load(Ordering::Acquire) > 0 {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

@@ -57,7 +57,7 @@ impl Default for LocksConfig {
 impl LocksConfig {
     /// Sets the watchdog lease.
     pub fn watchdog_timeout(mut self, d: Duration) -> Self {
-        self.watchdog_timeout = d;
+        self.watchdog_timeout = crate::watchdog::clamp_span(d);
         self
     }
 

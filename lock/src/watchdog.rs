@@ -58,6 +58,10 @@ struct Hold {
     renew: bool,
     /// Guards and acquires in flight that refer to this hold.
     refs: usize,
+    /// Tells this entry from a later one for the same (name, owner): an
+    /// entry removed on loss and registered again is a different hold, and
+    /// the old guard's deregistration must not touch the new one.
+    generation: u64,
     /// Set once an acquire succeeded.
     confirmed: bool,
     registered_at: Instant,
@@ -127,7 +131,10 @@ impl Watchdog {
         lease: Duration,
         renew: bool,
         max_hold: Option<Duration>,
-    ) -> watch::Receiver<Option<LossReason>> {
+    ) -> (watch::Receiver<Option<LossReason>>, u64) {
+        static GENERATION: AtomicU64 = AtomicU64::new(1);
+        let lease = clamp_span(lease);
+        let max_hold = max_hold.map(clamp_span);
         let mut holds = self.holds();
         let now = Instant::now();
         let hold = holds.entry(key.clone()).or_insert_with(|| Hold {
@@ -135,6 +142,7 @@ impl Watchdog {
             lease,
             renew,
             refs: 0,
+            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             confirmed: false,
             registered_at: now,
             max_hold,
@@ -145,8 +153,13 @@ impl Watchdog {
             confirmed_at: now,
             lost: watch::channel(None).0,
         });
+        // A re-entry never shortens the key's expiry (the script only
+        // extends it), so the entry keeps the longest lease and renews if
+        // any hold asked for the watchdog.
+        hold.lease = hold.lease.max(lease);
+        hold.renew |= renew;
         hold.refs += 1;
-        hold.lost.subscribe()
+        (hold.lost.subscribe(), hold.generation)
     }
 
     /// The acquire sent at `sent_at` succeeded.
@@ -187,9 +200,13 @@ impl Watchdog {
     }
 
     /// Drops one reference; the hold stops being renewed at zero.
-    pub(crate) fn deregister(&self, key: &HoldKey) {
+    pub(crate) fn deregister(&self, key: &HoldKey, generation: u64) {
         let mut holds = self.holds();
         if let Some(h) = holds.get_mut(key) {
+            if h.generation != generation {
+                // That hold was lost and its entry replaced by a newer one.
+                return;
+            }
             h.refs = h.refs.saturating_sub(1);
             if h.refs == 0 {
                 holds.remove(key);
@@ -231,6 +248,10 @@ async fn run(
     loop {
         let Some(me) = shared.upgrade() else { return };
         let now = Instant::now();
+        // Until the real wake time is known, any hold confirmed meanwhile
+        // must wake the task (it may not be in this plan).
+        *me.planned_wake.lock().unwrap_or_else(|p| p.into_inner()) =
+            now + Duration::from_secs(3600);
         let (batches, to_track, wake) = plan(&me, &client, now);
         for batch in batches {
             me.renew_calls.fetch_add(1, Ordering::Relaxed);
@@ -478,7 +499,10 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
         match results.as_ref().map(|r| r[i]) {
             // -1: its slot's call failed; retry like a failed batch.
             Some(-1) | None => {
-                h.next_renew = Instant::now() + (h.lease / 10).min(Duration::from_millis(500));
+                // Retry after a pause (not shifted earlier by `early`), so a
+                // node that fails fast does not make the task spin.
+                h.next_renew =
+                    Instant::now() + (h.lease / 10).min(Duration::from_millis(500)) + h.lease / 6;
             }
             Some(1) => {
                 if sent_at > h.last_ok_sent {
@@ -513,6 +537,13 @@ fn local_deadline(shared: &Shared, h: &Hold) -> Instant {
     (h.last_ok_sent + h.lease)
         .checked_sub(drift)
         .unwrap_or(h.last_ok_sent)
+}
+
+/// Longest lease or max hold the arithmetic accepts (ten years): larger
+/// values, such as `Duration::MAX` meaning "no limit", are clamped so that
+/// `Instant + Duration` can never overflow.
+pub(crate) fn clamp_span(d: Duration) -> Duration {
+    d.min(Duration::from_secs(10 * 365 * 24 * 3600))
 }
 
 /// Milliseconds for PEXPIRE, at least 1.
