@@ -271,6 +271,31 @@ async fn with_client_tracking_a_deleted_lock_is_lost_at_once_not_at_renewal() {
         );
         drop(guard);
     }
+    // The server forgets tracking when a connection drops: after the lock's
+    // connection is killed and re-established, deletion is still seen at once.
+    let guard = locks.lock("tracked3").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(outsider);
+    server.cli(&["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while locks.client().ping().await.is_err() {
+        assert!(Instant::now() < deadline, "no reconnect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let outsider = Connection::connect(&server.url()).await.unwrap();
+    let changed = Instant::now();
+    outsider.del(["tracked3"]).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() fires after a reconnect too");
+    assert_eq!(reason, LossReason::Gone);
+    eprintln!(
+        "client tracking after reconnect: DEL → lost(): {:?}",
+        changed.elapsed()
+    );
+    drop(guard);
+    drop(outsider);
     // A hold that nobody touches is not disturbed by tracking.
     let guard = locks.lock("untouched").acquire().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;

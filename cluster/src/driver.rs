@@ -121,6 +121,10 @@ impl Driver {
                 },
             };
             self.shared.set_connected(Some(io.protocol));
+            if let Some(handler) = &self.shared.config.tracking {
+                // A new socket tracks nothing yet: tell the holder to read again.
+                handler.reset();
+            }
             let mut conn = Connected::new(
                 io,
                 self.shared.config.max_in_flight,

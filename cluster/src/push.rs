@@ -18,8 +18,9 @@ use keylatch_resp::Frame;
 pub enum Invalidation {
     /// These keys were modified, deleted or expired.
     Keys(Vec<Bytes>),
-    /// Everything may have changed (FLUSHALL, or the server's tracking table
-    /// overflowed).
+    /// Everything may have changed (FLUSHALL, the server's tracking table
+    /// overflowed, or the connection was re-established and the server
+    /// forgot what it tracked: read again to track again).
     All,
 }
 
@@ -45,6 +46,11 @@ impl InvalidationHandler {
     /// Wraps a callback.
     pub fn new(f: impl Fn(Invalidation) + Send + Sync + 'static) -> Self {
         Self(Arc::new(f))
+    }
+
+    /// The connection was (re)established: tracking starts from nothing.
+    pub(crate) fn reset(&self) {
+        (self.0)(Invalidation::All);
     }
 
     /// Interprets a push frame; calls the callback for invalidations.
