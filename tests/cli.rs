@@ -116,6 +116,17 @@ fn exit_code_passthrough_and_environment() {
     // A command that cannot be found: 127, as shells say.
     let o = run(&server, &["exec", "codes", "--", "/nonexistent/cmd"]);
     assert_eq!(o.status.code(), Some(127));
+    // A fixed lease that runs out stops the command: 76, within about the
+    // lease plus the grace period.
+    let t = Instant::now();
+    let o = run(
+        &server,
+        &[
+            "exec", "codes", "--lease", "300ms", "--grace", "100ms", "--", "sleep", "5",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(76), "{}", stderr(&o));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     // The lock was released each time.
     let o = run(&server, &["status", "codes", "--json"]);
     assert!(stdout(&o).contains(r#""state":"free""#), "{}", stdout(&o));
@@ -233,4 +244,69 @@ fn usage_and_connection_errors_exit_2_with_one_line() {
     let o = run(&server, &["exec", "--help"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("75") && stdout(&o).contains("76"));
+}
+
+#[test]
+fn ctrl_c_stops_the_command_and_releases() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let ready = dir.path().join("ready");
+    let mut holder = spawn_exec(
+        &server,
+        "intr",
+        &[],
+        &format!("echo up > {}; exec sleep 10", ready.display()),
+    );
+    wait_for(&ready);
+    // A second exec waiting for the lock, interrupted while it waits.
+    let mut waiter = keylatch(&server)
+        .args(["exec", "intr", "--wait", "10s", "--", "true"])
+        .spawn()
+        .unwrap();
+    // keylatch handles SIGINT from its first moments (before connecting);
+    // this pause only has to outlast process start-up.
+    std::thread::sleep(Duration::from_millis(500));
+    for child in [&waiter, &holder] {
+        let st = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    assert_eq!(waiter.wait().unwrap().code(), Some(130));
+    assert_eq!(holder.wait().unwrap().code(), Some(130));
+    let json = stdout(&run(&server, &["status", "intr", "--json"]));
+    assert!(json.contains(r#""state":"free""#), "{json}");
+}
+
+#[test]
+fn status_shows_fair_queue_waiters_and_other_types() {
+    let server = RedisServer::start();
+    server
+        .cli(&["RPUSH", "redisson_lock_queue:{fq}", "w:1", "w:2"])
+        .unwrap();
+    server.cli(&["HSET", "fq", "h:1", "2"]).unwrap();
+    server.cli(&["PEXPIRE", "fq", "60000"]).unwrap();
+    let json = stdout(&run(&server, &["status", "fq", "--json"]));
+    assert!(json.contains(r#""type":"fair""#), "{json}");
+    assert!(json.contains(r#""holders":{"h:1":2}"#), "{json}");
+    assert!(json.contains(r#""waiters":["w:1","w:2"]"#), "{json}");
+    let text = stdout(&run(&server, &["status", "fq"]));
+    assert!(text.contains("2 fair-queue waiter(s)"), "{text}");
+
+    server
+        .cli(&["HSET", "rw", "mode", "read", "r:1", "1"])
+        .unwrap();
+    let json = stdout(&run(&server, &["status", "rw", "--json"]));
+    assert!(json.contains(r#""type":"read-write""#), "{json}");
+    assert!(json.contains(r#""mode":"read""#), "{json}");
+    assert!(json.contains(r#""ttl_ms":-1"#), "{json}");
+
+    server.cli(&["SET", "sem", "3"]).unwrap();
+    let json = stdout(&run(&server, &["status", "sem", "--json"]));
+    assert!(
+        json.contains(r#""state":"other","type":"semaphore/latch""#),
+        "{json}"
+    );
+    assert!(json.contains(r#""value":"3""#), "{json}");
 }

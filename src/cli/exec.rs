@@ -141,9 +141,17 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     // Dropping the acquire on a signal is safe: an acquire whose reply had
     // not come back is released by owner in the background.
     let acquired = tokio::select! {
-        r = lock.try_acquire(a.wait, a.lease) => r,
-        _ = sigint.recv() => return Err(interrupted(&format!("waiting for lock {:?}", a.name))),
-        _ = sigterm.recv() => return Err(interrupted(&format!("waiting for lock {:?}", a.name))),
+        r = lock.try_acquire(a.wait, a.lease) => Some(r),
+        _ = sigint.recv() => None,
+        _ = sigterm.recv() => None,
+    };
+    let Some(acquired) = acquired else {
+        // The background release of a cancelled acquire would die with the
+        // runtime when we return; this one is awaited. Queued behind the
+        // acquire on the same connection, it frees a hold that the acquire
+        // may have taken just before the signal ("not owner" otherwise).
+        let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
+        return Err(interrupted(&format!("waiting for lock {:?}", a.name)));
     };
     let guard = match acquired {
         Ok(Some(g)) => g,
