@@ -1,8 +1,10 @@
 //! The `keylatch` command line.
 //!
 //! `keylatch demo` starts a local redis-server when none is reachable and
-//! shows the client and a contended lock at work. More subcommands (`exec`,
-//! `status`, `bench`) are planned.
+//! shows the client and a contended lock at work; `exec`, `status` and
+//! `unlock` live in [`cli`] (one file each). `bench` is planned.
+
+mod cli;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,12 +14,24 @@ use std::time::{Duration, Instant};
 use keylatch::{Cmd, Commands, Connection, Pipeline};
 use keylatch_harness::RedisServer;
 
-const USAGE: &str = "usage: keylatch demo [--url redis://host:port] [--seconds N] [--clients N]
+const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> --help for more)
 
-  demo   run a short demo of the client against --url, $KEYLATCH_URL, a
+  exec NAME [--wait 10s] [--lease 30s|watchdog] [--grace 5s] -- CMD [ARGS...]
+         run CMD while holding lock NAME; exits with CMD's code, 75 when the
+         lock is not had within --wait, 76 when it is lost while CMD runs
+         (CMD gets SIGTERM, SIGKILL after --grace), 130 on Ctrl-C
+  status NAME [--json]
+         holders, hold counts, TTL, type and fair-queue waiters of NAME
+  unlock --force NAME [--yes]
+         delete lock NAME whoever holds it, after confirmation
+  demo [--url redis://host:port] [--seconds N] [--clients N]
+         run a short demo of the client against --url, $KEYLATCH_URL, a
          redis-server on 127.0.0.1:6379, or (if none answers) a redis-server
          it starts itself on a free port (installing Debian's package first
-         when missing and running as root, unless KEYLATCH_NO_INSTALL=1)";
+         when missing and running as root, unless KEYLATCH_NO_INSTALL=1)
+
+Servers: --url (repeat for cluster seeds), else $KEYLATCH_URL (comma-
+separated), else redis://127.0.0.1:6379. Errors exit 2 with one line.";
 
 struct Args {
     url: Option<String>,
@@ -53,7 +67,30 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
-    let result = match argv.next().as_deref() {
+    let command = argv.next();
+    // Each subcommand's own --help, before any parsing that could fail.
+    let help = |usage: &str| {
+        println!("{usage}");
+        ExitCode::SUCCESS
+    };
+    let wants_help = |args: &[String]| {
+        args.iter()
+            .take_while(|a| *a != "--")
+            .any(|a| a == "-h" || a == "--help")
+    };
+    let result = match command.as_deref() {
+        Some(sub @ ("exec" | "status" | "unlock")) => {
+            let rest: Vec<String> = argv.collect();
+            let (usage, run): (&str, cli::Subcommand) = match sub {
+                "exec" => (cli::exec::USAGE, cli::exec::run),
+                "status" => (cli::status::USAGE, cli::status::run),
+                _ => (cli::unlock::USAGE, cli::unlock::run),
+            };
+            if wants_help(&rest) {
+                return help(usage);
+            }
+            return cli::finish(run(cli::args::Argv::new(rest.into_iter())));
+        }
         Some("demo") => parse(argv).and_then(|args| {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -68,10 +105,7 @@ fn main() -> ExitCode {
                     .map_err(|e| format!("demo task failed: {e}"))?
             })
         }),
-        Some("-h" | "--help" | "help") | None => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+        Some("-h" | "--help" | "help") | None => return help(USAGE),
         Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
     };
     match result {

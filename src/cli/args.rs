@@ -1,0 +1,114 @@
+//! Argument reading shared by the subcommands: flag values, durations,
+//! and the server URLs (`--url`, `$KEYLATCH_URL`, the default).
+
+use std::time::Duration;
+
+use super::Failure;
+
+/// Where the CLI connects when neither `--url` nor `$KEYLATCH_URL` says.
+pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// The arguments left after the subcommand's name, read front to back.
+pub(crate) struct Argv {
+    rest: std::vec::IntoIter<String>,
+}
+
+impl Argv {
+    pub(crate) fn new(args: impl Iterator<Item = String>) -> Self {
+        Self {
+            rest: args.collect::<Vec<_>>().into_iter(),
+        }
+    }
+
+    /// The next argument, if any.
+    pub(crate) fn next(&mut self) -> Option<String> {
+        self.rest.next()
+    }
+
+    /// The value of flag `name`, which must follow it.
+    pub(crate) fn value(&mut self, name: &str) -> Result<String, Failure> {
+        self.rest
+            .next()
+            .ok_or_else(|| Failure::usage(format!("{name} needs a value")))
+    }
+
+    /// Everything not read yet (the command after `--`).
+    pub(crate) fn remaining(self) -> Vec<String> {
+        self.rest.collect()
+    }
+}
+
+/// Parses `250ms`, `10s`, `1.5s`, `2m`, `1h`; a bare number means seconds.
+pub(crate) fn duration(flag: &str, text: &str) -> Result<Duration, Failure> {
+    let bad = || {
+        Failure::usage(format!(
+            "{flag} takes a duration such as 500ms, 10s or 2m, not {text:?}"
+        ))
+    };
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+}
+
+/// The seeds to connect to: every `--url` given, else `$KEYLATCH_URL`
+/// (commas separate several seeds), else [`DEFAULT_URL`].
+pub(crate) fn urls(given: Vec<String>) -> Vec<String> {
+    if !given.is_empty() {
+        return given;
+    }
+    match std::env::var("KEYLATCH_URL") {
+        Ok(v) if !v.trim().is_empty() => v
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        _ => vec![DEFAULT_URL.to_owned()],
+    }
+}
+
+/// The client configuration for `urls`, or a usage failure naming the bad URL.
+pub(crate) fn client_config(urls: &[String]) -> Result<keylatch::ClientConfig, Failure> {
+    let refs: Vec<&str> = urls.iter().map(String::as_str).collect();
+    keylatch::ClientConfig::from_urls(&refs).map_err(|e| Failure::usage(format!("{e}")))
+}
+
+/// "cannot connect to a, b: cause" — one line naming what was tried.
+pub(crate) fn connect_failure(urls: &[String], cause: impl std::fmt::Display) -> Failure {
+    Failure::usage(format!("cannot connect to {}: {cause}", urls.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_the_units_people_type() {
+        let d = |s| duration("--wait", s).map_err(|f| f.message);
+        assert_eq!(d("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(d("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(d("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(d("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(d("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(d("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(d("0"), Ok(Duration::ZERO));
+        for bad in ["", "s", "10x", "-1s", "1..2s", "ms10"] {
+            assert!(d(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn explicit_urls_win() {
+        let given = vec!["redis://a:1".to_owned(), "redis://b:2".to_owned()];
+        assert_eq!(urls(given.clone()), given);
+    }
+}

@@ -1,0 +1,354 @@
+//! `keylatch exec`: run a command while holding a lock, like `flock(1)`
+//! across machines (and `etcdctl lock` / `consul lock`).
+//!
+//! The order of events is the contract: acquire, then spawn; on the child's
+//! exit, release, then exit with its code. A lost lock or a signal to
+//! keylatch terminates the child (SIGTERM, then SIGKILL after `--grace`)
+//! *before* the lock is released, so the command never runs unlocked
+//! longer than the grace period.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use keylatch::{LockError, LockGuard, Locks, LocksConfig, LossReason};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::args::{self, Argv};
+use super::{runtime, Failure, EXIT_INTERRUPTED, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE};
+
+/// `keylatch exec --help`.
+pub(crate) const USAGE: &str = "\
+usage: keylatch exec NAME [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
+
+Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
+exits with CMD's exit code (128+N when CMD died of signal N).
+
+  --wait D     how long to wait for the lock (default 10s; 0 = one try)
+  --lease D    fixed lease: the lock expires after D and CMD is stopped then;
+               `watchdog` (default) renews the lock for as long as CMD runs
+  --grace D    time between SIGTERM and SIGKILL when CMD must stop (default 5s)
+  --url URL    server (repeat for cluster seeds); default $KEYLATCH_URL
+               (comma-separated), else redis://127.0.0.1:6379
+
+CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
+(the hold's fencing token: pass it to storage that rejects stale writers).
+
+Exit codes:
+  N     CMD's own exit code
+  2     usage error, server unreachable, or server error
+  75    the lock was not acquired within --wait (EX_TEMPFAIL)
+  76    the lock was lost while CMD ran; CMD got SIGTERM, then SIGKILL
+        after --grace
+  126   CMD could not be started; 127: CMD not found
+  130   interrupted (SIGINT/Ctrl-C; 143 for SIGTERM): CMD got SIGTERM,
+        then SIGKILL after --grace, and the lock was released";
+
+/// What `exec` was asked to do.
+#[derive(Debug)]
+struct ExecArgs {
+    name: String,
+    wait: Duration,
+    /// `None`: watchdog renewal.
+    lease: Option<Duration>,
+    grace: Duration,
+    urls: Vec<String>,
+    command: Vec<String>,
+}
+
+fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
+    let mut name = None;
+    let mut wait = Duration::from_secs(10);
+    let mut lease = None;
+    let mut grace = Duration::from_secs(5);
+    let mut urls = Vec::new();
+    while let Some(a) = argv.next() {
+        match a.as_str() {
+            "--" => break,
+            "--wait" => wait = args::duration("--wait", &argv.value("--wait")?)?,
+            "--lease" => {
+                let v = argv.value("--lease")?;
+                lease = match v.as_str() {
+                    "watchdog" => None,
+                    _ => Some(args::duration("--lease", &v)?),
+                };
+            }
+            "--grace" => grace = args::duration("--grace", &argv.value("--grace")?)?,
+            "--url" => urls.push(argv.value("--url")?),
+            flag if flag.starts_with('-') => {
+                return Err(Failure::usage(format!("exec: unknown option {flag:?}")))
+            }
+            _ if name.is_none() => name = Some(a),
+            other => {
+                return Err(Failure::usage(format!(
+                    "exec: unexpected {other:?}; put the command after `--`"
+                )))
+            }
+        }
+    }
+    if lease.is_some_and(|l| l.is_zero()) {
+        return Err(Failure::usage("exec: --lease must be longer than 0"));
+    }
+    let name = name.ok_or_else(|| Failure::usage("exec: missing the lock NAME"))?;
+    let command = argv.remaining();
+    if command.is_empty() {
+        return Err(Failure::usage("exec: missing the command after `--`"));
+    }
+    Ok(ExecArgs {
+        name,
+        wait,
+        lease,
+        grace,
+        urls: args::urls(urls),
+        command,
+    })
+}
+
+/// Entry point: parses, runs, and returns the exit code to use.
+pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
+    let a = parse(argv)?;
+    runtime()?.block_on(exec(a))
+}
+
+/// Why the wait on the child ended.
+enum Outcome {
+    Exited(std::io::Result<ExitStatus>),
+    Lost(LossReason),
+    Signalled(u8),
+}
+
+async fn exec(a: ExecArgs) -> Result<u8, Failure> {
+    // Registered before connecting: from here on SIGINT/SIGTERM are ours to
+    // handle, so an interrupt can never leave the child running unlocked.
+    let signal_failure = |e| Failure::usage(format!("cannot handle signals: {e}"));
+    let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
+    let interrupted = |what: &str| Failure {
+        code: EXIT_INTERRUPTED,
+        message: format!("interrupted while {what}"),
+    };
+
+    let cfg = args::client_config(&a.urls)?;
+    let locks = tokio::select! {
+        r = Locks::connect_with(cfg, LocksConfig::default()) => {
+            r.map_err(|e| args::connect_failure(&a.urls, e))?
+        }
+        _ = sigint.recv() => return Err(interrupted("connecting")),
+        _ = sigterm.recv() => return Err(interrupted("connecting")),
+    };
+    let lock = locks.lock(&a.name);
+    // Dropping the acquire on a signal is safe: an acquire whose reply had
+    // not come back is released by owner in the background.
+    let acquired = tokio::select! {
+        r = lock.try_acquire(a.wait, a.lease) => Some(r),
+        _ = sigint.recv() => None,
+        _ = sigterm.recv() => None,
+    };
+    let Some(acquired) = acquired else {
+        // The background release of a cancelled acquire would die with the
+        // runtime when we return; this one is awaited. Queued behind the
+        // acquire on the same connection, it frees a hold that the acquire
+        // may have taken just before the signal ("not owner" otherwise).
+        let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
+        return Err(interrupted(&format!("waiting for lock {:?}", a.name)));
+    };
+    let guard = match acquired {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            return Err(Failure {
+                code: EXIT_TIMEOUT,
+                message: format!(
+                    "lock {:?} is held by another owner; not acquired within {:?}",
+                    a.name, a.wait
+                ),
+            })
+        }
+        Err(e) => {
+            return Err(Failure::usage(format!(
+                "cannot acquire lock {:?}: {e}",
+                a.name
+            )))
+        }
+    };
+
+    let mut cmd = Command::new(&a.command[0]);
+    cmd.args(&a.command[1..])
+        .env("KEYLATCH_LOCK_NAME", &a.name)
+        .env("KEYLATCH_LOCK_OWNER", lock.owner());
+    match guard.fencing_token() {
+        Some(t) => cmd.env("KEYLATCH_FENCING_TOKEN", t.to_string()),
+        // An inherited token would belong to some other hold.
+        None => cmd.env_remove("KEYLATCH_FENCING_TOKEN"),
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            release(guard, &a.name).await;
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return Err(Failure {
+                code,
+                message: format!("cannot run {:?}: {e}", a.command[0]),
+            });
+        }
+    };
+
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let outcome = tokio::select! {
+        status = child.wait() => Outcome::Exited(status),
+        reason = &mut lost => Outcome::Lost(reason),
+        _ = sigint.recv() => Outcome::Signalled(EXIT_INTERRUPTED),
+        _ = sigterm.recv() => Outcome::Signalled(128 + 15),
+    };
+    match outcome {
+        Outcome::Exited(Ok(status)) => {
+            let code = exit_code(status);
+            match guard.unlock().await {
+                Ok(()) => Ok(code),
+                // The hold ended before the command did (expired or deleted
+                // behind us) and the loss signal had not fired yet: the
+                // command may have overlapped another holder, which the
+                // caller must hear about more than the command's own code.
+                Err(LockError::NotOwner { .. }) => Err(Failure {
+                    code: EXIT_LOST,
+                    message: format!(
+                        "lock {:?} was lost before the command finished (it exited {code})",
+                        a.name
+                    ),
+                }),
+                Err(e) => {
+                    eprintln!(
+                        "keylatch: releasing lock {:?} failed ({e}); it expires with its lease",
+                        a.name
+                    );
+                    Ok(code)
+                }
+            }
+        }
+        Outcome::Exited(Err(e)) => {
+            release(guard, &a.name).await;
+            Err(Failure::usage(format!(
+                "waiting for the command failed: {e}"
+            )))
+        }
+        Outcome::Lost(reason) => {
+            eprintln!(
+                "keylatch: lock {:?} lost while the command ran ({}); sending SIGTERM, SIGKILL after {:?}",
+                a.name,
+                describe(reason),
+                a.grace
+            );
+            terminate(&mut child, a.grace).await;
+            // After an Expired loss the key may still be ours (the server
+            // was unreachable, not the hold taken): release it if so.
+            let _ = guard.unlock().await;
+            Err(Failure {
+                code: EXIT_LOST,
+                message: String::new(),
+            })
+        }
+        Outcome::Signalled(code) => {
+            eprintln!(
+                "keylatch: interrupted; sending SIGTERM to the command, SIGKILL after {:?}",
+                a.grace
+            );
+            terminate(&mut child, a.grace).await;
+            release(guard, &a.name).await;
+            Err(Failure {
+                code,
+                message: String::new(),
+            })
+        }
+    }
+}
+
+/// Releases and reports a failure on stderr only: the exit code already
+/// says what mattered, and the lease ends an unreleased hold anyway.
+async fn release(guard: LockGuard, name: &str) {
+    if let Err(e) = guard.unlock().await {
+        eprintln!("keylatch: releasing lock {name:?} failed ({e}); it expires with its lease");
+    }
+}
+
+/// SIGTERM, up to `grace` for the child to exit, then SIGKILL.
+async fn terminate(child: &mut Child, grace: Duration) {
+    if let Some(pid) = child.id() {
+        // std and tokio can send only SIGKILL; kill(1) spares a libc
+        // dependency for one call. The pid cannot be reused yet: the child
+        // is not reaped until we wait for it.
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+            return;
+        }
+    }
+    // Sends SIGKILL (if still running) and reaps.
+    let _ = child.kill().await;
+}
+
+/// The child's exit code, or 128 + signal as shells report a killed child.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c & 0xff) as u8,
+        (None, Some(s)) => (128 + s).clamp(0, 255) as u8,
+        (None, None) => EXIT_USAGE,
+    }
+}
+
+fn describe(reason: LossReason) -> &'static str {
+    match reason {
+        LossReason::Gone => "deleted or taken over on the server",
+        LossReason::Expired => "lease ran out without a successful renewal",
+        LossReason::MaxHold => "maximum hold time reached",
+        _ => "lost",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<ExecArgs, String> {
+        parse(Argv::new(s.split(' ').map(str::to_owned))).map_err(|f| f.message)
+    }
+
+    #[test]
+    fn defaults_and_the_command_after_the_separator() {
+        let a = parse_str("jobs --url redis://h:1 -- sh -c true").unwrap();
+        assert_eq!(a.name, "jobs");
+        assert_eq!(a.wait, Duration::from_secs(10));
+        assert_eq!(a.lease, None);
+        assert_eq!(a.grace, Duration::from_secs(5));
+        assert_eq!(a.urls, ["redis://h:1"]);
+        assert_eq!(a.command, ["sh", "-c", "true"]);
+        let a = parse_str("jobs --wait 200ms --lease 3s --grace 1s -- true").unwrap();
+        assert_eq!(
+            (a.wait, a.lease, a.grace),
+            (
+                Duration::from_millis(200),
+                Some(Duration::from_secs(3)),
+                Duration::from_secs(1)
+            )
+        );
+    }
+
+    #[test]
+    fn usage_errors_say_what_is_wrong() {
+        assert!(parse_str("jobs").unwrap_err().contains("command"));
+        assert!(parse_str("-- true").unwrap_err().contains("NAME"));
+        assert!(parse_str("jobs true").unwrap_err().contains("--"));
+        assert!(parse_str("jobs --wait soon -- true")
+            .unwrap_err()
+            .contains("--wait"));
+        assert!(parse_str("jobs --lease 0 -- true")
+            .unwrap_err()
+            .contains("--lease"));
+    }
+}

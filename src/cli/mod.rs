@@ -1,0 +1,71 @@
+//! The `keylatch` subcommands besides `demo`: `exec`, `status`, `unlock`.
+//!
+//! Layout:
+//! - [`args`]: the hand-written argument reader, durations, server URLs.
+//! - [`exec`]: run a command while holding a lock (the distributed `flock`).
+//! - [`status`]: what a lock name holds right now, for people and scripts.
+//! - [`unlock`]: force-release a lock, with confirmation.
+//!
+//! Every subcommand returns a [`Failure`] (exit code + one-line message)
+//! instead of printing and exiting itself, so `main` owns the process exit.
+
+pub(crate) mod args;
+pub(crate) mod exec;
+pub(crate) mod status;
+pub(crate) mod unlock;
+
+use std::process::ExitCode;
+
+/// Usage errors, unreachable servers, server errors (the demo's code too).
+pub(crate) const EXIT_USAGE: u8 = 2;
+/// The lock could not be had within `--wait` (sysexits' EX_TEMPFAIL: try again later).
+pub(crate) const EXIT_TIMEOUT: u8 = 75;
+/// The lock was lost while the command ran; the command was terminated.
+pub(crate) const EXIT_LOST: u8 = 76;
+/// Interrupted (Ctrl-C), as shells report SIGINT: 128 + 2.
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+
+/// A subcommand's unhappy ending: the exit code and a one-line message
+/// (printed as `keylatch: <message>`; empty prints nothing).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    /// A usage or connection error (exit 2).
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+}
+
+/// A subcommand's entry point: the arguments after its name in, the exit
+/// code out.
+pub(crate) type Subcommand = fn(args::Argv) -> Result<u8, Failure>;
+
+/// Prints the failure, if any, and turns the outcome into the process exit.
+pub(crate) fn finish(result: Result<u8, Failure>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            if !f.message.is_empty() {
+                eprintln!("keylatch: {}", f.message);
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// A runtime for one subcommand. Two workers are plenty: the CLI waits on
+/// one lock and one child.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))
+}

@@ -1,0 +1,356 @@
+//! `keylatch status`: what a lock name holds right now, read-only.
+//!
+//! The type is detected from the data, in Redisson's layouts: a hash whose
+//! fields are owners with numeric hold counts is a reentrant lock (fair
+//! when `redisson_lock_queue:{NAME}` exists), a hash with a `mode` field is
+//! a read-write lock, a plain string is a semaphore or latch (permits or
+//! count), and no key means free.
+
+use bytes::Bytes;
+use keylatch::{Client, Cmd, Commands, Frame};
+
+use super::args::{self, Argv};
+use super::{runtime, Failure};
+
+/// `keylatch status --help`.
+pub(crate) const USAGE: &str = "\
+usage: keylatch status NAME [--json] [--url URL]...
+
+Shows lock NAME: state (free, held, other), the type detected (reentrant,
+fair, read-write, semaphore/latch), holders with hold counts, TTL, fair-queue
+waiters and the last fencing token issued. Reads only.
+
+  --json     one JSON object: {\"name\",\"state\",\"type\",\"ttl_ms\" (null when
+             free, -1 without expiry),\"holders\" {owner: count},\"mode\",
+             \"value\",\"waiters\" [owner...],\"fencing_token\"}
+  --url URL  server (repeat for cluster seeds); default $KEYLATCH_URL, else
+             redis://127.0.0.1:6379
+
+Exit codes: 0 (whatever the state), 2 usage error or server unreachable.";
+
+/// What was found under a lock name.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Status {
+    pub(crate) name: String,
+    /// The Redis type of the key (`none` when free).
+    pub(crate) redis_type: String,
+    /// PTTL in ms: `None` when missing, -1 without expiry.
+    pub(crate) ttl_ms: Option<i64>,
+    /// Owner → hold count, in the server's order.
+    pub(crate) holders: Vec<(String, i64)>,
+    /// A read-write lock's `mode` (`read` / `write`).
+    pub(crate) mode: Option<String>,
+    /// A string key's value (a semaphore's permits, a latch's count).
+    pub(crate) value: Option<String>,
+    /// Fair-queue waiters, head first.
+    pub(crate) waiters: Vec<String>,
+    /// The last fencing token issued for this name.
+    pub(crate) fencing_token: Option<u64>,
+}
+
+impl Status {
+    /// `free` (no key), `held` (a lock hash with holders), `other` (some
+    /// other value: a semaphore, a latch, or not a lock at all).
+    pub(crate) fn state(&self) -> &'static str {
+        match self.redis_type.as_str() {
+            "none" => "free",
+            "hash" if !self.holders.is_empty() => "held",
+            _ => "other",
+        }
+    }
+
+    /// The lock type the data looks like.
+    pub(crate) fn kind(&self) -> String {
+        match self.redis_type.as_str() {
+            "none" if self.waiters.is_empty() => "none".to_owned(),
+            "none" => "fair".to_owned(),
+            "hash" if self.mode.is_some() => "read-write".to_owned(),
+            "hash" if !self.waiters.is_empty() => "fair".to_owned(),
+            "hash" => "reentrant".to_owned(),
+            "string" => "semaphore/latch".to_owned(),
+            other => format!("unknown ({other})"),
+        }
+    }
+
+    /// The one-object JSON form (`--json`).
+    pub(crate) fn to_json(&self) -> String {
+        let mut out = String::with_capacity(256);
+        out.push_str("{\"name\":");
+        json_string(&mut out, &self.name);
+        out.push_str(",\"state\":");
+        json_string(&mut out, self.state());
+        out.push_str(",\"type\":");
+        json_string(&mut out, &self.kind());
+        out.push_str(",\"ttl_ms\":");
+        match self.ttl_ms {
+            Some(t) => out.push_str(&t.to_string()),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"holders\":{");
+        for (i, (owner, count)) in self.holders.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            json_string(&mut out, owner);
+            out.push(':');
+            out.push_str(&count.to_string());
+        }
+        out.push_str("},\"mode\":");
+        json_opt(&mut out, self.mode.as_deref());
+        out.push_str(",\"value\":");
+        json_opt(&mut out, self.value.as_deref());
+        out.push_str(",\"waiters\":[");
+        for (i, w) in self.waiters.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            json_string(&mut out, w);
+        }
+        out.push_str("],\"fencing_token\":");
+        match self.fencing_token {
+            Some(t) => out.push_str(&t.to_string()),
+            None => out.push_str("null"),
+        }
+        out.push('}');
+        out
+    }
+
+    /// The human form.
+    pub(crate) fn to_text(&self) -> String {
+        let mut out = format!("lock {:?}: {}", self.name, self.state());
+        if self.redis_type != "none" {
+            out.push_str(&format!(" ({})", self.kind()));
+        }
+        match self.ttl_ms {
+            Some(-1) => out.push_str(", no expiry"),
+            Some(ms) if ms >= 0 => out.push_str(&format!(", ttl {:.1}s", ms as f64 / 1000.0)),
+            _ => {}
+        }
+        if let Some(m) = &self.mode {
+            out.push_str(&format!(", mode {m}"));
+        }
+        if let Some(v) = &self.value {
+            out.push_str(&format!(", value {v}"));
+        }
+        for (owner, count) in &self.holders {
+            out.push_str(&format!("\n  holder {owner}  count {count}"));
+        }
+        if !self.waiters.is_empty() {
+            out.push_str(&format!("\n  {} fair-queue waiter(s):", self.waiters.len()));
+            for w in &self.waiters {
+                out.push_str(&format!("\n    {w}"));
+            }
+        }
+        if let Some(t) = self.fencing_token {
+            out.push_str(&format!("\n  last fencing token {t}"));
+        }
+        out
+    }
+}
+
+fn json_opt(out: &mut String, s: Option<&str>) {
+    match s {
+        Some(s) => json_string(out, s),
+        None => out.push_str("null"),
+    }
+}
+
+/// Appends `s` as a JSON string: quotes, backslashes and control characters
+/// escaped (owner ids and names are user data).
+pub(crate) fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag:
+/// Redisson's naming of a lock's companion keys (as in the lock crate).
+pub(crate) fn companion(prefix: &str, name: &str) -> String {
+    if keylatch::cluster::hash_tag(name.as_bytes()).len() < name.len() {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+fn text(f: &Frame) -> Option<String> {
+    f.as_bytes()
+        .map(|b: &Bytes| String::from_utf8_lossy(b).into_owned())
+}
+
+/// Sends one command; error replies become errors.
+async fn ask(client: &Client, cmd: Cmd) -> Result<Frame, String> {
+    match client.send(cmd).await {
+        Ok(Frame::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
+        Ok(f) => Ok(f),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Reads everything `status` shows about `name`.
+pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> {
+    let mut st = Status {
+        name: name.to_owned(),
+        ..Status::default()
+    };
+    st.redis_type =
+        text(&ask(client, Cmd::new("TYPE").key(name)).await?).unwrap_or_else(|| "none".to_owned());
+    match st.redis_type.as_str() {
+        "hash" => {
+            let pairs: Vec<(Frame, Frame)> =
+                match ask(client, Cmd::new("HGETALL").key(name)).await? {
+                    Frame::Map(m) => m,
+                    Frame::Array(items) => {
+                        let mut it = items.into_iter();
+                        let mut pairs = Vec::new();
+                        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                            pairs.push((k, v));
+                        }
+                        pairs
+                    }
+                    other => return Err(format!("unexpected HGETALL reply: {other}")),
+                };
+            for (k, v) in pairs {
+                let (Some(k), v) = (text(&k), text(&v)) else {
+                    continue;
+                };
+                if k == "mode" {
+                    st.mode = v;
+                } else if let Some(n) = v.as_deref().and_then(|v| v.parse::<i64>().ok()) {
+                    st.holders.push((k, n));
+                }
+            }
+        }
+        "string" => st.value = text(&ask(client, Cmd::new("GET").key(name)).await?),
+        _ => {}
+    }
+    st.ttl_ms = match ask(client, Cmd::new("PTTL").key(name)).await? {
+        Frame::Integer(-2) => None,
+        Frame::Integer(ms) => Some(ms),
+        other => return Err(format!("unexpected PTTL reply: {other}")),
+    };
+    let queue = companion("redisson_lock_queue", name);
+    if let Frame::Array(items) = ask(
+        client,
+        Cmd::new("LRANGE").key(queue.as_str()).arg(0).arg(-1),
+    )
+    .await?
+    {
+        st.waiters = items.iter().filter_map(text).collect();
+    }
+    let token = companion("redisson_lock_token", name);
+    st.fencing_token = ask(client, Cmd::new("GET").key(token.as_str()))
+        .await
+        .ok()
+        .and_then(|f| text(&f))
+        .and_then(|t| t.parse().ok());
+    Ok(st)
+}
+
+/// Entry point: parses, reads, prints.
+pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
+    let mut name = None;
+    let mut json = false;
+    let mut urls = Vec::new();
+    while let Some(a) = argv.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--url" => urls.push(argv.value("--url")?),
+            flag if flag.starts_with('-') => {
+                return Err(Failure::usage(format!("status: unknown option {flag:?}")))
+            }
+            _ if name.is_none() => name = Some(a),
+            other => return Err(Failure::usage(format!("status: unexpected {other:?}"))),
+        }
+    }
+    let name = name.ok_or_else(|| Failure::usage("status: missing the lock NAME"))?;
+    let urls = args::urls(urls);
+    let cfg = args::client_config(&urls)?;
+    let st = runtime()?.block_on(async {
+        let client = Client::connect_with(cfg)
+            .await
+            .map_err(|e| args::connect_failure(&urls, e))?;
+        read(&client, &name)
+            .await
+            .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))
+    })?;
+    println!("{}", if json { st.to_json() } else { st.to_text() });
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes_user_data() {
+        let mut s = String::new();
+        json_string(&mut s, "a\"b\\c\nd\u{1}é");
+        assert_eq!(s, r#""a\"b\\c\nd\u0001é""#);
+    }
+
+    #[test]
+    fn json_shape_of_a_held_and_a_free_lock() {
+        let held = Status {
+            name: "jobs".into(),
+            redis_type: "hash".into(),
+            ttl_ms: Some(29_000),
+            holders: vec![("u:1".into(), 2)],
+            fencing_token: Some(7),
+            ..Status::default()
+        };
+        assert_eq!(
+            held.to_json(),
+            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7}"#
+        );
+        let free = Status {
+            name: "jobs".into(),
+            redis_type: "none".into(),
+            ..Status::default()
+        };
+        assert!(free
+            .to_json()
+            .contains(r#""state":"free","type":"none","ttl_ms":null"#));
+    }
+
+    #[test]
+    fn types_detected_from_the_data() {
+        let mut st = Status {
+            redis_type: "hash".into(),
+            holders: vec![("u:1".into(), 1)],
+            ..Status::default()
+        };
+        assert_eq!(st.kind(), "reentrant");
+        st.waiters.push("u:2".into());
+        assert_eq!(st.kind(), "fair");
+        st.mode = Some("read".into());
+        assert_eq!(st.kind(), "read-write");
+        st.redis_type = "string".into();
+        assert_eq!(
+            (st.kind().as_str(), st.state()),
+            ("semaphore/latch", "other")
+        );
+    }
+
+    #[test]
+    fn companion_keys_follow_the_lock_crate() {
+        assert_eq!(
+            companion("redisson_lock_queue", "x"),
+            "redisson_lock_queue:{x}"
+        );
+        assert_eq!(
+            companion("redisson_lock_queue", "{t}x"),
+            "redisson_lock_queue:{t}x"
+        );
+    }
+}
