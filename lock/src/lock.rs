@@ -314,8 +314,14 @@ impl Lock {
             generation,
         };
         let sent_at = Instant::now();
-        let lease_ms = millis(lease_d).to_string();
-        let ttl_ms = millis(cfg.token_idle_ttl).to_string();
+        // Watchdog holds (the common case) reuse the preformatted lease.
+        let fixed_ms;
+        let lease_ms = if renew {
+            self.inner.watchdog_ms.as_str()
+        } else {
+            fixed_ms = millis(lease_d).to_string();
+            fixed_ms.as_str()
+        };
         let reply = self
             .inner
             .client
@@ -323,9 +329,9 @@ impl Lock {
                 &REENTRANT_ACQUIRE,
                 &[self.names.key.as_str(), self.names.token.as_str()],
                 &[
-                    lease_ms.as_str(),
+                    lease_ms,
                     &self.owner,
-                    ttl_ms.as_str(),
+                    self.inner.token_ttl_ms.as_str(),
                     if cfg.fencing { "1" } else { "0" },
                 ],
             )
@@ -423,7 +429,6 @@ impl Lock {
     }
 
     pub(crate) async fn release(&self, token: Option<u64>) -> LockResult<bool> {
-        let lease_ms = millis(self.inner.config.watchdog_timeout).to_string();
         let token = token.unwrap_or(0).to_string();
         let reply = self
             .inner
@@ -437,7 +442,7 @@ impl Lock {
                 ],
                 &[
                     "0",
-                    lease_ms.as_str(),
+                    self.inner.watchdog_ms.as_str(),
                     &self.owner,
                     self.inner.publish_command(),
                     token.as_str(),

@@ -12,7 +12,7 @@ use keylatch_cluster::{
 use crate::error::LockResult;
 use crate::lock::Lock;
 use crate::waiters::WaitQueues;
-use crate::watchdog::Watchdog;
+use crate::watchdog::{clamp_span, millis, Watchdog};
 
 /// Settings shared by every lock of one [`Locks`].
 ///
@@ -82,6 +82,10 @@ pub(crate) struct Inner {
     pub(crate) watchdog: Watchdog,
     pub(crate) waiters: Arc<WaitQueues>,
     pubsub: tokio::sync::OnceCell<PubSub>,
+    /// Script arguments fixed by the configuration, formatted once rather
+    /// than on every acquire and release.
+    pub(crate) watchdog_ms: String,
+    pub(crate) token_ttl_ms: String,
 }
 
 impl Inner {
@@ -236,12 +240,14 @@ impl Locks {
         Self {
             inner: Arc::new(Inner {
                 client,
-                config,
                 client_id: uuid::Uuid::new_v4().to_string(),
                 next_handle: AtomicU64::new(1),
                 watchdog,
                 waiters: Arc::new(WaitQueues::default()),
                 pubsub: tokio::sync::OnceCell::new(),
+                watchdog_ms: millis(clamp_span(config.watchdog_timeout)).to_string(),
+                token_ttl_ms: millis(config.token_idle_ttl).to_string(),
+                config,
             }),
         }
     }
