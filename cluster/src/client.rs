@@ -451,6 +451,8 @@ async fn cluster_pipeline(
     let mut groups: Vec<(Connection, Vec<usize>)> = Vec::new();
     let mut addrs: Vec<String> = Vec::new();
     let mut retry: Vec<usize> = Vec::new();
+    let mut resolved: std::collections::HashMap<Option<u16>, Option<usize>> =
+        std::collections::HashMap::new();
     for (i, (cmd, _)) in entries.iter().enumerate() {
         let slot = match command_slot(cmd) {
             Ok(s) => s,
@@ -459,18 +461,32 @@ async fn cluster_pipeline(
                 continue;
             }
         };
-        match router.connection_for_slot(slot).await {
-            Ok(conn) => {
-                let addr = seed_addr(conn.config());
-                match addrs.iter().position(|a| *a == addr) {
-                    Some(g) => groups[g].1.push(i),
-                    None => {
-                        addrs.push(addr);
-                        groups.push((conn, vec![i]));
+        // One lookup per distinct slot: an unserved slot or a dead node
+        // costs one refresh or connect attempt per pipeline, not per entry.
+        let group = match resolved.get(&slot) {
+            Some(g) => *g,
+            None => {
+                let g = match router.connection_for_slot(slot).await {
+                    Ok(conn) => {
+                        let addr = seed_addr(conn.config());
+                        Some(match addrs.iter().position(|a| *a == addr) {
+                            Some(g) => g,
+                            None => {
+                                addrs.push(addr);
+                                groups.push((conn, Vec::new()));
+                                groups.len() - 1
+                            }
+                        })
                     }
-                }
+                    Err(_) => None,
+                };
+                resolved.insert(slot, g);
+                g
             }
-            Err(_) => retry.push(i),
+        };
+        match group {
+            Some(g) => groups[g].1.push(i),
+            None => retry.push(i),
         }
     }
     let parts = join_all(groups.iter().map(|(conn, idx)| {
