@@ -136,11 +136,23 @@ fn main() {
     let server = keylatch_harness::RedisServer::start();
     let url = server.url();
     let port = server.port();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    // `--runtime current`: one thread, so client CPU is the clients' own
+    // work rather than the multi-thread scheduler's wake-ups between workers.
+    let current = std::env::args()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[0] == "--runtime" && w[1] == "current");
+    let rt = if current {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    }
+    .expect("runtime");
     rt.block_on(async move {
         tokio::spawn(async move { run(url, port, rounds, seconds).await })
             .await
@@ -164,12 +176,60 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         redis::Script::new(REENTRANT_RELEASE.source()),
     ));
     let rs = Arc::new(rslock::LockManager::new(vec![url.clone()]));
-    let profile = arg("--profile-keylatch", 0);
-    if profile > 0 {
-        // Only keylatch's 64-task scenario, for a profiler.
-        let (p, c, w) = distinct(&Contender::Keylatch(locks.clone()), profile).await;
+    if std::env::args().any(|a| a == "--sizes") {
+        // Future sizes on the request path: each is memcpy'd when moved.
+        let lock = locks.lock_with_owner("size", "size:1");
+        let conn = locks.client().connection_for_key("size").await.expect("conn");
         println!(
-            "keylatch only: {:.0} pairs/s, {:.2} µs CPU per pair",
+            "try_acquire {} B, acquire {} B, eval_script {} B, conn.send {} B",
+            std::mem::size_of_val(&lock.try_acquire(Duration::ZERO, None)),
+            std::mem::size_of_val(&lock.acquire()),
+            std::mem::size_of_val(&locks.client().eval_script(&REENTRANT_ACQUIRE, &["a"], &["b"])),
+            std::mem::size_of_val(&conn.send(keylatch_resp::Cmd::new("PING"))),
+        );
+        return;
+    }
+    // Profiling modes: one client, one scenario (`--redis-rs` picks redis-rs).
+    let solo = if std::env::args().any(|a| a == "--redis-rs") {
+        Contender::RedisRs(
+            rr.clone(),
+            Arc::new((
+                redis::Script::new(REENTRANT_ACQUIRE.source()),
+                redis::Script::new(REENTRANT_RELEASE.source()),
+            )),
+        )
+    } else {
+        Contender::Keylatch(locks.clone())
+    };
+    let profile_seq = arg("--profile-seq", 0);
+    if profile_seq > 0 {
+        let mut c = solo;
+        let p = c.prepare("seq-lock", "bench:1");
+        let start = Instant::now();
+        let mut lat = Vec::new();
+        let cpu0 = process_cpu();
+        while start.elapsed() < Duration::from_secs(profile_seq) {
+            let t = Instant::now();
+            c.pair(&p).await;
+            lat.push(t.elapsed());
+        }
+        let cpu = process_cpu() - cpu0;
+        let n = lat.len();
+        let s = summarise(&mut lat);
+        println!(
+            "{} sequential: {n} pairs, p50 {:.1} µs, {:.2} µs CPU per pair",
+            c.name(),
+            s.p50.as_secs_f64() * 1e6,
+            cpu.as_secs_f64() * 1e6 / n.max(1) as f64
+        );
+        return;
+    }
+    let profile = arg("--profile-distinct", 0);
+    if profile > 0 {
+        let (p, c, w) = distinct(&solo, profile).await;
+        println!(
+            "{} 64 tasks: {:.0} pairs/s, {:.2} µs CPU per pair",
+            solo.name(),
             p as f64 / w.as_secs_f64(),
             c.as_secs_f64() * 1e6 / p.max(1) as f64
         );
