@@ -292,6 +292,18 @@ impl Locks {
         self.inner.watchdog.renew_calls()
     }
 
+    /// Renewal rounds the watchdog has run (wake-ups that renewed anything):
+    /// `renewal_calls` per round is the batching actually achieved.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let per_round = locks.renewal_calls() as f64 / locks.renewal_rounds().max(1) as f64;
+    /// # }
+    /// ```
+    pub fn renewal_rounds(&self) -> u64 {
+        self.inner.watchdog.renew_rounds()
+    }
+
     /// Holds the watchdog currently watches.
     pub fn watched_holds(&self) -> usize {
         self.inner.watchdog.len()

@@ -10,6 +10,14 @@
 //! if a node refuses that, per slot), and the calls run concurrently and
 //! independently.
 //!
+//! Rounds run on a fixed grid per lease, one every third of the lease, and
+//! each round takes every hold last renewed at least half an interval
+//! earlier. Holds taken at scattered times therefore fall into the same
+//! round after their first renewal, and N holds on one node cost
+//! ⌈N / [`RENEW_BATCH`]⌉ calls per interval, not a call per small group of
+//! holds that happened to become due together. No hold waits longer than
+//! 1.5 intervals (half a lease) between renewals.
+//!
 //! Loss is signalled when a renewal finds the hold gone, when no renewal has
 //! succeeded by the local deadline (the last successful renewal's *send*
 //! time + lease − drift allowance: past it the server may have expired the
@@ -71,6 +79,9 @@ struct Hold {
     next_renew: Instant,
     /// A renewal call for this hold is in flight.
     renewing: bool,
+    /// Renew at `early(self)` without waiting for the grid: the last
+    /// renewal failed, or an invalidation asks for a check now.
+    off_grid: bool,
     /// A tracked read (PTTL) was issued, so a change by anyone else is
     /// pushed to us at once.
     tracked: bool,
@@ -86,6 +97,8 @@ pub(crate) struct Shared {
     /// When the task will next look at the holds unless woken.
     planned_wake: Mutex<Instant>,
     pub(crate) renew_calls: AtomicU64,
+    /// Rounds that sent at least one renewal.
+    pub(crate) renew_rounds: AtomicU64,
     /// Invalidation pushes arrive (client tracking is on): holds older than
     /// [`TRACK_AFTER`] get a tracked read.
     tracking: bool,
@@ -113,6 +126,7 @@ impl Watchdog {
             drift_permille,
             planned_wake: Mutex::new(Instant::now()),
             renew_calls: AtomicU64::new(0),
+            renew_rounds: AtomicU64::new(0),
             tracking: invalidations.is_some(),
         });
         tokio::spawn(run(Arc::downgrade(&shared), client, invalidations));
@@ -149,6 +163,7 @@ impl Watchdog {
             last_ok_sent: now,
             next_renew: now + lease / 3,
             renewing: false,
+            off_grid: false,
             tracked: false,
             confirmed_at: now,
             lost: watch::channel(None).0,
@@ -175,9 +190,10 @@ impl Watchdog {
                 h.confirmed_at = Instant::now();
             }
             h.confirmed = true;
-            // The earliest the task must look at this hold: its (early)
-            // renewal, its deadline, or its max hold.
-            let mut due = early(h).min(local_deadline(&self.shared, h));
+            // The latest the task may look at this hold: its overdue time
+            // (it is normally renewed earlier, by the next grid round, which
+            // the task wakes for anyway), its deadline, or its max hold.
+            let mut due = overdue(h).min(local_deadline(&self.shared, h));
             if let Some(m) = h.max_hold {
                 due = due.min(h.registered_at + m);
             }
@@ -226,6 +242,11 @@ impl Watchdog {
         self.shared.renew_calls.load(Ordering::Relaxed)
     }
 
+    /// Renewal rounds (wake-ups that sent renewals) so far.
+    pub(crate) fn renew_rounds(&self) -> u64 {
+        self.shared.renew_rounds.load(Ordering::Relaxed)
+    }
+
     /// Holds currently watched.
     pub(crate) fn len(&self) -> usize {
         self.holds().len()
@@ -245,6 +266,8 @@ async fn run(
     client: Client,
     mut invalidations: Option<mpsc::UnboundedReceiver<Invalidation>>,
 ) {
+    // Next round per lease (the task's own state: only `plan` reads it).
+    let mut grid: Grid = HashMap::new();
     loop {
         let Some(me) = shared.upgrade() else { return };
         let now = Instant::now();
@@ -252,7 +275,10 @@ async fn run(
         // must wake the task (it may not be in this plan).
         *me.planned_wake.lock().unwrap_or_else(|p| p.into_inner()) =
             now + Duration::from_secs(3600);
-        let (batches, to_track, wake) = plan(&me, &client, now);
+        let (batches, to_track, wake) = plan(&me, &client, now, &mut grid);
+        if !batches.is_empty() {
+            me.renew_rounds.fetch_add(1, Ordering::Relaxed);
+        }
         for batch in batches {
             me.renew_calls.fetch_add(1, Ordering::Relaxed);
             let me = Arc::clone(&me);
@@ -307,6 +333,7 @@ fn invalidated(shared: &Shared, inv: Invalidation) {
             // Tracking is one-shot: read again after the check.
             h.tracked = false;
             h.next_renew = now;
+            h.off_grid = true;
         }
     }
 }
@@ -334,7 +361,15 @@ fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
-fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Vec<String>, Wake) {
+/// The next round's time per lease.
+type Grid = HashMap<Duration, Instant>;
+
+fn plan(
+    shared: &Shared,
+    client: &Client,
+    now: Instant,
+    grid: &mut Grid,
+) -> (Vec<Batch>, Vec<String>, Wake) {
     let mut to_track = Vec::new();
     let cluster = client.is_cluster();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
@@ -343,6 +378,9 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Vec<Stri
     let mut groups: HashMap<(Option<String>, u16, Duration), Vec<HoldKey>> = HashMap::new();
     let mut wake = Wake::default();
     let mut dead = Vec::new();
+    // Leases with renewable holds; a lease seen for the first time starts
+    // its grid with a round now.
+    let mut seen: Vec<Duration> = Vec::new();
     for (key, h) in holds.iter_mut() {
         if !h.confirmed {
             continue;
@@ -370,10 +408,15 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Vec<Stri
             }
         }
         if h.renew && !h.renewing {
-            // Holds due within the next sixth of a lease go now too: renewing
-            // a little early is harmless, and holds taken at scattered times
-            // fall into common rounds instead of one small call each.
-            if now >= early(h) {
+            if !seen.contains(&h.lease) {
+                seen.push(h.lease);
+            }
+            let round = *grid.entry(h.lease).or_insert(now);
+            // In a grid round every hold renewed at least half an interval
+            // ago goes (renewing early is harmless, and it keeps holds in
+            // common rounds); off the grid only retries and overdue holds.
+            let eligible = now >= early(h) && (now >= round || h.off_grid || now >= overdue(h));
+            if eligible {
                 h.renewing = true;
                 let group = if !cluster {
                     (None, 0, h.lease)
@@ -384,10 +427,12 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Vec<Stri
                     }
                 };
                 groups.entry(group).or_default().push(key.clone());
+            } else if h.off_grid {
+                wake.renew = earliest(wake.renew, early(h));
             } else {
-                // Wake when the first hold is due, and take with it every
-                // hold due within the next sixth of a lease (see above).
-                wake.renew = earliest(wake.renew, h.next_renew);
+                // Normally the next grid round takes it (the grid's own wake
+                // is added below); `overdue` is the backstop.
+                wake.renew = earliest(wake.renew, overdue(h));
             }
         }
         if let Some(m) = h.max_hold {
@@ -396,6 +441,20 @@ fn plan(shared: &Shared, client: &Client, now: Instant) -> (Vec<Batch>, Vec<Stri
     }
     for k in dead {
         holds.remove(&k);
+    }
+    drop(holds);
+    grid.retain(|lease, _| seen.contains(lease));
+    for (lease, round) in grid.iter_mut() {
+        let interval = *lease / 3;
+        if now >= *round {
+            // Next round one interval on; a task that slept past it (busy
+            // runtime) starts again from now rather than firing twice.
+            *round += interval;
+            if *round <= now {
+                *round = now + interval;
+            }
+        }
+        wake.renew = earliest(wake.renew, *round);
     }
     let mut batches = Vec::new();
     for ((node, _, lease), keys) in groups {
@@ -496,6 +555,7 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
             continue;
         };
         h.renewing = false;
+        h.off_grid = false;
         match results.as_ref().map(|r| r[i]) {
             // -1: its slot's call failed; retry like a failed batch.
             Some(-1) | None => {
@@ -503,6 +563,7 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
                 // node that fails fast does not make the task spin.
                 h.next_renew =
                     Instant::now() + (h.lease / 10).min(Duration::from_millis(500)) + h.lease / 6;
+                h.off_grid = true;
             }
             Some(1) => {
                 if sent_at > h.last_ok_sent {
@@ -522,12 +583,21 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
     shared.wake.notify_one();
 }
 
-/// When a hold may be renewed: a sixth of a lease before it is due, so holds
-/// taken at scattered times share rounds (renewing early is harmless).
+/// When a hold may be renewed: a sixth of a lease (half an interval) before
+/// it is due, so holds taken at scattered times share rounds (renewing early
+/// is harmless).
 fn early(h: &Hold) -> Instant {
     h.next_renew
         .checked_sub(h.lease / 6)
         .unwrap_or(h.next_renew)
+}
+
+/// When a hold is renewed even off the grid: half an interval past due
+/// (1.5 intervals, half a lease, after its last success). Grid rounds come
+/// every interval, so this is only reached when the grid is not running yet
+/// for its lease, or the task was held up.
+fn overdue(h: &Hold) -> Instant {
+    h.next_renew + h.lease / 6
 }
 
 /// Send time of the last success + lease − drift allowance: past it the

@@ -385,7 +385,7 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         k_rate / poll_rate.max(1.0)
     );
     println!(
-        "10,000 held locks: {calls} renewal calls over 3 intervals (~{per_round:.0} per interval); client RSS +{mem_kib} KiB ({} B per hold)",
+        "10,000 held locks: {calls} renewal calls over 3 intervals ({per_round:.1} per round, one round per interval); client RSS +{mem_kib} KiB ({} B per hold)",
         mem_kib * 1024 / 10_000
     );
 }
@@ -551,12 +551,19 @@ async fn many_held(url: &str) -> (u64, f64, u64) {
         guards.extend(h.await.expect("task"));
     }
     let mem = rss_kib().saturating_sub(before);
-    let c0 = locks.renewal_calls();
+    // Start just after a round, so the window holds whole rounds.
+    let r = locks.renewal_rounds();
+    while locks.renewal_rounds() == r {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (c0, r0) = (locks.renewal_calls(), locks.renewal_rounds());
     let interval = lease / 3;
     tokio::time::sleep(interval * 3).await;
     let calls = locks.renewal_calls() - c0;
+    let rounds = locks.renewal_rounds() - r0;
     for g in guards {
         let _ = g.unlock().await;
     }
-    (calls, calls as f64 / 3.0, mem)
+    (calls, calls as f64 / rounds.max(1) as f64, mem)
 }
