@@ -179,12 +179,20 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     if std::env::args().any(|a| a == "--sizes") {
         // Future sizes on the request path: each is memcpy'd when moved.
         let lock = locks.lock_with_owner("size", "size:1");
-        let conn = locks.client().connection_for_key("size").await.expect("conn");
+        let conn = locks
+            .client()
+            .connection_for_key("size")
+            .await
+            .expect("conn");
         println!(
             "try_acquire {} B, acquire {} B, eval_script {} B, conn.send {} B",
             std::mem::size_of_val(&lock.try_acquire(Duration::ZERO, None)),
             std::mem::size_of_val(&lock.acquire()),
-            std::mem::size_of_val(&locks.client().eval_script(&REENTRANT_ACQUIRE, &["a"], &["b"])),
+            std::mem::size_of_val(
+                &locks
+                    .client()
+                    .eval_script(&REENTRANT_ACQUIRE, &["a"], &["b"])
+            ),
             std::mem::size_of_val(&conn.send(keylatch_resp::Cmd::new("PING"))),
         );
         return;
