@@ -263,6 +263,93 @@ async fn request_timeout_is_typed_and_the_late_reply_is_discarded() {
     assert_eq!(v, "x");
 }
 
+#[tokio::test]
+async fn a_short_timeout_queued_behind_a_long_one_fires_on_time() {
+    // Deadlines are enforced by the connection task with one timer armed for
+    // the earliest deadline; a shorter timeout arriving later must move it.
+    let server = RedisServer::start();
+    let cfg = ConnectionConfig::from_url(&server.url())
+        .unwrap()
+        .request_timeout(Some(Duration::from_secs(10)));
+    let conn = Connection::connect_with(cfg).await.unwrap();
+    let slow = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.send(Cmd::new("BLPOP").key("nothing").arg("2")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let err = conn
+        .send_timeout(Cmd::new("PING"), Some(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout), "{err}");
+    // The PING's reply waits behind the BLPOP's (2 s): it must not.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "timed out after {:?}",
+        started.elapsed()
+    );
+    // The long request is unaffected and the connection stays paired.
+    assert_eq!(slow.await.unwrap().unwrap(), Frame::Null);
+    assert_eq!(
+        conn.send(Cmd::new("ECHO").arg("after")).await.unwrap(),
+        "after"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_against_a_paused_server_fails_in_time_and_recovers() {
+    // Callers whose requests wait in the queue (the task takes no more while
+    // the in-flight cap is reached) have no timer of their own: when requests
+    // time out with the queue full, the connection is given up and rebuilt,
+    // so nobody waits past their timeout for a server that does not answer.
+    let server = RedisServer::start();
+    let mut cfg = ConnectionConfig::from_url(&server.url())
+        .unwrap()
+        .request_timeout(Some(Duration::from_millis(300)))
+        .queue_capacity(2);
+    cfg.max_in_flight = 1;
+    let conn = Connection::connect_with(cfg).await.unwrap();
+    conn.ping().await.unwrap();
+    server.pause().unwrap();
+    let started = Instant::now();
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let conn = conn.clone();
+        calls.push(tokio::spawn(async move {
+            let r = conn.ping().await;
+            (r, Instant::now())
+        }));
+    }
+    for c in calls {
+        let (r, at) = tokio::time::timeout(Duration::from_secs(10), c)
+            .await
+            .expect("a caller hung behind a full queue")
+            .unwrap();
+        let err = r.unwrap_err();
+        assert!(
+            matches!(err, Error::Timeout | Error::Disconnected),
+            "typed failure expected, got {err}"
+        );
+        assert!(
+            at.duration_since(started) < Duration::from_secs(5),
+            "a caller waited {:?}",
+            at.duration_since(started)
+        );
+    }
+    server.resume().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match conn.ping().await {
+            Ok(()) => break,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no recovery after resume: {e}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_death_fails_pending_fast_and_the_handle_reconnects() {
     let mut server = RedisServer::start();

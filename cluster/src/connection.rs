@@ -210,19 +210,40 @@ impl Connection {
 
     async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {
         let (tx, rx) = oneshot::channel();
-        let request = Request {
+        let deadline = deadline(timeout);
+        self.enqueue(Request {
             payload,
             tx: ReplyTx::One(tx),
-        };
-        let frame = with_timeout(timeout, async {
-            self.tx
-                .send(request)
-                .await
-                .map_err(|_| Error::ConnectionClosed)?;
-            rx.await.unwrap_or(Err(Error::ConnectionClosed))
+            deadline,
         })
         .await?;
-        check(frame)
+        // The connection task answers by the deadline (a timeout, a reply,
+        // or the socket's failure): no timer of our own on this path.
+        check(rx.await.unwrap_or(Err(Error::ConnectionClosed))?)
+    }
+
+    /// Queues a request: at once when there is room (the common case, no
+    /// timer), else waiting for room until the request's deadline.
+    async fn enqueue(&self, request: Request) -> Result<()> {
+        match self.tx.try_send(request) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Error::ConnectionClosed),
+            Err(mpsc::error::TrySendError::Full(request)) => {
+                let deadline = request.deadline;
+                let send = async {
+                    self.tx
+                        .send(request)
+                        .await
+                        .map_err(|_| Error::ConnectionClosed)
+                };
+                match deadline {
+                    Some(d) => tokio::time::timeout_at(d, send)
+                        .await
+                        .unwrap_or(Err(Error::Timeout)),
+                    None => send.await,
+                }
+            }
+        }
     }
 
     /// Sends one command and converts the reply.
@@ -274,18 +295,13 @@ impl Connection {
             refuse(cmd)?;
         }
         let (tx, rx) = oneshot::channel();
-        let request = Request {
+        self.enqueue(Request {
             payload: Payload::Many(cmds),
             tx: ReplyTx::Many(tx),
-        };
-        let frames = with_timeout(self.shared.config.request_timeout, async {
-            self.tx
-                .send(request)
-                .await
-                .map_err(|_| Error::ConnectionClosed)?;
-            rx.await.unwrap_or(Err(Error::ConnectionClosed))
+            deadline: deadline(self.shared.config.request_timeout),
         })
         .await?;
+        let frames = rx.await.unwrap_or(Err(Error::ConnectionClosed))?;
         Ok(frames.into_iter().map(check).collect())
     }
 
@@ -355,14 +371,8 @@ fn refuse(cmd: &Cmd) -> Result<()> {
     Ok(())
 }
 
-async fn with_timeout<T>(
-    timeout: Option<Duration>,
-    fut: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    match timeout {
-        Some(d) => tokio::time::timeout(d, fut)
-            .await
-            .unwrap_or(Err(Error::Timeout)),
-        None => fut.await,
-    }
+/// When a request sent now with `timeout` stops waiting (`None`: never, as
+/// for a timeout too large to represent).
+fn deadline(timeout: Option<Duration>) -> Option<tokio::time::Instant> {
+    timeout.and_then(|d| tokio::time::Instant::now().checked_add(d))
 }

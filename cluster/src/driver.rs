@@ -7,9 +7,15 @@
 //! the oldest pending request per reply. Reading never waits for writing to
 //! finish. When the socket fails, every pending request is failed at once and
 //! the task reconnects with backoff, failing new requests fast meanwhile.
+//!
+//! Request timeouts are enforced here, not by a timer per caller: each
+//! request carries its deadline, and the task keeps one timer armed for the
+//! earliest deadline it has seen. With one timeout for all requests the
+//! deadlines arrive in order, so the timer is re-armed only when it fires
+//! (then the pending queue is scanned once), never per request.
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,6 +26,7 @@ use keylatch_resp::{Cmd, Decoder, Frame, Limits};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, Sleep};
 
 use crate::backoff::Backoff;
 use crate::connection::Shared;
@@ -71,16 +78,24 @@ impl ReplyTx {
 pub(crate) struct Request {
     pub(crate) payload: Payload,
     pub(crate) tx: ReplyTx,
+    /// When the caller stops waiting (`None`: never).
+    pub(crate) deadline: Option<Instant>,
 }
 
 /// A request written to the socket whose replies have not all come.
 struct Pending {
-    tx: ReplyTx,
+    /// `None` once the caller was told it timed out: the replies are still
+    /// read (to keep the pairing) and dropped.
+    tx: Option<ReplyTx>,
+    deadline: Option<Instant>,
     /// Replies still expected (pipelines).
     remaining: usize,
     /// Replies collected so far (pipelines only; empty for single commands).
     frames: Vec<Frame>,
 }
+
+/// How long a lone timer sleeps when no request has a deadline.
+const IDLE_TIMER: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 /// Why the connected phase ended.
 enum Exit {
@@ -112,6 +127,8 @@ impl Driver {
             self.shared.config.reconnect_min,
             self.shared.config.reconnect_max,
         );
+        // The deadline timer, kept across reconnects (one allocation).
+        let mut timer: Option<Pin<Box<Sleep>>> = None;
         loop {
             let io = match self.io.take() {
                 Some(io) => io,
@@ -129,6 +146,7 @@ impl Driver {
                 io,
                 self.shared.config.max_in_flight,
                 self.shared.config.tracking.clone(),
+                timer.take(),
             );
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
             self.shared.set_connected(None);
@@ -136,6 +154,7 @@ impl Driver {
                 Exit::Done => return,
                 Exit::Failed(e) => conn.fail_all(&e),
             }
+            timer = Some(conn.timer);
         }
     }
 
@@ -192,10 +211,18 @@ struct Connected {
     /// Counted by `dispatch`: replies handed out since `poll` last looked.
     answered_since_poll: usize,
     tracking: Option<InvalidationHandler>,
+    /// Fires at `timer_at`: the earliest deadline taken since it last fired.
+    timer: Pin<Box<Sleep>>,
+    timer_at: Option<Instant>,
 }
 
 impl Connected {
-    fn new(io: Established, max_in_flight: usize, tracking: Option<InvalidationHandler>) -> Self {
+    fn new(
+        io: Established,
+        max_in_flight: usize,
+        tracking: Option<InvalidationHandler>,
+        timer: Option<Pin<Box<Sleep>>>,
+    ) -> Self {
         let mut rbuf = io.read_buf;
         rbuf.reserve(READ_CHUNK);
         Self {
@@ -208,6 +235,9 @@ impl Connected {
             rx_closed: false,
             answered_since_poll: 0,
             tracking,
+            timer: timer
+                .unwrap_or_else(|| Box::pin(tokio::time::sleep_until(Instant::now() + IDLE_TIMER))),
+            timer_at: None,
         }
     }
 
@@ -228,6 +258,12 @@ impl Connected {
             }
             answered += self.answered_since_poll;
             self.answered_since_poll = 0;
+            if self.timer_at.is_some() && self.timer.as_mut().poll(cx).is_ready() {
+                if let Some(e) = self.expire() {
+                    return Poll::Ready(Exit::Failed(e));
+                }
+                progress = true;
+            }
             if self.rx_closed && self.pending.is_empty() && self.wbuf.is_empty() {
                 return Poll::Ready(Exit::Done);
             }
@@ -272,6 +308,14 @@ impl Connected {
                     if req.tx.is_closed() {
                         continue;
                     }
+                    if let Some(d) = req.deadline {
+                        // Deadlines of one timeout arrive in order: the
+                        // timer moves only for an earlier one.
+                        if self.timer_at.map_or(true, |at| d < at) {
+                            self.timer_at = Some(d);
+                            self.timer.as_mut().reset(d);
+                        }
+                    }
                     let remaining = match &req.payload {
                         Payload::One(cmd) => {
                             cmd.encode(&mut self.wbuf);
@@ -289,12 +333,13 @@ impl Connected {
                             cmds.len()
                         }
                     };
-                    let frames = match req.tx {
+                    let frames = match &req.tx {
                         ReplyTx::Many(_) => Vec::with_capacity(remaining),
                         ReplyTx::One(_) => Vec::new(),
                     };
                     self.pending.push_back(Pending {
-                        tx: req.tx,
+                        tx: Some(req.tx),
+                        deadline: req.deadline,
                         remaining,
                         frames,
                     });
@@ -367,30 +412,66 @@ impl Connected {
             )));
         };
         front.remaining -= 1;
-        let done = front.remaining == 0;
-        if let ReplyTx::Many(_) = front.tx {
-            front.frames.push(frame);
-            if done {
-                if let Some(p) = self.pending.pop_front() {
-                    if let ReplyTx::Many(tx) = p.tx {
-                        // Caller gone: the replies were read, nothing else to do.
-                        let _ = tx.send(Ok(p.frames));
-                    }
-                }
+        if front.remaining > 0 {
+            if let Some(ReplyTx::Many(_)) = front.tx {
+                front.frames.push(frame);
             }
-        } else if let Some(p) = self.pending.pop_front() {
-            if let ReplyTx::One(tx) = p.tx {
-                let _ = tx.send(Ok(frame));
+            return Ok(());
+        }
+        if let Some(p) = self.pending.pop_front() {
+            // Caller gone or timed out: the replies were read, nothing else
+            // to do.
+            match p.tx {
+                Some(ReplyTx::Many(tx)) => {
+                    let mut frames = p.frames;
+                    frames.push(frame);
+                    drop(tx.send(Ok(frames)));
+                }
+                Some(ReplyTx::One(tx)) => drop(tx.send(Ok(frame))),
+                None => {}
             }
         }
         Ok(())
     }
 
+    /// The timer fired: tells every caller past its deadline that it timed
+    /// out and re-arms for the earliest deadline still waiting. Returns an
+    /// error (the connection is given up) when requests timed out while the
+    /// queue is full: the server is not answering, and callers waiting for
+    /// room would otherwise wait without bound.
+    fn expire(&mut self) -> Option<Error> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut expired = false;
+        for p in &mut self.pending {
+            match p.deadline {
+                Some(d) if d <= now => {
+                    if let Some(tx) = p.tx.take() {
+                        tx.fail(Error::Timeout);
+                        expired = true;
+                    }
+                }
+                Some(d) if p.tx.is_some() => next = Some(next.map_or(d, |n| n.min(d))),
+                _ => {}
+            }
+        }
+        self.timer_at = next;
+        self.timer
+            .as_mut()
+            .reset(next.unwrap_or_else(|| now + IDLE_TIMER));
+        let blocked =
+            self.pending.len() >= self.max_in_flight || self.wbuf.len() >= WRITE_HIGH_WATER;
+        (expired && blocked).then_some(Error::Timeout)
+    }
+
     /// Fails every pending request with the socket's error.
     fn fail_all(&mut self, e: &Error) {
         for p in self.pending.drain(..) {
-            p.tx.fail(e.clone());
+            if let Some(tx) = p.tx {
+                tx.fail(e.clone());
+            }
         }
+        self.timer_at = None;
         self.wbuf.clear();
         self.rbuf.clear();
         self.decoder.reset();

@@ -302,7 +302,7 @@ impl Lock {
             Some(l) => (crate::watchdog::clamp_span(l), false),
             None => (crate::watchdog::clamp_span(cfg.watchdog_timeout), true),
         };
-        let key: HoldKey = (self.names.key.clone(), Arc::clone(&self.owner));
+        let key: HoldKey = (Arc::clone(&self.names.key), Arc::clone(&self.owner));
         let (lost, generation) = self
             .inner
             .watchdog
@@ -327,7 +327,7 @@ impl Lock {
             .client
             .eval_script(
                 &REENTRANT_ACQUIRE,
-                &[self.names.key.as_str(), self.names.token.as_str()],
+                &[&*self.names.key, self.names.token.as_str()],
                 &[
                     lease_ms,
                     &self.owner,
@@ -375,7 +375,7 @@ impl Lock {
                 let conn = self
                     .inner
                     .client
-                    .connection_for_key(self.names.key.as_str())
+                    .connection_for_key(&*self.names.key)
                     .await?;
                 let addr = conn.config().addr();
                 let n = self
@@ -396,7 +396,7 @@ impl Lock {
         let conn = self
             .inner
             .client
-            .connection_for_key(self.names.key.as_str())
+            .connection_for_key(&*self.names.key)
             .await?;
         let acked = conn
             .wait(u32::try_from(wanted).unwrap_or(u32::MAX), timeout)
@@ -436,7 +436,7 @@ impl Lock {
             .eval_script(
                 &REENTRANT_RELEASE,
                 &[
-                    self.names.key.as_str(),
+                    &*self.names.key,
                     self.names.channel.as_str(),
                     self.names.token.as_str(),
                 ],
@@ -451,7 +451,7 @@ impl Lock {
             .await?;
         match reply {
             Frame::Null => Err(LockError::NotOwner {
-                name: self.names.key.clone(),
+                name: self.names.key.to_string(),
             }),
             Frame::Integer(n) => Ok(n == 1),
             other => Err(LockError::Protocol(other.to_string())),
@@ -475,7 +475,7 @@ impl Lock {
         Ok(self
             .inner
             .client
-            .cmd(Cmd::new("EXISTS").key(self.names.key.as_str()))
+            .cmd(Cmd::new("EXISTS").key(&*self.names.key))
             .await?)
     }
 
@@ -513,11 +513,7 @@ impl Lock {
         let n: Option<u64> = self
             .inner
             .client
-            .cmd(
-                Cmd::new("HGET")
-                    .key(self.names.key.as_str())
-                    .arg(&*self.owner),
-            )
+            .cmd(Cmd::new("HGET").key(&*self.names.key).arg(&*self.owner))
             .await?;
         Ok(n.unwrap_or(0))
     }
@@ -536,13 +532,11 @@ impl Lock {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn remaining_ttl(&self) -> LockResult<Option<Duration>> {
-        Ok(
-            match self.inner.client.pttl(self.names.key.as_str()).await? {
-                Ttl::Expires(d) => Some(d),
-                Ttl::Persistent => Some(Duration::MAX),
-                Ttl::Missing => None,
-            },
-        )
+        Ok(match self.inner.client.pttl(&*self.names.key).await? {
+            Ttl::Expires(d) => Some(d),
+            Ttl::Persistent => Some(Duration::MAX),
+            Ttl::Missing => None,
+        })
     }
 
     /// Deletes the lock whoever holds it and wakes waiters. `true` when
@@ -566,7 +560,7 @@ impl Lock {
             .client
             .eval_script(
                 &FORCE_UNLOCK,
-                &[self.names.key.as_str(), self.names.channel.as_str()],
+                &[&*self.names.key, self.names.channel.as_str()],
                 &["0", self.inner.publish_command()],
             )
             .await?;

@@ -4,11 +4,14 @@
 //! hashes to the lock's slot; a name that already holds a `{` keeps the
 //! user's own hash tag instead (`prefix:name`), as Redisson does.
 
+use std::sync::Arc;
+
 /// The names one reentrant lock uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LockNames {
-    /// The lock hash: the user's name.
-    pub(crate) key: String,
+    /// The lock hash: the user's name (shared: every acquire's watchdog
+    /// entry refers to it, so cloning must not allocate).
+    pub(crate) key: Arc<str>,
     /// `redisson_lock__channel:{name}`.
     pub(crate) channel: String,
     /// `redisson_lock_token:{name}`.
@@ -18,7 +21,7 @@ pub(crate) struct LockNames {
 impl LockNames {
     pub(crate) fn new(name: &str) -> Self {
         Self {
-            key: name.to_owned(),
+            key: Arc::from(name),
             channel: companion("redisson_lock__channel", name),
             token: companion("redisson_lock_token", name),
         }

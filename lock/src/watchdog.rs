@@ -57,7 +57,7 @@ pub enum LossReason {
 
 /// Identity of a hold in the watchdog: one per (lock key, owner), shared by
 /// re-entries.
-pub(crate) type HoldKey = (String, Arc<str>);
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
 
 struct Hold {
     slot: u16,
@@ -402,7 +402,7 @@ fn plan(
         if shared.tracking && !h.tracked {
             if now >= h.confirmed_at + TRACK_AFTER {
                 h.tracked = true;
-                to_track.push(key.0.clone());
+                to_track.push(key.0.to_string());
             } else {
                 wake.urgent = earliest(wake.urgent, h.confirmed_at + TRACK_AFTER);
             }
@@ -487,7 +487,7 @@ async fn renew(shared: &Shared, client: &Client, batch: Batch) {
 /// One multi-slot call on the node that serves the first key.
 async fn renew_on_node(client: &Client, batch: &Batch) -> Option<Vec<i64>> {
     let first = batch.keys.first()?;
-    let conn = client.connection_for_key(first.0.as_str()).await.ok()?;
+    let conn = client.connection_for_key(&*first.0).await.ok()?;
     let mut args: Vec<&str> = Vec::with_capacity(batch.keys.len() * 2 + 1);
     let lease = millis(batch.lease).to_string();
     args.push(&lease);
@@ -528,7 +528,7 @@ async fn renew_call(client: &Client, keys: &[HoldKey], lease: Duration) -> Optio
 }
 
 fn script_args(keys: &[HoldKey], lease: Duration) -> (Vec<&str>, Vec<String>) {
-    let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    let names: Vec<&str> = keys.iter().map(|(k, _)| &**k).collect();
     let mut args: Vec<String> = Vec::with_capacity(keys.len() + 1);
     args.push(millis(lease).to_string());
     args.extend(keys.iter().map(|(_, o)| o.to_string()));
