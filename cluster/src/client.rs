@@ -362,16 +362,20 @@ impl Commands for Client {
             match &self.inner {
                 Inner::Standalone(conn) => match conn.send(cmd).await {
                     Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                        // Load and retry in one write on this node.
+                        // Load and retry in one write on this node (boxed:
+                        // rare, and inline it would enlarge every call).
                         let p: Pipeline = [script.load_cmd(), script.evalsha_cmd(keys, args)]
                             .into_iter()
                             .collect();
-                        let mut replies = conn.pipeline(p).await?;
-                        let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
-                        match replies.pop() {
-                            Some(Err(load_err)) => Err(load_err),
-                            _ => retry,
-                        }
+                        Box::pin(async move {
+                            let mut replies = conn.pipeline(p).await?;
+                            let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
+                            match replies.pop() {
+                                Some(Err(load_err)) => Err(load_err),
+                                _ => retry,
+                            }
+                        })
+                        .await
                     }
                     other => other,
                 },

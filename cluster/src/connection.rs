@@ -228,20 +228,10 @@ impl Connection {
         match self.tx.try_send(request) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Error::ConnectionClosed),
+            // Boxed: the wait (a timer and a semaphore acquire) is rare, and
+            // inline it would make every request's future larger.
             Err(mpsc::error::TrySendError::Full(request)) => {
-                let deadline = request.deadline;
-                let send = async {
-                    self.tx
-                        .send(request)
-                        .await
-                        .map_err(|_| Error::ConnectionClosed)
-                };
-                match deadline {
-                    Some(d) => tokio::time::timeout_at(d, send)
-                        .await
-                        .unwrap_or(Err(Error::Timeout)),
-                    None => send.await,
-                }
+                Box::pin(self.enqueue_when_room(request)).await
             }
         }
     }
@@ -303,6 +293,22 @@ impl Connection {
         .await?;
         let frames = rx.await.unwrap_or(Err(Error::ConnectionClosed))?;
         Ok(frames.into_iter().map(check).collect())
+    }
+
+    async fn enqueue_when_room(&self, request: Request) -> Result<()> {
+        let deadline = request.deadline;
+        let send = async {
+            self.tx
+                .send(request)
+                .await
+                .map_err(|_| Error::ConnectionClosed)
+        };
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d, send)
+                .await
+                .unwrap_or(Err(Error::Timeout)),
+            None => send.await,
+        }
     }
 
     /// The protocol of the current socket, or `None` while reconnecting.

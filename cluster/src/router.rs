@@ -80,12 +80,16 @@ impl Node {
     }
 
     async fn connection(&self, base: &ConnectionConfig) -> Result<Connection> {
-        self.conn
-            .get_or_try_init(|| async {
-                Connection::connect_with(node_config(base, &self.addr)?).await
-            })
-            .await
-            .cloned()
+        if let Some(conn) = self.conn.get() {
+            return Ok(conn.clone());
+        }
+        // Boxed: connecting happens once per node, and inline its future
+        // would enlarge every routed request's.
+        Box::pin(self.conn.get_or_try_init(|| async {
+            Connection::connect_with(node_config(base, &self.addr)?).await
+        }))
+        .await
+        .cloned()
     }
 }
 
@@ -298,8 +302,8 @@ impl Router {
                     // Nobody serves the slot (failover under way): refresh
                     // and try again after a pause.
                     last = Error::from_server_error(b"CLUSTERDOWN slot not served");
-                    self.refresh(false).await.ok();
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    Box::pin(self.refresh(false)).await.ok();
+                    pause(backoff.next_delay()).await;
                     continue;
                 }
             };
@@ -309,7 +313,7 @@ impl Router {
                     note_tried(&mut tried, &node.addr);
                     last = e;
                     self.refresh_soon();
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    pause(backoff.next_delay()).await;
                     continue;
                 }
             };
@@ -336,16 +340,16 @@ impl Router {
                     ServerErrorKind::TryAgain
                     | ServerErrorKind::Loading
                     | ServerErrorKind::MasterDown,
-                ) => tokio::time::sleep(backoff.next_delay()).await,
+                ) => pause(backoff.next_delay()).await,
                 Some(ServerErrorKind::ClusterDown) => {
                     self.refresh_soon();
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    pause(backoff.next_delay()).await;
                 }
                 _ if matches!(err, Error::Disconnected) => {
                     // Not sent: the node is down or reconnecting. Another
                     // node may know who serves the slot now.
                     self.refresh_soon();
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    pause(backoff.next_delay()).await;
                 }
                 _ => return Err(err),
             }
@@ -507,6 +511,12 @@ pub(crate) fn command_slot(cmd: &Cmd) -> Result<Option<u16>> {
 
 /// Sends on one connection: with `ASKING` first when redirected by ASK, and
 /// with `SCRIPT LOAD` + retry in one write when a script is missing.
+/// A retry pause, boxed: retries are rare, and an inline timer would
+/// enlarge every routed request's future.
+async fn pause(d: std::time::Duration) {
+    Box::pin(tokio::time::sleep(d)).await;
+}
+
 pub(crate) async fn run(
     conn: &Connection,
     cmd: &Arc<Cmd>,
@@ -516,7 +526,7 @@ pub(crate) async fn run(
     let first = if asking {
         // Rare (slot migration): the copy for the two-command write is fine.
         let pair = [Cmd::new("ASKING"), Cmd::clone(cmd)];
-        last_of(conn.pipeline(pair.into_iter().collect()).await?)
+        last_of(Box::pin(conn.pipeline(pair.into_iter().collect())).await?)
     } else {
         conn.send_shared(Arc::clone(cmd)).await
     };
@@ -531,7 +541,7 @@ pub(crate) async fn run(
                 batch.push(Cmd::new("ASKING"));
             }
             batch.push(Cmd::clone(cmd));
-            let replies = conn.pipeline(batch.into_iter().collect()).await?;
+            let replies = Box::pin(conn.pipeline(batch.into_iter().collect())).await?;
             // A failed load explains the failure better than the retry's NOSCRIPT.
             let load_idx = usize::from(asking);
             if let Some(Err(e)) = replies.get(load_idx) {
