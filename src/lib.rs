@@ -37,3 +37,5 @@ pub use keylatch_lock::{
     Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, ReplicaSync,
 };
 pub use keylatch_resp::{Cmd, Frame};
+
+pub mod bench;
