@@ -198,7 +198,11 @@ impl Histogram {
         if self.total == 0 {
             return Duration::ZERO;
         }
-        let p = if p.is_nan() { 100.0 } else { p.clamp(0.0, 100.0) };
+        let p = if p.is_nan() {
+            100.0
+        } else {
+            p.clamp(0.0, 100.0)
+        };
         if p == 0.0 {
             return self.min();
         }
@@ -329,7 +333,10 @@ mod tests {
     fn empty_extreme_and_odd_inputs_do_not_panic() {
         let mut h = Histogram::new();
         assert_eq!(h.percentile(50.0), Duration::ZERO);
-        assert_eq!((h.min(), h.max(), h.mean()), (Duration::ZERO, Duration::ZERO, Duration::ZERO));
+        assert_eq!(
+            (h.min(), h.max(), h.mean()),
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO)
+        );
         assert_eq!(h.buckets().count(), 0);
         h.record(Duration::ZERO);
         h.record(Duration::from_secs(3600)); // beyond HIGHEST: last bucket, exact max
@@ -346,13 +353,19 @@ mod tests {
         let (mut a, mut b, mut both) = (Histogram::new(), Histogram::new(), Histogram::new());
         for i in 0..1000u64 {
             let d = Duration::from_nanos(i * i * 37 + 500);
-            if i % 3 == 0 { a.record(d) } else { b.record(d) }
+            if i % 3 == 0 {
+                a.record(d)
+            } else {
+                b.record(d)
+            }
             both.record(d);
         }
         a.merge(&b);
         assert_eq!(a, both);
         let cdf: Vec<Bucket> = a.buckets().collect();
-        assert!(cdf.windows(2).all(|w| w[0].high < w[1].high && w[0].cumulative < w[1].cumulative));
+        assert!(cdf
+            .windows(2)
+            .all(|w| w[0].high < w[1].high && w[0].cumulative < w[1].cumulative));
         assert_eq!(cdf.last().map(|b| b.cumulative), Some(1000));
     }
 }

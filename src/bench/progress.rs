@@ -47,7 +47,9 @@ pub struct Progress {
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progress").field("mode", &self.mode).finish_non_exhaustive()
+        f.debug_struct("Progress")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
     }
 }
 

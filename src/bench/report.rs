@@ -200,7 +200,12 @@ pub fn table(results: &[ScenarioResult]) -> String {
     for r in results {
         if !seen.contains(&r.scenario) {
             seen.push(r.scenario);
-            let _ = writeln!(out, "  {}: {}", r.scenario.label(), scenario_note(r.scenario));
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                r.scenario.label(),
+                scenario_note(r.scenario)
+            );
         }
     }
     out
@@ -271,16 +276,30 @@ type Metric = (Scenario, &'static str, fn(&ScenarioResult) -> Option<f64>);
 
 /// The comparison's lines: scenario, label (with the better direction), value.
 const METRICS: [Metric; 8] = [
-    (Scenario::Uncontended, "a. pair p50 µs (lower)", |r| p_us(r, 50.0)),
-    (Scenario::Uncontended, "a. pair p99 µs (lower)", |r| p_us(r, 99.0)),
-    (Scenario::Distinct, "b. pairs/s (higher)", |r| Some(r.rate())),
-    (Scenario::Distinct, "b. pair p99 µs (lower)", |r| p_us(r, 99.0)),
+    (Scenario::Uncontended, "a. pair p50 µs (lower)", |r| {
+        p_us(r, 50.0)
+    }),
+    (Scenario::Uncontended, "a. pair p99 µs (lower)", |r| {
+        p_us(r, 99.0)
+    }),
+    (Scenario::Distinct, "b. pairs/s (higher)", |r| {
+        Some(r.rate())
+    }),
+    (Scenario::Distinct, "b. pair p99 µs (lower)", |r| {
+        p_us(r, 99.0)
+    }),
     (Scenario::Distinct, "b. CPU µs/pair (lower)", |r| {
         r.cpu_per_op().map(|d| d.as_secs_f64() * 1e6)
     }),
-    (Scenario::Contended, "c. acquisitions/s (higher)", |r| Some(r.rate())),
-    (Scenario::Contended, "c. handoff p50 µs (lower)", |r| p_us(r, 50.0)),
-    (Scenario::Contended, "c. handoff p99 µs (lower)", |r| p_us(r, 99.0)),
+    (Scenario::Contended, "c. acquisitions/s (higher)", |r| {
+        Some(r.rate())
+    }),
+    (Scenario::Contended, "c. handoff p50 µs (lower)", |r| {
+        p_us(r, 50.0)
+    }),
+    (Scenario::Contended, "c. handoff p99 µs (lower)", |r| {
+        p_us(r, 99.0)
+    }),
 ];
 
 /// Three significant figures, without an exponent.

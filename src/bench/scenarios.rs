@@ -256,7 +256,7 @@ mod tests {
             (at(0), 1, Event::Waiting),
             (at(4), 1, Event::Acquired), // waited since 0, release at 1: 3 ms
             (at(4), 1, Event::Released),
-            (at(6), 0, Event::Waiting), // came after the release at 4
+            (at(6), 0, Event::Waiting),  // came after the release at 4
             (at(7), 0, Event::Acquired), // not a handoff
         ];
         let (acquisitions, h) = handoffs(events);

@@ -162,9 +162,8 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     print!("{}", table(&results));
     if let Some(path) = &a.plot {
         let title = format!("keylatch bench — latency CDF ({kind})");
-        std::fs::write(path, svg(&results, &title)).map_err(|e| {
-            Failure::usage(format!("bench: cannot write {}: {e}", path.display()))
-        })?;
+        std::fs::write(path, svg(&results, &title))
+            .map_err(|e| Failure::usage(format!("bench: cannot write {}: {e}", path.display())))?;
         println!("CDF plot: {}", path.display());
     }
     Ok(0)
@@ -181,10 +180,21 @@ mod tests {
     #[test]
     fn defaults_and_options() {
         let a = parse_strs(&[]).unwrap();
-        assert_eq!((a.clients, a.duration, a.compare), (64, Duration::from_secs(10), false));
+        assert_eq!(
+            (a.clients, a.duration, a.compare),
+            (64, Duration::from_secs(10), false)
+        );
         let a = parse_strs(&[
-            "--url", "redis://a:1", "--cluster", "redis://b:2", "--clients", "8",
-            "--duration", "1s", "--plot", "/tmp/x.svg",
+            "--url",
+            "redis://a:1",
+            "--cluster",
+            "redis://b:2",
+            "--clients",
+            "8",
+            "--duration",
+            "1s",
+            "--plot",
+            "/tmp/x.svg",
         ])
         .unwrap();
         assert_eq!(a.urls, ["redis://a:1"]);

@@ -99,7 +99,9 @@ pub(crate) fn launch(a: &BenchArgs, seeds: &[String]) -> Result<u8, Failure> {
             code: u8::try_from(code).unwrap_or(EXIT_USAGE),
             message: String::new(),
         }),
-        None => Err(Failure::usage(format!("bench: {shown} was killed ({status})"))),
+        None => Err(Failure::usage(format!(
+            "bench: {shown} was killed ({status})"
+        ))),
     }
 }
 

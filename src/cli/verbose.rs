@@ -168,7 +168,9 @@ mod tests {
     fn events_at_or_above_the_level_become_one_line_each() {
         let lines = Arc::new(Mutex::new(Vec::<String>::new()));
         let sink = Arc::clone(&lines);
-        let sub = LineSubscriber::new(Level::INFO, move |l| sink.lock().unwrap().push(l.to_owned()));
+        let sub = LineSubscriber::new(Level::INFO, move |l| {
+            sink.lock().unwrap().push(l.to_owned())
+        });
         tracing::subscriber::with_default(sub, || {
             tracing::warn!(lock = "orders", error = %"NOPERM", "waiting by polling");
             tracing::info!(n = 3, "an info");
@@ -180,7 +182,8 @@ mod tests {
         let lines = lines.lock().unwrap();
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(
-            lines[0].contains("WARN") && lines[0].ends_with("waiting by polling lock=orders error=NOPERM"),
+            lines[0].contains("WARN")
+                && lines[0].ends_with("waiting by polling lock=orders error=NOPERM"),
             "{}",
             lines[0]
         );
