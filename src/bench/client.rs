@@ -84,22 +84,51 @@ pub trait LockClient: Send + Sync + 'static {
     type Handle: LockHandle;
 
     /// The client's name in tables and plots.
+    ///
+    /// ```no_run
+    /// use keylatch::bench::LockClient;
+    /// # async fn demo() -> keylatch::LockResult<()> {
+    /// let locks = keylatch::Locks::connect("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(locks.label(), "keylatch");
+    /// # Ok(()) }
+    /// ```
     fn label(&self) -> &str;
 
     /// A handle for lock `name`; each call is a distinct owner.
+    ///
+    /// ```no_run
+    /// use keylatch::bench::LockClient;
+    /// # async fn demo(locks: keylatch::Locks) {
+    /// let (a, b) = (LockClient::handle(&locks, "x"), LockClient::handle(&locks, "x"));
+    /// assert_ne!(a.owner(), b.owner());
+    /// # }
+    /// ```
     fn handle(&self, name: &str) -> Self::Handle;
 }
 
 /// One lock name as one owner: the operations the scenarios time.
+/// [`LockClient`] shows an implementation; keylatch's [`Lock`](crate::Lock)
+/// is one.
 ///
-/// See [`LockClient`] for an implementation.
+/// ```no_run
+/// use std::time::Duration;
+/// use keylatch::bench::{LockClient, LockHandle};
+/// # async fn demo(locks: keylatch::Locks) -> keylatch::bench::BenchResult<()> {
+/// let mut lock = LockClient::handle(&locks, "reports");
+/// if let Some(held) = LockHandle::try_acquire(&mut lock, Duration::from_secs(1)).await? {
+///     LockHandle::release(&mut lock, held).await?;
+/// }
+/// # Ok(()) }
+/// ```
 pub trait LockHandle: Send + 'static {
     /// Proof of a hold, given back to [`release`](Self::release).
     type Held: Send;
 
     /// Acquires the lock, waiting up to `wait` (zero: one attempt);
     /// `Ok(None)` when it stayed busy. Clients without a way to wait for a
-    /// release retry on their own schedule (say which in their label).
+    /// release retry on their own schedule (say which in the report).
+    ///
+    /// See [`LockHandle`] for an example.
     ///
     /// # Errors
     /// The client failed (unreachable server, error reply).
@@ -109,6 +138,8 @@ pub trait LockHandle: Send + 'static {
     ) -> impl Future<Output = BenchResult<Option<Self::Held>>> + Send;
 
     /// Releases a hold.
+    ///
+    /// See [`LockHandle`] for an example.
     ///
     /// # Errors
     /// The client failed.
