@@ -22,6 +22,13 @@ const WARM_UP_PAIRS: usize = 50;
 /// the clock again (it loops; nothing is lost).
 const CONTEND_WAIT: Duration = Duration::from_secs(1);
 
+/// `start + span`, or an error for a span no clock can reach.
+fn deadline(start: Instant, span: Duration) -> BenchResult<Instant> {
+    start
+        .checked_add(span)
+        .ok_or_else(|| BenchError::new(format!("a scenario span of {span:?} is too long")))
+}
+
 /// CPU used between two readings, when both exist.
 fn cpu_since(before: Option<Duration>) -> Option<Duration> {
     Some(process_cpu()?.saturating_sub(before?))
@@ -49,7 +56,7 @@ pub(crate) async fn uncontended<C: LockClient>(
     let mut latency = Histogram::new();
     let cpu0 = process_cpu();
     let t0 = Instant::now();
-    let deadline = t0 + span;
+    let deadline = deadline(t0, span)?;
     let mut ops = 0;
     loop {
         let t = Instant::now();
@@ -84,7 +91,7 @@ pub(crate) async fn distinct<C: LockClient>(
     }
     let cpu0 = process_cpu();
     let t0 = Instant::now();
-    let deadline = t0 + span;
+    let deadline = deadline(t0, span)?;
     let tasks: Vec<_> = handles
         .into_iter()
         .map(|(name, mut h)| {
@@ -161,7 +168,7 @@ pub(crate) async fn contended<C: LockClient>(
     }
     let cpu0 = process_cpu();
     let t0 = Instant::now();
-    let deadline = t0 + span;
+    let deadline = deadline(t0, span)?;
     let tasks: Vec<_> = handles
         .into_iter()
         .map(|mut h| {

@@ -44,6 +44,10 @@ halves in alternating order (A B C, then C B A).
 Results go to stdout, progress to stderr. Exit codes: 0 done, 2 usage
 error, server unreachable or a failed operation.";
 
+/// The longest run accepted: long enough for any soak, short enough that
+/// no deadline arithmetic can overflow.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
 /// What `bench` was asked to do.
 #[derive(Debug)]
 pub(crate) struct BenchArgs {
@@ -82,8 +86,10 @@ fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
             }
             "--duration" => {
                 a.duration = args::duration("--duration", &argv.value("--duration")?)?;
-                if a.duration < Duration::from_millis(100) {
-                    return Err(Failure::usage("bench: --duration must be at least 100ms"));
+                if a.duration < Duration::from_millis(100) || a.duration > MAX_DURATION {
+                    return Err(Failure::usage(
+                        "bench: --duration must be between 100ms and 24h",
+                    ));
                 }
             }
             "--compare" => a.compare = true,
@@ -150,7 +156,11 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
         seeds.join(", "),
         a.duration.as_secs_f64(),
         Scenario::ALL
-            .map(|s| format!("{} {:.1}s", &s.label()[..1], plan.budget(s).as_secs_f64()))
+            .map(|s| format!(
+                "{} {:.1}s",
+                s.label().split('.').next().unwrap_or_default(),
+                plan.budget(s).as_secs_f64()
+            ))
             .join(", "),
         plan.tasks
     );
@@ -211,6 +221,7 @@ mod tests {
             &["--clients"],
             &["--duration", "soon"],
             &["--duration", "1ms"],
+            &["--duration", "99999999999999999h"],
             &["--frobnicate"],
             &["--compare", "--cluster", "redis://c:1"],
         ] {

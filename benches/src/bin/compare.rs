@@ -205,14 +205,14 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 a.clients = v
                     .parse()
                     .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or(format!("--clients takes a positive number, not {v:?}"))?;
+                    .filter(|n| (1..=100_000).contains(n))
+                    .ok_or(format!("--clients takes a number from 1 to 100000, not {v:?}"))?;
             }
             "--duration" => {
                 let v = value()?;
                 a.duration = parse_duration(&v)
-                    .filter(|d| *d >= Duration::from_millis(100))
-                    .ok_or(format!("--duration takes a duration of 100ms or more, not {v:?}"))?;
+                    .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(86_400))
+                    .ok_or(format!("--duration takes a duration from 100ms to 24h, not {v:?}"))?;
             }
             "--plot" => a.plot = Some(value()?),
             other => return Err(format!("unknown argument {other:?}")),
