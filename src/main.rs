@@ -1,8 +1,10 @@
 //! The `keylatch` command line.
 //!
 //! `keylatch demo` starts a local redis-server when none is reachable and
-//! shows the client and a contended lock at work; `exec`, `status` and
-//! `unlock` live in [`cli`] (one file each). `bench` is planned.
+//! shows the client and a contended lock at work; `exec`, `status`,
+//! `unlock` and `bench` live in [`cli`] (one file each; `bench`'s
+//! scenarios, histogram and plot are in the library, `keylatch::bench`).
+//! The global `-v`/`-vv` flags show the library's `tracing` events.
 
 mod cli;
 
@@ -12,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch::{Cmd, Commands, Connection, Pipeline};
-use keylatch_harness::RedisServer;
 
 const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> --help for more)
 
@@ -24,6 +25,10 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
          holders, hold counts, TTL, type and fair-queue waiters of NAME
   unlock --force NAME [--yes]
          delete lock NAME whoever holds it, after confirmation
+  bench [--url URL]... [--cluster URL]... [--clients 64] [--duration 10s]
+        [--compare] [--plot out.svg]
+         lock latency and throughput: uncontended pairs, N tasks on distinct
+         locks, 8 contenders on one lock; --compare adds redis-rs and rslock
   demo [--url redis://host:port] [--seconds N] [--clients N]
          run a short demo of the client against --url, $KEYLATCH_URL, a
          redis-server on 127.0.0.1:6379, or (if none answers) a redis-server
@@ -31,7 +36,8 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
          when missing and running as root, unless KEYLATCH_NO_INSTALL=1)
 
 Servers: --url (repeat for cluster seeds), else $KEYLATCH_URL (comma-
-separated), else redis://127.0.0.1:6379. Errors exit 2 with one line.";
+separated), else redis://127.0.0.1:6379. Errors exit 2 with one line.
+-v / -vv (anywhere before `--`): library events on stderr, INFO+ / DEBUG+.";
 
 struct Args {
     url: Option<String>,
@@ -66,7 +72,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
-    let mut argv = std::env::args().skip(1);
+    let (verbosity, args) = cli::verbose::take_flags(std::env::args().skip(1).collect());
+    cli::verbose::install(verbosity);
+    let mut argv = args.into_iter();
     let command = argv.next();
     // Each subcommand's own --help, before any parsing that could fail.
     let help = |usage: &str| {
@@ -79,11 +87,12 @@ fn main() -> ExitCode {
             .any(|a| a == "-h" || a == "--help")
     };
     let result = match command.as_deref() {
-        Some(sub @ ("exec" | "status" | "unlock")) => {
+        Some(sub @ ("exec" | "status" | "unlock" | "bench")) => {
             let rest: Vec<String> = argv.collect();
             let (usage, run): (&str, cli::Subcommand) = match sub {
                 "exec" => (cli::exec::USAGE, cli::exec::run),
                 "status" => (cli::status::USAGE, cli::status::run),
+                "bench" => (cli::bench::USAGE, cli::bench::run),
                 _ => (cli::unlock::USAGE, cli::unlock::run),
             };
             if wants_help(&rest) {
@@ -117,63 +126,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Finds a server to talk to, starting one if needed. The returned
-/// `RedisServer` (if any) must live as long as the demo: dropping it kills it.
-fn find_server(url: Option<String>) -> Result<(String, Option<RedisServer>), String> {
-    if let Some(url) = url {
-        return Ok((url, None));
-    }
-    if keylatch_harness::ping(6379).is_ok() {
-        return Ok(("redis://127.0.0.1:6379".to_owned(), None));
-    }
-    ensure_redis_installed()?;
-    let server = RedisServer::builder()
-        .start()
-        .map_err(|e| format!("cannot start redis-server: {e}"))?;
-    println!(
-        "started redis-server (pid {}) on {}",
-        server.pid().unwrap_or(0),
-        server.url()
-    );
-    Ok((server.url(), Some(server)))
-}
-
-fn ensure_redis_installed() -> Result<(), String> {
-    let have = std::process::Command::new(keylatch_harness::server_binary())
-        .arg("--version")
-        .output()
-        .is_ok();
-    if have {
-        return Ok(());
-    }
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0"))
-        .unwrap_or(false);
-    if !root || std::env::var_os("KEYLATCH_NO_INSTALL").is_some() {
-        return Err(
-            "redis-server is not installed: `apt-get install redis-server redis-tools`, \
-                    or pass --url"
-                .to_owned(),
-        );
-    }
-    println!("redis-server not found: installing Debian's redis-server and redis-tools");
-    for args in [
-        &["update", "-qq"][..],
-        &["install", "-y", "-qq", "redis-server", "redis-tools"][..],
-    ] {
-        let status = std::process::Command::new("apt-get")
-            .args(args)
-            .status()
-            .map_err(|e| format!("apt-get: {e}"))?;
-        if !status.success() {
-            return Err(format!("apt-get {} failed", args.join(" ")));
-        }
-    }
-    Ok(())
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -183,7 +135,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 async fn demo(args: Args) -> Result<(), String> {
-    let (url, _server) = find_server(args.url)?;
+    let (url, _server) = cli::local_server::find_server(args.url)?;
     let conn = Connection::connect(&url)
         .await
         .map_err(|e| format!("connect {url}: {e}"))?;

@@ -1,6 +1,8 @@
 //! The `keylatch` binary against a real redis-server: `exec` exclusion
 //! (from timestamps the commands write), exit codes, `--wait` timeouts,
-//! lock loss, signals, `status --json` and `unlock --force`.
+//! lock loss, signals, `status --json` and `unlock --force`; `bench` (table
+//! and SVG); `-v` tracing output; and the same commands on a 6-node cluster
+//! reached through several `--url` seeds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use keylatch_harness::{RedisServer, TempDir};
+use keylatch_harness::{RedisCluster, RedisServer, TempDir};
 
 /// The built binary, pointed at `server` only through `$KEYLATCH_URL`.
 fn keylatch(server: &RedisServer) -> Command {
@@ -57,9 +59,10 @@ fn spawn_exec(server: &RedisServer, name: &str, extra: &[&str], script: &str) ->
         .unwrap()
 }
 
-#[test]
-fn concurrent_execs_on_one_name_never_overlap() {
-    let server = RedisServer::start();
+/// Three `exec`s of one lock name started at once, each through `exec`
+/// (a fresh command with the lock name and `extra` options set): the
+/// start/end timestamps their commands log never interleave.
+fn assert_execs_never_overlap(exec: impl Fn(&str) -> Command, extra: &[&str]) {
     let dir = TempDir::new("keylatch-cli").unwrap();
     let log = dir.path().join("log");
     let log = log.to_str().unwrap();
@@ -68,7 +71,12 @@ fn concurrent_execs_on_one_name_never_overlap() {
             let script = format!(
                 "echo {id} start $(date +%s%N) >> {log}; sleep 0.2; echo {id} end $(date +%s%N) >> {log}"
             );
-            spawn_exec(&server, "excl", &["--wait", "10s"], &script)
+            exec("excl")
+                .args(["--wait", "10s"])
+                .args(extra)
+                .args(["--", "sh", "-c", &script])
+                .spawn()
+                .unwrap()
         })
         .collect();
     for mut c in children {
@@ -88,6 +96,19 @@ fn concurrent_execs_on_one_name_never_overlap() {
     for w in intervals.windows(2) {
         assert!(w[0].1 <= w[1].0, "holds overlap: {w:?}\n{text}");
     }
+}
+
+#[test]
+fn concurrent_execs_on_one_name_never_overlap() {
+    let server = RedisServer::start();
+    assert_execs_never_overlap(
+        |name| {
+            let mut c = keylatch(&server);
+            c.args(["exec", name]);
+            c
+        },
+        &[],
+    );
 }
 
 #[test]
@@ -309,4 +330,271 @@ fn status_shows_fair_queue_waiters_and_other_types() {
         "{json}"
     );
     assert!(json.contains(r#""value":"3""#), "{json}");
+}
+
+/// A duration as `bench` prints it: `850ns`, `45.2µs`, `1.23ms`, `2.50s`.
+fn parse_printed_duration(text: &str) -> Duration {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap();
+    let (n, unit) = text.split_at(split);
+    let n: f64 = n.parse().unwrap();
+    let scale = match unit {
+        "ns" => 1e-9,
+        "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        other => panic!("unit {other:?} in {text:?}"),
+    };
+    Duration::from_secs_f64(n * scale)
+}
+
+/// Checks `bench`'s table: one row per scenario, each with operations and
+/// a positive rate, and p50 ≤ p90 ≤ p99 ≤ max.
+fn assert_bench_table(out: &str) {
+    for prefix in [
+        "a. uncontended pair",
+        "b. distinct locks",
+        "c. contended handoff",
+    ] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(prefix) && l.contains("keylatch"))
+            .unwrap_or_else(|| panic!("no {prefix:?} row in\n{out}"));
+        // scenario (3 words), client, ops, unit, ops/s, p50, p90, p99, max, CPU/op
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 12, "{row}");
+        let ops: u64 = cells[4].parse().unwrap();
+        assert!(ops > 0, "{row}");
+        let rate: f64 = cells[6].trim_end_matches("/s").parse().unwrap();
+        assert!(rate > 0.0, "{row}");
+        let p: Vec<Duration> = cells[7..11]
+            .iter()
+            .map(|c| parse_printed_duration(c))
+            .collect();
+        assert!(p[0] > Duration::ZERO, "{row}");
+        assert!(p[0] <= p[1] && p[1] <= p[2] && p[2] <= p[3], "{row}");
+    }
+}
+
+#[test]
+fn bench_prints_three_scenarios_and_plots_one_curve_each() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let svg = dir.path().join("cdf.svg");
+    let o = Command::new(env!("CARGO_BIN_EXE_keylatch"))
+        .env_remove("KEYLATCH_URL")
+        .args([
+            "bench",
+            "--url",
+            &server.url(),
+            "--duration",
+            "1s",
+            "--clients",
+            "8",
+        ])
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(standalone)"), "{out}");
+    assert_bench_table(&out);
+    // Progress: not a terminal here, so one plain line per scenario.
+    let err = stderr(&o);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("bench: ")).count(),
+        3,
+        "{err}"
+    );
+    assert!(!err.contains('\r'), "no redrawing into a log: {err:?}");
+    let image = std::fs::read_to_string(&svg).unwrap();
+    assert!(image.starts_with("<svg") && image.trim_end().ends_with("</svg>"));
+    assert_eq!(image.matches("<path").count(), 3, "{image}");
+    for label in [
+        "a. uncontended pair",
+        "b. distinct locks",
+        "c. contended handoff",
+    ] {
+        assert!(image.contains(label), "legend lacks {label}");
+    }
+
+    // --cluster insists on a cluster: one line, exit 2.
+    let o = run(
+        &server,
+        &["bench", "--cluster", &server.url(), "--duration", "1s"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a cluster"), "{err}");
+    let o = run(&server, &["bench", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("--compare"));
+}
+
+#[test]
+fn verbose_shows_the_polling_fallback_warning_and_quiet_does_not() {
+    let server = RedisServer::start();
+    // A user who may publish (its releases must) but not subscribe: a
+    // waiter cannot have the unlock channel and falls back to polling,
+    // which the library reports as a WARN event.
+    server
+        .cli(&[
+            "ACL",
+            "SETUSER",
+            "nochan",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-subscribe",
+            "-ssubscribe",
+            "-psubscribe",
+        ])
+        .unwrap();
+    let url = format!("redis://nochan:pw@127.0.0.1:{}", server.port());
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let (ready, go) = (dir.path().join("ready"), dir.path().join("go"));
+    // Holds the lock until the test creates `go`.
+    let mut holder = spawn_exec(
+        &server,
+        "vlock",
+        &[],
+        &format!(
+            "echo up > {}; while [ ! -e {} ]; do sleep 0.05; done",
+            ready.display(),
+            go.display()
+        ),
+    );
+    wait_for(&ready);
+    let waiter = |verbose: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_keylatch"))
+            .env_remove("KEYLATCH_URL")
+            .args(verbose)
+            .args([
+                "exec", "vlock", "--wait", "10s", "--url", &url, "--", "echo", "ran",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The server's ACL log shows when a waiter's SUBSCRIBE was refused, so
+    // each waiter is known to have hit the fallback while the lock was held.
+    let refused = || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.cli(&["ACL", "LOG"]).unwrap().contains("subscribe") {
+            assert!(
+                Instant::now() < deadline,
+                "no refused SUBSCRIBE in the ACL log"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server.cli(&["ACL", "LOG", "RESET"]).unwrap();
+    };
+    let loud = waiter(&["-v"]);
+    refused();
+    let quiet = waiter(&[]);
+    refused();
+    std::fs::write(&go, "").unwrap();
+    let (loud, quiet) = (
+        loud.wait_with_output().unwrap(),
+        quiet.wait_with_output().unwrap(),
+    );
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(loud.status.code(), Some(0), "{}", stderr(&loud));
+    assert_eq!(stdout(&loud), "ran\n", "the command's output is untouched");
+    let err = stderr(&loud);
+    let line = err
+        .lines()
+        .find(|l| l.contains("waiting by polling instead"))
+        .unwrap_or_else(|| panic!("no polling warning with -v: {err:?}"));
+    assert!(
+        line.starts_with("keylatch [") && line.contains("WARN"),
+        "{line}"
+    );
+    assert!(line.contains("lock=vlock"), "{line}");
+    assert_eq!(quiet.status.code(), Some(0), "{}", stderr(&quiet));
+    assert_eq!(stdout(&quiet), "ran\n");
+    assert_eq!(stderr(&quiet), "", "silent without -v");
+}
+
+/// `keylatch SUB ARGS... --url seed1 --url seed2 --url seed3 [-- CMD...]`,
+/// with no `$KEYLATCH_URL`: the cluster is found from several seeds.
+fn on_cluster(seeds: &[String], sub: &[&str], command: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_keylatch"));
+    c.env_remove("KEYLATCH_URL").args(sub);
+    for s in seeds {
+        c.args(["--url", s]);
+    }
+    if !command.is_empty() {
+        c.arg("--").args(command);
+    }
+    c
+}
+
+/// One cluster for every cluster CLI check: it is heavy to build.
+#[test]
+fn cluster_exec_status_unlock_and_bench_through_several_seeds() {
+    let cluster = RedisCluster::start();
+    let seeds: Vec<String> = cluster.seed_urls().into_iter().take(3).collect();
+
+    // exec: three concurrent holders of one name never overlap.
+    // (The helper appends `--wait`, `--` and the command after the seeds.)
+    assert_execs_never_overlap(|name| on_cluster(&seeds, &["exec", name], &[]), &[]);
+
+    // status --json while held, unlock --force --yes, the holder stops (76).
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!(
+        "echo $KEYLATCH_LOCK_OWNER > {}; exec sleep 10",
+        ready.display()
+    );
+    let mut holder = on_cluster(
+        &seeds,
+        &["exec", "cl-stuck", "--grace", "200ms"],
+        &["sh", "-c", &script],
+    )
+    .spawn()
+    .unwrap();
+    let owner = wait_for(&ready).trim().to_owned();
+    let o = on_cluster(&seeds, &["status", "cl-stuck", "--json"], &[])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let json = stdout(&o);
+    assert!(json.contains(r#""state":"held""#), "{json}");
+    assert!(
+        json.contains(&format!(r#""holders":{{"{owner}":1}}"#)),
+        "{json}"
+    );
+    let o = on_cluster(&seeds, &["unlock", "--force", "--yes", "cl-stuck"], &[])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(holder.wait().unwrap().code(), Some(76));
+    let json = stdout(
+        &on_cluster(&seeds, &["status", "cl-stuck", "--json"], &[])
+            .output()
+            .unwrap(),
+    );
+    assert!(json.contains(r#""state":"free""#), "{json}");
+
+    // bench --cluster: the same table, against the cluster.
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_keylatch"));
+    bench.env_remove("KEYLATCH_URL").arg("bench");
+    for s in &seeds[..2] {
+        bench.args(["--cluster", s]);
+    }
+    let o = bench
+        .args(["--duration", "1s", "--clients", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(cluster)"), "{out}");
+    assert_bench_table(&out);
 }

@@ -38,26 +38,15 @@ impl Argv {
     }
 }
 
-/// Parses `250ms`, `10s`, `1.5s`, `2m`, `1h`; a bare number means seconds.
+/// Parses `250ms`, `10s`, `1.5s`, `2m`, `1h`; a bare number means seconds
+/// (the parser is [`keylatch::bench::parse_duration`], shared with the
+/// comparison binary).
 pub(crate) fn duration(flag: &str, text: &str) -> Result<Duration, Failure> {
-    let bad = || {
+    keylatch::bench::parse_duration(text).ok_or_else(|| {
         Failure::usage(format!(
             "{flag} takes a duration such as 500ms, 10s or 2m, not {text:?}"
         ))
-    };
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: f64 = number.parse().map_err(|_| bad())?;
-    let scale = match unit {
-        "ms" => 0.001,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+    })
 }
 
 /// The seeds to connect to: every `--url` given, else `$KEYLATCH_URL`

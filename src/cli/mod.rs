@@ -1,18 +1,30 @@
-//! The `keylatch` subcommands besides `demo`: `exec`, `status`, `unlock`.
+//! The `keylatch` subcommands besides `demo`: `exec`, `status`, `unlock`,
+//! `bench`.
 //!
 //! Layout:
 //! - [`args`]: the hand-written argument reader, durations, server URLs.
 //! - [`exec`]: run a command while holding a lock (the distributed `flock`).
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
+//! - [`bench`]: the lock benchmark (scenarios, histogram, table and plot
+//!   live in the library, [`keylatch::bench`]); [`compare`] finds and runs
+//!   the comparison binary for `--compare`.
+//! - [`local_server`]: a redis-server for `demo` and `bench` when none was
+//!   named and none answers on 127.0.0.1:6379.
+//! - [`verbose`]: the global `-v`/`-vv` flags and the stderr `tracing`
+//!   subscriber they install.
 //!
 //! Every subcommand returns a [`Failure`] (exit code + one-line message)
 //! instead of printing and exiting itself, so `main` owns the process exit.
 
 pub(crate) mod args;
+pub(crate) mod bench;
+pub(crate) mod compare;
 pub(crate) mod exec;
+pub(crate) mod local_server;
 pub(crate) mod status;
 pub(crate) mod unlock;
+pub(crate) mod verbose;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,232 @@
+//! `keylatch bench`: the lock scenarios of [`keylatch::bench`] against a
+//! server, as a table (and optionally an SVG of the latency CDFs). With
+//! `--compare` the same scenarios run through redis-rs and rslock as well,
+//! in the separate comparison binary (see [`super::compare`]), so the
+//! product never links another Redis client.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keylatch::bench::{run_suite, svg, table, Plan, Progress, Scenario};
+use keylatch::{Client, Locks, LocksConfig};
+
+use super::args::{self, Argv};
+use super::{compare, local_server, runtime, Failure};
+
+/// `keylatch bench --help`.
+pub(crate) const USAGE: &str = "\
+usage: keylatch bench [--url URL]... [--cluster URL]... [--clients N] [--duration 10s]
+                      [--compare] [--plot out.svg]
+
+Measures keylatch's reentrant lock against a server:
+  a. uncontended acquire + release, one task: latency p50/p90/p99/max
+  b. N tasks (--clients, default 64) on distinct locks over one client:
+     pairs/s, process CPU per pair, latency under that load
+  c. 8 contenders on one lock, hold 0, think 1ms: acquisitions/s and
+     handoff latency (a release → a waiting contender holds the lock)
+--duration (default 10s) is split 20 % / 40 % / 40 % among a, b, c; with
+--compare each scenario's share is split among the clients, run in two
+halves in alternating order (A B C, then C B A).
+
+  --url URL      server (repeat for cluster seeds); default $KEYLATCH_URL,
+                 else redis://127.0.0.1:6379, else (when nothing answers
+                 there and no server was named) a redis-server started on a
+                 free port for the run
+  --cluster URL  a cluster seed (repeatable); the server must be a cluster
+  --clients N    tasks in scenario b (default 64)
+  --duration D   total time of the scenarios (default 10s)
+  --compare      also run redis-rs (the same Lua scripts) and rslock, and
+                 print keylatch/other ratios; needs the comparison binary
+                 from benches/ ($KEYLATCH_COMPARE_BIN, or `compare` next to
+                 keylatch, or cargo in the source tree); standalone only
+  --plot FILE    write an SVG with one latency CDF per scenario (and client)
+
+Results go to stdout, progress to stderr. Exit codes: 0 done, 2 usage
+error, server unreachable or a failed operation.";
+
+/// The longest run accepted: long enough for any soak, short enough that
+/// no deadline arithmetic can overflow.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// What `bench` was asked to do.
+#[derive(Debug)]
+pub(crate) struct BenchArgs {
+    pub(crate) urls: Vec<String>,
+    pub(crate) cluster: Vec<String>,
+    pub(crate) clients: usize,
+    pub(crate) duration: Duration,
+    pub(crate) compare: bool,
+    pub(crate) plot: Option<PathBuf>,
+}
+
+fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
+    let mut a = BenchArgs {
+        urls: Vec::new(),
+        cluster: Vec::new(),
+        clients: 64,
+        duration: Duration::from_secs(10),
+        compare: false,
+        plot: None,
+    };
+    while let Some(flag) = argv.next() {
+        match flag.as_str() {
+            "--url" => a.urls.push(argv.value("--url")?),
+            "--cluster" => a.cluster.push(argv.value("--cluster")?),
+            "--clients" => {
+                let v = argv.value("--clients")?;
+                a.clients = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=100_000).contains(n))
+                    .ok_or_else(|| {
+                        Failure::usage(format!(
+                            "bench: --clients takes a number from 1 to 100000, not {v:?}"
+                        ))
+                    })?;
+            }
+            "--duration" => {
+                a.duration = args::duration("--duration", &argv.value("--duration")?)?;
+                if a.duration < Duration::from_millis(100) || a.duration > MAX_DURATION {
+                    return Err(Failure::usage(
+                        "bench: --duration must be between 100ms and 24h",
+                    ));
+                }
+            }
+            "--compare" => a.compare = true,
+            "--plot" => a.plot = Some(PathBuf::from(argv.value("--plot")?)),
+            other => return Err(Failure::usage(format!("bench: unknown argument {other:?}"))),
+        }
+    }
+    if a.compare && !a.cluster.is_empty() {
+        return Err(Failure::usage(
+            "bench: --compare runs against one standalone server (redis-rs and rslock are set up for that); drop --cluster",
+        ));
+    }
+    Ok(a)
+}
+
+/// Entry point: parses, finds the server, runs, prints.
+pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
+    let a = parse(argv)?;
+    let mut seeds: Vec<String> = a.urls.iter().chain(&a.cluster).cloned().collect();
+    let env_named = std::env::var("KEYLATCH_URL").is_ok_and(|v| !v.trim().is_empty());
+    // Kept alive for the whole run: dropping it stops the server.
+    let mut _local = None;
+    if seeds.is_empty() && !env_named {
+        let (url, server) = local_server::find_server(None).map_err(Failure::usage)?;
+        seeds = vec![url];
+        _local = server;
+    }
+    let seeds = args::urls(seeds);
+    if a.compare {
+        return compare::launch(&a, &seeds);
+    }
+    let rt = runtime()?;
+    // Spawned, not driven by block_on: a future outside the worker pool
+    // pays a cross-thread wake-up on every reply, which would be measured.
+    rt.block_on(async move {
+        tokio::spawn(bench(a, seeds))
+            .await
+            .map_err(|e| Failure::usage(format!("bench: the run failed: {e}")))?
+    })
+}
+
+async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
+    let cfg = args::client_config(&seeds)?;
+    let client = Client::connect_with(cfg)
+        .await
+        .map_err(|e| args::connect_failure(&seeds, e))?;
+    if !a.cluster.is_empty() && !client.is_cluster() {
+        return Err(Failure::usage(format!(
+            "bench: --cluster {} is not a cluster (cluster_enabled:0); use --url for a standalone server",
+            a.cluster.join(", ")
+        )));
+    }
+    // Without client tracking, as applications sharing a client usually
+    // run: the measured path is the acquire and release scripts.
+    let locks = Locks::new(client, LocksConfig::default());
+    let plan = Plan::new(a.duration, a.clients);
+    let kind = if locks.client().is_cluster() {
+        "cluster"
+    } else {
+        "standalone"
+    };
+    println!(
+        "keylatch bench: {} ({kind}), {:.1}s total ({}), {} tasks in b",
+        seeds.join(", "),
+        a.duration.as_secs_f64(),
+        Scenario::ALL
+            .map(|s| format!(
+                "{} {:.1}s",
+                s.label().split('.').next().unwrap_or_default(),
+                plan.budget(s).as_secs_f64()
+            ))
+            .join(", "),
+        plan.tasks
+    );
+    let progress = Progress::new(plan.duration);
+    let results = run_suite(&[&locks], &plan, &progress)
+        .await
+        .map_err(|e| Failure::usage(format!("bench: {e}")))?;
+    drop(progress);
+    print!("{}", table(&results));
+    if let Some(path) = &a.plot {
+        let title = format!("keylatch bench — latency CDF ({kind})");
+        std::fs::write(path, svg(&results, &title))
+            .map_err(|e| Failure::usage(format!("bench: cannot write {}: {e}", path.display())))?;
+        println!("CDF plot: {}", path.display());
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(v: &[&str]) -> Result<BenchArgs, String> {
+        parse(Argv::new(v.iter().map(|s| (*s).to_owned()))).map_err(|f| f.message)
+    }
+
+    #[test]
+    fn defaults_and_options() {
+        let a = parse_strs(&[]).unwrap();
+        assert_eq!(
+            (a.clients, a.duration, a.compare),
+            (64, Duration::from_secs(10), false)
+        );
+        let a = parse_strs(&[
+            "--url",
+            "redis://a:1",
+            "--cluster",
+            "redis://b:2",
+            "--clients",
+            "8",
+            "--duration",
+            "1s",
+            "--plot",
+            "/tmp/x.svg",
+        ])
+        .unwrap();
+        assert_eq!(a.urls, ["redis://a:1"]);
+        assert_eq!(a.cluster, ["redis://b:2"]);
+        assert_eq!((a.clients, a.duration), (8, Duration::from_secs(1)));
+        assert_eq!(a.plot, Some(PathBuf::from("/tmp/x.svg")));
+    }
+
+    #[test]
+    fn bad_input_is_one_line_not_a_panic() {
+        for bad in [
+            &["--clients", "0"][..],
+            &["--clients", "many"],
+            &["--clients"],
+            &["--duration", "soon"],
+            &["--duration", "1ms"],
+            &["--duration", "99999999999999999h"],
+            &["--frobnicate"],
+            &["--compare", "--cluster", "redis://c:1"],
+        ] {
+            let e = parse_strs(bad).unwrap_err();
+            assert!(!e.is_empty() && !e.contains('\n'), "{bad:?}: {e}");
+        }
+    }
+}
