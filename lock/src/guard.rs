@@ -74,25 +74,13 @@ impl LostToken {
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn lost(mut self) -> LossReason {
-        wait_lost(&mut self.rx).await
+    pub async fn lost(self) -> LossReason {
+        self.rx.wait().await
     }
 
     /// Whether the hold has been lost already.
     pub fn is_lost(&self) -> bool {
-        self.rx.borrow().is_some()
-    }
-}
-
-async fn wait_lost(rx: &mut LostRx) -> LossReason {
-    loop {
-        if let Some(reason) = *rx.borrow_and_update() {
-            return reason;
-        }
-        if rx.changed().await.is_err() {
-            // Released normally: the signal will never fire.
-            return std::future::pending().await;
-        }
+        self.rx.get().is_some()
     }
 }
 
@@ -200,8 +188,8 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
-        let mut rx = self.lost.clone();
-        async move { wait_lost(&mut rx).await }
+        let signal = std::sync::Arc::clone(&self.lost);
+        async move { signal.wait().await }
     }
 
     /// A cloneable token for the loss signal.
@@ -213,7 +201,7 @@ impl LockGuard {
 
     /// Whether the hold is known lost.
     pub fn is_lost(&self) -> bool {
-        self.lost.borrow().is_some()
+        self.lost.get().is_some()
     }
 
     /// The lock this guard holds.

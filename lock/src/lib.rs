@@ -32,6 +32,7 @@ mod error;
 mod guard;
 mod lock;
 mod locks;
+mod loss;
 mod names;
 pub mod scripts;
 mod waiters;

@@ -6,14 +6,13 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Commands, Ttl};
 use keylatch_resp::{Cmd, Frame};
-use tokio::sync::watch;
 
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
 use crate::locks::Inner;
 use crate::names::LockNames;
 use crate::scripts::{FORCE_UNLOCK, REENTRANT_ACQUIRE, REENTRANT_RELEASE};
-use crate::watchdog::{millis, HoldKey, LossReason};
+use crate::watchdog::{millis, HoldKey};
 
 /// After acquiring, how many replicas must acknowledge the hold (`WAIT`)
 /// before it counts. Too few acknowledgements: the hold is released again
@@ -227,13 +226,30 @@ impl Lock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> LockResult<Option<LockGuard>> {
-        let deadline = Instant::now().checked_add(wait);
+        // The wait counts from the call (no clock read for a zero wait).
+        let deadline = if wait.is_zero() {
+            None
+        } else {
+            Instant::now().checked_add(wait)
+        };
         if let Attempt::Acquired(g) = self.attempt(lease).await? {
             return Ok(Some(g));
         }
         if wait.is_zero() {
             return Ok(None);
         }
+        // Boxed: waiting (queue, subscription, timers) is the slow path, and
+        // inline it would enlarge every uncontended acquire's future.
+        Box::pin(self.wait_for_turn(deadline, lease)).await
+    }
+
+    /// After a failed first try: queue locally, subscribe, and try again on
+    /// every unlock message, PTTL expiry or re-check, until `deadline`.
+    async fn wait_for_turn(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<LockGuard>> {
         let queued = self.inner.waiters.enter(&self.names.key);
         let _turn = match deadline {
             Some(d) => match tokio::time::timeout_at(d.into(), queued).await {
@@ -303,17 +319,18 @@ impl Lock {
             None => (crate::watchdog::clamp_span(cfg.watchdog_timeout), true),
         };
         let key: HoldKey = (Arc::clone(&self.names.key), Arc::clone(&self.owner));
-        let (lost, generation) = self
-            .inner
-            .watchdog
-            .register(&key, lease_d, renew, self.max_hold);
+        // One clock read serves as registration and send time.
+        let sent_at = Instant::now();
+        let (lost, generation) =
+            self.inner
+                .watchdog
+                .register(&key, lease_d, renew, self.max_hold, sent_at);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let mut in_flight = InFlight {
             lock: self,
             key: Some(key.clone()),
             generation,
         };
-        let sent_at = Instant::now();
         // Watchdog holds (the common case) reuse the preformatted lease.
         let fixed_ms;
         let lease_ms = if renew {
@@ -364,7 +381,13 @@ impl Lock {
             lease_d,
             lost,
         );
-        self.check_replicas(guard).await.map(Attempt::Acquired)
+        if matches!(self.replica_sync, ReplicaSync::None) {
+            return Ok(Attempt::Acquired(guard));
+        }
+        // Boxed: WAIT is opt-in, and inline it would enlarge every acquire.
+        Box::pin(self.check_replicas(guard))
+            .await
+            .map(Attempt::Acquired)
     }
 
     async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
@@ -617,5 +640,5 @@ fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
     }
 }
 
-/// Keeps the loss receiver type in one place for the guard.
-pub(crate) type LostRx = watch::Receiver<Option<LossReason>>;
+/// Keeps the loss signal type in one place for the guard.
+pub(crate) type LostRx = crate::loss::LossRef;

@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands, Invalidation, Pipeline, Slot};
 use keylatch_resp::{Cmd, Frame};
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, Notify};
 
+use crate::loss::{LossRef, LossSignal};
 use crate::scripts::{REENTRANT_RENEW, REENTRANT_RENEW_NODE};
 
 /// Most holds renewed by one script call.
@@ -86,7 +87,7 @@ struct Hold {
     /// pushed to us at once.
     tracked: bool,
     confirmed_at: Instant,
-    lost: watch::Sender<Option<LossReason>>,
+    lost: LossRef,
 }
 
 pub(crate) struct Shared {
@@ -145,12 +146,12 @@ impl Watchdog {
         lease: Duration,
         renew: bool,
         max_hold: Option<Duration>,
-    ) -> (watch::Receiver<Option<LossReason>>, u64) {
+        now: Instant,
+    ) -> (LossRef, u64) {
         static GENERATION: AtomicU64 = AtomicU64::new(1);
         let lease = clamp_span(lease);
         let max_hold = max_hold.map(clamp_span);
         let mut holds = self.holds();
-        let now = Instant::now();
         let hold = holds.entry(key.clone()).or_insert_with(|| Hold {
             slot: Slot::of(key.0.as_bytes()).get(),
             lease,
@@ -166,7 +167,7 @@ impl Watchdog {
             off_grid: false,
             tracked: false,
             confirmed_at: now,
-            lost: watch::channel(None).0,
+            lost: LossSignal::new(),
         });
         // A re-entry never shortens the key's expiry (the script only
         // extends it), so the entry keeps the longest lease and renews if
@@ -174,7 +175,7 @@ impl Watchdog {
         hold.lease = hold.lease.max(lease);
         hold.renew |= renew;
         hold.refs += 1;
-        (hold.lost.subscribe(), hold.generation)
+        (Arc::clone(&hold.lost), hold.generation)
     }
 
     /// The acquire sent at `sent_at` succeeded.
@@ -187,7 +188,9 @@ impl Watchdog {
                 h.next_renew = sent_at + h.lease / 3;
             }
             if !h.confirmed {
-                h.confirmed_at = Instant::now();
+                // The send time stands in for the reply's: tracking starts
+                // a round trip sooner, which is harmless.
+                h.confirmed_at = sent_at;
             }
             h.confirmed = true;
             // The latest the task may look at this hold: its overdue time
@@ -387,14 +390,14 @@ fn plan(
         }
         if let Some(max) = h.max_hold {
             if now >= h.registered_at + max {
-                let _ = h.lost.send(Some(LossReason::MaxHold));
+                h.lost.fire(LossReason::MaxHold);
                 dead.push(key.clone());
                 continue;
             }
         }
         let deadline = local_deadline(shared, h);
         if now >= deadline {
-            let _ = h.lost.send(Some(LossReason::Expired));
+            h.lost.fire(LossReason::Expired);
             dead.push(key.clone());
             continue;
         }
@@ -572,7 +575,7 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
                 h.next_renew = sent_at + h.lease / 3;
             }
             Some(_) => {
-                let _ = h.lost.send(Some(LossReason::Gone));
+                h.lost.fire(LossReason::Gone);
                 holds.remove(key);
             }
         }

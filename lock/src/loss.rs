@@ -1,0 +1,110 @@
+//! The loss signal of one hold: set at most once by the watchdog, awaited by
+//! the guard and any number of [`LostToken`](crate::LostToken)s.
+//!
+//! One atomic and one `Notify` per hold, rather than a `watch` channel: a
+//! hold is created and dropped on every acquire, and a channel's allocation
+//! and its wake-all on drop were visible in the acquire path's profile.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::watchdog::LossReason;
+
+/// Shared between the watchdog's entry for a hold and everything watching it.
+#[derive(Debug, Default)]
+pub(crate) struct LossSignal {
+    /// 0 while held; otherwise the [`LossReason`] (see `code`).
+    reason: AtomicU8,
+    notify: Notify,
+}
+
+pub(crate) type LossRef = Arc<LossSignal>;
+
+impl LossSignal {
+    pub(crate) fn new() -> LossRef {
+        Arc::new(Self::default())
+    }
+
+    /// Records the loss and wakes every waiter; the first reason wins.
+    pub(crate) fn fire(&self, reason: LossReason) {
+        if self
+            .reason
+            .compare_exchange(0, code(reason), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// The loss, once known.
+    pub(crate) fn get(&self) -> Option<LossReason> {
+        decode(self.reason.load(Ordering::Acquire))
+    }
+
+    /// Resolves when the hold is known lost; pending forever for a hold that
+    /// ends normally (nobody fires it then).
+    pub(crate) async fn wait(&self) -> LossReason {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a fire in between still wakes us.
+            notified.as_mut().enable();
+            if let Some(reason) = self.get() {
+                return reason;
+            }
+            notified.await;
+        }
+    }
+}
+
+fn code(reason: LossReason) -> u8 {
+    match reason {
+        LossReason::Gone => 1,
+        LossReason::Expired => 2,
+        LossReason::MaxHold => 3,
+    }
+}
+
+fn decode(v: u8) -> Option<LossReason> {
+    match v {
+        1 => Some(LossReason::Gone),
+        2 => Some(LossReason::Expired),
+        3 => Some(LossReason::MaxHold),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn first_reason_wins_and_every_waiter_wakes() {
+        let s = LossSignal::new();
+        assert_eq!(s.get(), None);
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move { s.wait().await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        s.fire(LossReason::Expired);
+        s.fire(LossReason::Gone);
+        for w in waiters {
+            assert_eq!(w.await.unwrap(), LossReason::Expired);
+        }
+        // A waiter arriving after the fire resolves at once.
+        assert_eq!(s.wait().await, LossReason::Expired);
+    }
+
+    #[tokio::test]
+    async fn an_unfired_signal_stays_pending() {
+        let s = LossSignal::new();
+        let r = tokio::time::timeout(Duration::from_millis(20), s.wait()).await;
+        assert!(r.is_err());
+    }
+}
