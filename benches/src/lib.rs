@@ -13,21 +13,20 @@ pub struct Summary {
     pub n: usize,
 }
 
-/// Summarises raw samples (sorted in place).
+/// Summarises raw samples through keylatch's benchmark histogram
+/// ([`keylatch::bench::Histogram`], the one `keylatch bench` and the
+/// `compare` binary use), so every benchmark computes percentiles the same
+/// way (≤ 0.8 % bucket width; exact min and max).
 pub fn summarise(samples: &mut [Duration]) -> Summary {
-    samples.sort_unstable();
-    let pick = |p: f64| {
-        if samples.is_empty() {
-            Duration::ZERO
-        } else {
-            samples[(((samples.len() - 1) as f64) * p).round() as usize]
-        }
-    };
+    let mut h = keylatch::bench::Histogram::new();
+    for &d in samples.iter() {
+        h.record(d);
+    }
     Summary {
-        p50: pick(0.50),
-        p90: pick(0.90),
-        p99: pick(0.99),
-        max: pick(1.0),
+        p50: h.percentile(50.0),
+        p90: h.percentile(90.0),
+        p99: h.percentile(99.0),
+        max: h.max(),
         n: samples.len(),
     }
 }
