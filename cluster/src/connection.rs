@@ -175,9 +175,11 @@ impl Connection {
     /// Cancel safe: a dropped request that was not yet written is never
     /// written; one already written has its reply read and discarded, so later
     /// replies stay matched to their requests.
-    pub async fn send(&self, cmd: Cmd) -> Result<Frame> {
-        self.send_timeout(cmd, self.shared.config.request_timeout)
-            .await
+    // Plain fns returning the one request future (rather than `async fn`s
+    // wrapping it): each wrapping level would store the command again and
+    // copy the inner future into its own.
+    pub fn send(&self, cmd: Cmd) -> impl Future<Output = Result<Frame>> + Send + '_ {
+        self.send_payload(Payload::One(cmd), self.shared.config.request_timeout)
     }
 
     /// [`send`](Self::send) with a timeout for this request only (`None`: none).
@@ -195,20 +197,33 @@ impl Connection {
     ///
     /// # Cancel safety
     /// As [`send`](Self::send).
-    pub async fn send_timeout(&self, cmd: Cmd, timeout: Option<Duration>) -> Result<Frame> {
-        refuse(&cmd)?;
-        self.send_payload(Payload::One(cmd), timeout).await
+    pub fn send_timeout(
+        &self,
+        cmd: Cmd,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<Frame>> + Send + '_ {
+        self.send_payload(Payload::One(cmd), timeout)
     }
 
     /// Sends a shared command: the router keeps its own reference so it can
     /// resend after a redirect without copying the command first.
-    pub(crate) async fn send_shared(&self, cmd: Arc<Cmd>) -> Result<Frame> {
-        refuse(&cmd)?;
+    pub(crate) fn send_shared(
+        &self,
+        cmd: Arc<Cmd>,
+    ) -> impl Future<Output = Result<Frame>> + Send + '_ {
         self.send_payload(Payload::Shared(cmd), self.shared.config.request_timeout)
-            .await
     }
 
     async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {
+        match &payload {
+            Payload::One(cmd) => refuse(cmd)?,
+            Payload::Shared(cmd) => refuse(cmd)?,
+            Payload::Many(cmds) => {
+                for cmd in cmds {
+                    refuse(cmd)?;
+                }
+            }
+        }
         let (tx, rx) = oneshot::channel();
         let deadline = deadline(timeout);
         self.enqueue(Request {

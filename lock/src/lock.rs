@@ -1,5 +1,6 @@
 //! `Lock`: a handle on one reentrant lock as one owner, and the acquire path.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -186,8 +187,13 @@ impl Lock {
     ///
     /// # Cancel safety
     /// See [`try_acquire`](Self::try_acquire).
-    pub async fn try_acquire_now(&self, lease: Option<Duration>) -> LockResult<Option<LockGuard>> {
-        self.try_acquire(Duration::ZERO, lease).await
+    pub fn try_acquire_now(
+        &self,
+        lease: Option<Duration>,
+    ) -> impl Future<Output = LockResult<Option<LockGuard>>> + Send + '_ {
+        // The same future as `try_acquire`, not a wrapper around it (a
+        // wrapper would copy it in).
+        self.try_acquire(Duration::ZERO, lease)
     }
 
     /// Tries for up to `wait`. `lease: Some(d)` holds for `d` (no renewal;
