@@ -162,6 +162,33 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
     let conn = client.connection_for_key("{w}k").await.unwrap();
     conn.set("{w}k", "v2").await.unwrap();
     assert_eq!(conn.wait(1, Duration::from_secs(2)).await.unwrap(), 1);
+
+    // A node that stops answering does not stall topology refreshes, even
+    // with no request timeout: each node's answer is bounded by the connect
+    // timeout and the next node is asked.
+    let urls = cluster.seed_urls();
+    let mut cfg = ClientConfig::from_urls(&[urls[0].as_str()]).unwrap();
+    for seed in &mut cfg.seeds {
+        seed.request_timeout = None;
+        seed.connect_timeout = Duration::from_millis(500);
+    }
+    let patient = Client::connect_with(cfg).await.unwrap();
+    patient.ping().await.unwrap();
+    // Every master paused: each candidate is asked in turn and given up on.
+    let masters = cluster.masters();
+    for &m in &masters {
+        cluster.node(m).pause().unwrap();
+    }
+    let started = std::time::Instant::now();
+    let refreshed = tokio::time::timeout(Duration::from_secs(20), patient.refresh_topology()).await;
+    let took = started.elapsed();
+    for &m in &masters {
+        cluster.node(m).resume().unwrap();
+    }
+    assert!(refreshed.is_ok(), "refresh stalled behind paused nodes");
+    assert!(took < Duration::from_secs(10), "refresh took {took:?}");
+    // Answering again: the next refresh succeeds.
+    patient.refresh_topology().await.unwrap();
 }
 
 /// Runs SET/INCR/GET on `keys` until `stop`, counting errors.

@@ -456,10 +456,20 @@ impl Router {
     async fn fetch_topology(&self, addr: &str) -> Result<Topology> {
         let conn = self.node(addr).connection(&self.base).await?;
         let host = split_addr(addr).map(|(h, _)| h).unwrap_or_default();
-        match conn.send(Cmd::new("CLUSTER").arg("SHARDS")).await {
+        // Bounded by the connect timeout, not the request timeout (which may
+        // be none): a refresh holds the refresh lock, and a node that does
+        // not answer (paused, overloaded) must not stall every later
+        // refresh; the next candidate is asked instead.
+        let bound = Some(self.base.connect_timeout);
+        match conn
+            .send_timeout(Cmd::new("CLUSTER").arg("SHARDS"), bound)
+            .await
+        {
             Ok(reply) => Topology::from_shards(reply, &host),
             Err(e) if e.server_kind() == Some(ServerErrorKind::UnknownCommand) => {
-                let reply = conn.send(Cmd::new("CLUSTER").arg("SLOTS")).await?;
+                let reply = conn
+                    .send_timeout(Cmd::new("CLUSTER").arg("SLOTS"), bound)
+                    .await?;
                 Topology::from_slots(reply, &host)
             }
             Err(e) => Err(e),
