@@ -1,7 +1,8 @@
 //! `keylatch bench --compare`: finds and runs the comparison binary
 //! (`benches/src/bin/compare.rs`, its own Cargo workspace), which runs the
 //! same [`keylatch::bench`] scenarios through keylatch, redis-rs and rslock
-//! and prints the tables itself. It lives outside this package so the
+//! (on a cluster: keylatch and redis-rs's cluster client) and prints the
+//! tables itself. It lives outside this package so the
 //! product's dependency tree never holds another Redis client.
 
 use std::ffi::OsString;
@@ -39,16 +40,27 @@ fn locate(env: Option<OsString>, exe: Option<PathBuf>, source: &Path) -> Option<
     manifest.is_file().then_some(Launcher::Cargo(manifest))
 }
 
-/// The options passed through, in the comparison binary's syntax.
-fn pass_through(a: &BenchArgs, url: &str) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec![
-        "--url".into(),
-        url.into(),
+/// The options passed through, in the comparison binary's syntax: every
+/// seed, as `--cluster` when the user insisted on a cluster (the binary then
+/// refuses a standalone server as `bench` does), else as `--url` (the
+/// binary tells a cluster from a standalone server itself).
+fn pass_through(a: &BenchArgs, seeds: &[String]) -> Vec<OsString> {
+    let flag = if a.cluster.is_empty() {
+        "--url"
+    } else {
+        "--cluster"
+    };
+    let mut out: Vec<OsString> = Vec::new();
+    for seed in seeds {
+        out.push(flag.into());
+        out.push(seed.into());
+    }
+    out.extend([
         "--clients".into(),
         a.clients.to_string().into(),
         "--duration".into(),
         format!("{}ms", a.duration.as_millis()).into(),
-    ];
+    ]);
     if let Some(plot) = &a.plot {
         out.push("--plot".into());
         out.push(plot.clone().into_os_string());
@@ -56,12 +68,12 @@ fn pass_through(a: &BenchArgs, url: &str) -> Vec<OsString> {
     out
 }
 
-/// Runs the comparison against the first seed, its output going straight
-/// to ours; returns its exit code.
+/// Runs the comparison against `seeds` (a standalone server or a
+/// cluster), its output going straight to ours; returns its exit code.
 pub(crate) fn launch(a: &BenchArgs, seeds: &[String]) -> Result<u8, Failure> {
-    let url = seeds
-        .first()
-        .ok_or_else(|| Failure::usage("bench: --compare needs a server URL"))?;
+    if seeds.is_empty() {
+        return Err(Failure::usage("bench: --compare needs a server URL"));
+    }
     let launcher = locate(
         std::env::var_os("KEYLATCH_COMPARE_BIN"),
         std::env::current_exe().ok(),
@@ -89,7 +101,7 @@ pub(crate) fn launch(a: &BenchArgs, seeds: &[String]) -> Result<u8, Failure> {
         Launcher::Cargo(m) => format!("cargo run --release --manifest-path {}", m.display()),
     };
     let status = cmd
-        .args(pass_through(a, url))
+        .args(pass_through(a, seeds))
         .status()
         .map_err(|e| Failure::usage(format!("bench: cannot start {shown}: {e}")))?;
     match status.code() {
@@ -108,6 +120,60 @@ pub(crate) fn launch(a: &BenchArgs, seeds: &[String]) -> Result<u8, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    fn args(urls: &[&str], cluster: &[&str]) -> BenchArgs {
+        BenchArgs {
+            urls: urls.iter().map(|s| (*s).to_owned()).collect(),
+            cluster: cluster.iter().map(|s| (*s).to_owned()).collect(),
+            clients: 8,
+            duration: Duration::from_millis(1500),
+            compare: true,
+            plot: None,
+        }
+    }
+
+    #[test]
+    fn every_seed_is_passed_through_as_cluster_when_one_was_demanded() {
+        let strs = |v: Vec<OsString>| -> Vec<String> {
+            v.into_iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect()
+        };
+        let seeds = ["redis://a:1".to_owned(), "redis://b:2".to_owned()];
+        assert_eq!(
+            strs(pass_through(
+                &args(&["redis://a:1", "redis://b:2"], &[]),
+                &seeds
+            )),
+            [
+                "--url",
+                "redis://a:1",
+                "--url",
+                "redis://b:2",
+                "--clients",
+                "8",
+                "--duration",
+                "1500ms"
+            ]
+        );
+        assert_eq!(
+            strs(pass_through(
+                &args(&["redis://a:1"], &["redis://b:2"]),
+                &seeds
+            )),
+            [
+                "--cluster",
+                "redis://a:1",
+                "--cluster",
+                "redis://b:2",
+                "--clients",
+                "8",
+                "--duration",
+                "1500ms"
+            ]
+        );
+    }
 
     #[test]
     fn the_environment_wins_then_a_neighbour_then_the_source_tree() {
