@@ -347,7 +347,10 @@ impl Commands for Client {
     async fn send(&self, cmd: Cmd) -> Result<Frame> {
         match &self.inner {
             Inner::Standalone(conn) => conn.send(cmd).await,
-            Inner::Cluster(router) => router.send(cmd, None).await,
+            // Boxed: the routed future (redirects, retries) is larger than a
+            // plain send, and inline it would be copied along with every
+            // standalone request's future too.
+            Inner::Cluster(router) => Box::pin(router.send(cmd, None)).await,
         }
     }
 
@@ -379,7 +382,8 @@ impl Commands for Client {
                     }
                     other => other,
                 },
-                Inner::Cluster(router) => router.send(cmd, Some(script)).await,
+                // Boxed, as in `send`.
+                Inner::Cluster(router) => Box::pin(router.send(cmd, Some(script))).await,
             }
         }
     }
