@@ -57,6 +57,8 @@ mod router;
 mod script;
 mod sha1;
 mod slot;
+mod stream;
+mod tls;
 mod topology;
 
 pub use backoff::Backoff;
@@ -72,4 +74,5 @@ pub use reply::FromReply;
 pub use router::RouterOptions;
 pub use script::Script;
 pub use slot::{hash_tag, Slot, SLOT_COUNT};
+pub use tls::TlsConfig;
 pub use topology::Shard;
