@@ -457,7 +457,9 @@ impl Router {
         let conn = self.node(addr).connection(&self.base).await?;
         let host = split_addr(addr).map(|(h, _)| h).unwrap_or_default();
         match conn.send(Cmd::new("CLUSTER").arg("SHARDS")).await {
-            Ok(reply) => Topology::from_shards(reply, &host),
+            // CLUSTER SLOTS needs no such choice: a node reports the
+            // port of the kind (TLS or not) of the connection asking.
+            Ok(reply) => Topology::from_shards(reply, &host, self.base.tls.is_some()),
             Err(e) if e.server_kind() == Some(ServerErrorKind::UnknownCommand) => {
                 let reply = conn.send(Cmd::new("CLUSTER").arg("SLOTS")).await?;
                 Topology::from_slots(reply, &host)
