@@ -444,7 +444,10 @@ mod tests {
         assert_eq!((c.host.as_str(), c.port, c.db), ("10.1.2.3", 6380, 1));
         let tls = c.tls.unwrap();
         assert!(tls.uses_system_roots() && !tls.accepts_invalid_certs());
-        assert!(ConnectionConfig::from_url("redis://h").unwrap().tls.is_none());
+        assert!(ConnectionConfig::from_url("redis://h")
+            .unwrap()
+            .tls
+            .is_none());
         // A CA file that is not there: the TLS error names it.
         match ConnectionConfig::from_url("rediss://h?ca=/nonexistent/ca%2Epem") {
             Err(Error::Tls(m)) => assert!(m.contains("/nonexistent/ca.pem"), "{m}"),

@@ -133,7 +133,10 @@ impl TlsConfig {
             let mut roots = (*self.material.roots).clone();
             for cert in certs {
                 roots.add(cert).map_err(|e| {
-                    Error::Tls(format!("CA bundle {}: bad certificate: {e}", path.display()))
+                    Error::Tls(format!(
+                        "CA bundle {}: bad certificate: {e}",
+                        path.display()
+                    ))
                 })?;
             }
             self.material.roots = Arc::new(roots);
@@ -159,9 +162,7 @@ impl TlsConfig {
             ring::default_provider()
                 .key_provider
                 .load_private_key(key_der.clone_key())
-                .map_err(|e| {
-                    Error::Tls(format!("client private key {}: {e}", key.display()))
-                })?;
+                .map_err(|e| Error::Tls(format!("client private key {}: {e}", key.display())))?;
             self.material.client = Some(Arc::new((chain, key_der)));
             self.client_cert = Some((cert.to_owned(), key.to_owned()));
             self.changed();
@@ -274,7 +275,10 @@ pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>> {
 /// line naming the address; socket errors stay [`Error::Io`].
 #[cfg(feature = "tls")]
 pub(crate) fn io_error(addr: &str, e: std::io::Error) -> Error {
-    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
         Some(tls) => Error::Tls(format!("handshake with {addr} failed: {tls}")),
         None => Error::io(e),
     }
@@ -389,9 +393,15 @@ mod tests {
 
     #[test]
     fn server_names_are_dns_names_or_ip_addresses() {
-        assert!(matches!(server_name("127.0.0.1"), Ok(ServerName::IpAddress(_))));
+        assert!(matches!(
+            server_name("127.0.0.1"),
+            Ok(ServerName::IpAddress(_))
+        ));
         assert!(matches!(server_name("::1"), Ok(ServerName::IpAddress(_))));
-        assert!(matches!(server_name("redis.example.com"), Ok(ServerName::DnsName(_))));
+        assert!(matches!(
+            server_name("redis.example.com"),
+            Ok(ServerName::DnsName(_))
+        ));
         assert!(matches!(server_name("bad name"), Err(Error::Tls(_))));
     }
 

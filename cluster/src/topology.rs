@@ -104,8 +104,7 @@ impl Topology {
                     }
                     b"nodes" => {
                         for node in into_list(v)? {
-                            let node =
-                                NodeInfo::from_pairs(into_pairs(node)?, seed_host, tls)?;
+                            let node = NodeInfo::from_pairs(into_pairs(node)?, seed_host, tls)?;
                             if node.failed {
                                 continue;
                             }
@@ -194,7 +193,11 @@ impl NodeInfo {
             .flatten()
             .find(|h| !h.is_empty() && h != "?")
             .unwrap_or_else(|| seed_host.to_owned());
-        let (first, second) = if tls { (tls_port, port) } else { (port, tls_port) };
+        let (first, second) = if tls {
+            (tls_port, port)
+        } else {
+            (port, tls_port)
+        };
         let port = first
             .or(second)
             .and_then(|p| u16::try_from(p).ok())
@@ -393,7 +396,10 @@ mod tests {
             (b("role"), b("master")),
         ]);
         let shard = Frame::Map(vec![
-            (b("slots"), Frame::Array(vec![Frame::Integer(0), Frame::Integer(16383)])),
+            (
+                b("slots"),
+                Frame::Array(vec![Frame::Integer(0), Frame::Integer(16383)]),
+            ),
             (b("nodes"), Frame::Array(vec![node])),
         ]);
         let reply = Frame::Array(vec![shard]);
@@ -403,7 +409,10 @@ mod tests {
         assert_eq!(tls.shard_of(0).unwrap().master, "127.0.0.1:8000");
         // A TLS-only node (`--port 0`) reports only `tls-port`.
         let only_tls = Frame::Array(vec![Frame::Map(vec![
-            (b("slots"), Frame::Array(vec![Frame::Integer(0), Frame::Integer(16383)])),
+            (
+                b("slots"),
+                Frame::Array(vec![Frame::Integer(0), Frame::Integer(16383)]),
+            ),
             (
                 b("nodes"),
                 Frame::Array(vec![Frame::Map(vec![

@@ -131,7 +131,11 @@ impl Tls {
     /// `--port 0 --tls-port P …`: the server speaks TLS only.
     fn server_args(&self, port: u16) -> Vec<String> {
         let path = |p: PathBuf| p.to_string_lossy().into_owned();
-        let auth = if self.require_client_cert { "yes" } else { "optional" };
+        let auth = if self.require_client_cert {
+            "yes"
+        } else {
+            "optional"
+        };
         vec![
             "--port".to_owned(),
             "0".to_owned(),
@@ -388,7 +392,11 @@ impl RedisServer {
     /// assert!(server.url().starts_with("redis://127.0.0.1:"));
     /// ```
     pub fn url(&self) -> String {
-        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
@@ -549,7 +557,11 @@ impl RedisServer {
     /// # Errors
     /// `redis-cli` is missing, exits non-zero, or times out.
     pub fn cli_timeout(&self, args: &[&str], timeout: Duration) -> io::Result<String> {
-        let tls = self.tls.as_ref().map(|t| t.certs.cli_args()).unwrap_or_default();
+        let tls = self
+            .tls
+            .as_ref()
+            .map(|t| t.certs.cli_args())
+            .unwrap_or_default();
         let mut all: Vec<&str> = tls.iter().map(String::as_str).collect();
         all.extend_from_slice(args);
         redis_cli_timeout(self.port, &all, timeout)

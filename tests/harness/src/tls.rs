@@ -59,7 +59,14 @@ impl TlsCerts {
             &[
                 &["req", "-x509", "-nodes", "-days", "2"][..],
                 &ec,
-                &["-keyout", CA_KEY, "-out", CA, "-subj", "/CN=keylatch test CA"],
+                &[
+                    "-keyout",
+                    CA_KEY,
+                    "-out",
+                    CA,
+                    "-subj",
+                    "/CN=keylatch test CA",
+                ],
                 &["-addext", "basicConstraints=critical,CA:TRUE"],
                 &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
             ]
@@ -190,8 +197,21 @@ fn leaf(dir: &Path, name: &str, cert: &str, key: &str, subject: &str, ext: &str)
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &csr, "-CA", CA, "-CAkey", CA_KEY, "-CAcreateserial", "-days",
-            "2", "-out", cert, "-extfile", &ext_file,
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            CA,
+            "-CAkey",
+            CA_KEY,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            cert,
+            "-extfile",
+            &ext_file,
         ],
     )
 }
