@@ -34,7 +34,7 @@ pub use keylatch_cluster::{
     Client, ClientConfig, ClientMode, Commands, Connection, ConnectionConfig, Error, Event,
     FromReply, Negotiated, Pipeline, Protocol, PubSub, PubSubConfig, Result, RouterOptions, Script,
     ServerError, ServerErrorKind, SetCondition, SetOptions, Shard, Slot, Subscription,
-    SubscriptionKind, Ttl,
+    SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
     Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, ReplicaSync,

@@ -37,6 +37,9 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
 
 Servers: --url (repeat for cluster seeds), else $KEYLATCH_URL (comma-
 separated), else redis://127.0.0.1:6379. Errors exit 2 with one line.
+TLS: rediss://host:port URLs; the server's CA from $KEYLATCH_TLS_CA (a PEM
+file) or the URL (rediss://host:port?ca=FILE), else the system roots;
+mutual TLS: rediss://host:port?ca=FILE&cert=FILE&key=FILE.
 -v / -vv (anywhere before `--`): library events on stderr, INFO+ / DEBUG+.";
 
 struct Args {

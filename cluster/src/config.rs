@@ -1,9 +1,11 @@
-//! Connection settings and `redis://` URL parsing.
+//! Connection settings and `redis://` / `rediss://` URL parsing.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::push::InvalidationHandler;
+use crate::tls::TlsConfig;
 
 /// Which RESP version to speak.
 ///
@@ -84,6 +86,10 @@ pub struct ConnectionConfig {
     /// Client-side-caching tracking (RESP3 only): invalidation pushes for
     /// keys this connection read go to the handler. `None`: off.
     pub tracking: Option<InvalidationHandler>,
+    /// TLS settings: `Some` for `rediss://` (or after any `tls_*` builder
+    /// method), `None` for plain TCP. A cluster's nodes and the pub/sub
+    /// hub's connections inherit them; each verifies its own host.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ConnectionConfig {
@@ -103,15 +109,24 @@ impl Default for ConnectionConfig {
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
             tracking: None,
+            tls: None,
         }
     }
 }
 
 impl ConnectionConfig {
-    /// Parses `redis://[user[:password]@]host[:port][/db][?protocol=resp2|resp3&name=n]`.
+    /// Parses `redis[s]://[user[:password]@]host[:port][/db][?param=value&…]`.
     ///
     /// User and password may be percent-encoded; IPv6 hosts go in brackets.
-    /// `rediss://` (TLS) is recognised and refused: this build has no TLS.
+    /// `rediss://` turns TLS on: the server's certificate must chain to a
+    /// trusted root and name the host (a DNS name, or an IP address SAN).
+    ///
+    /// Parameters: `protocol=resp2|resp3|auto`, `name=` (client name), `db=`;
+    /// with `rediss://` also `ca=FILE` (a PEM CA bundle trusted instead of
+    /// the system roots; repeat it for several) and `cert=FILE&key=FILE` (a
+    /// client certificate chain and its key, for mutual TLS). File paths may
+    /// be percent-encoded. Without the `tls` cargo feature, `rediss://` is
+    /// refused.
     ///
     /// ```
     /// use keylatch_cluster::{ConnectionConfig, Protocol};
@@ -119,25 +134,37 @@ impl ConnectionConfig {
     /// assert_eq!(cfg.password.as_deref(), Some("p@ss"));
     /// assert_eq!(cfg.host, "::1");
     /// assert_eq!(cfg.protocol, Protocol::Resp2);
-    /// assert!(ConnectionConfig::from_url("rediss://localhost").is_err());
+    /// assert!(cfg.tls.is_none());
+    ///
+    /// let tls = ConnectionConfig::from_url("rediss://app:secret@cache.example.com:6380/0")?;
+    /// assert!(tls.tls.is_some());
+    /// assert_eq!(tls.port, 6380);
     /// # Ok::<(), keylatch_cluster::Error>(())
     /// ```
     ///
     /// # Errors
-    /// [`Error::Config`] naming what is wrong.
+    /// [`Error::Config`] naming what is wrong; [`Error::Tls`] for a `ca`,
+    /// `cert` or `key` file that cannot be read or parsed.
     pub fn from_url(url: &str) -> Result<Self> {
-        let rest = if let Some(rest) = url.strip_prefix("redis://") {
-            rest
-        } else if url.starts_with("rediss://") {
-            return Err(Error::Config(
-                "rediss:// (TLS) is not supported by this build of keylatch".to_owned(),
-            ));
+        let (rest, tls) = if let Some(rest) = url.strip_prefix("redis://") {
+            (rest, false)
+        } else if let Some(rest) = url.strip_prefix("rediss://") {
+            #[cfg(not(feature = "tls"))]
+            {
+                let _ = rest;
+                return Err(Error::Config(crate::tls::NO_TLS.to_owned()));
+            }
+            #[cfg(feature = "tls")]
+            (rest, true)
         } else {
             return Err(Error::Config(format!(
-                "URL must start with redis:// (got {url:?})"
+                "URL must start with redis:// or rediss:// (got {url:?})"
             )));
         };
         let mut cfg = Self::default();
+        if tls {
+            cfg.tls = Some(TlsConfig::default());
+        }
         let (rest, query) = match rest.split_once('?') {
             Some((r, q)) => (r, Some(q)),
             None => (rest, None),
@@ -180,6 +207,7 @@ impl ConnectionConfig {
                 .filter(|db| *db >= 0)
                 .ok_or_else(|| Error::Config(format!("bad database index {path:?} in URL")))?;
         }
+        let (mut cert, mut key) = (None, None);
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
@@ -197,7 +225,24 @@ impl ConnectionConfig {
                         .parse()
                         .map_err(|_| Error::Config(format!("bad db {v:?}")))?
                 }
+                "ca" | "cert" | "key" if !tls => {
+                    return Err(Error::Config(format!(
+                        "URL parameter {k:?} needs a rediss:// (TLS) URL"
+                    )))
+                }
+                "ca" => cfg = cfg.tls_ca_file(percent_decode(v)?)?,
+                "cert" => cert = Some(percent_decode(v)?),
+                "key" => key = Some(percent_decode(v)?),
                 _ => return Err(Error::Config(format!("unknown URL parameter {k:?}"))),
+            }
+        }
+        match (cert, key) {
+            (Some(cert), Some(key)) => cfg = cfg.tls_client_cert(cert, key)?,
+            (None, None) => {}
+            _ => {
+                return Err(Error::Config(
+                    "URL parameters cert= and key= go together (mutual TLS)".to_owned(),
+                ))
             }
         }
         Ok(cfg)
@@ -225,6 +270,111 @@ impl ConnectionConfig {
     /// handler for the invalidations.
     pub fn tracking(mut self, handler: InvalidationHandler) -> Self {
         self.tracking = Some(handler);
+        self
+    }
+
+    /// Turns TLS on (as `rediss://` does) or off. Turning it on keeps
+    /// settings already made; off forgets them.
+    ///
+    /// ```
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::from_url("redis://10.0.0.5:6380")?.tls(true);
+    /// assert!(cfg.tls.is_some());
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    pub fn tls(mut self, on: bool) -> Self {
+        if !on {
+            self.tls = None;
+        } else if self.tls.is_none() {
+            self.tls = Some(TlsConfig::default());
+        }
+        self
+    }
+
+    fn tls_mut(&mut self) -> &mut TlsConfig {
+        self.tls.get_or_insert_with(TlsConfig::default)
+    }
+
+    /// Trusts the CA certificates of a PEM bundle (and turns TLS on). Call
+    /// it again to add more bundles. Once a bundle is given, the system's
+    /// roots are no longer trusted unless
+    /// [`tls_system_roots(true)`](Self::tls_system_roots) says so.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::from_url("rediss://redis.internal:6380")?
+    ///     .tls_ca_file("/etc/keylatch/ca.pem")?;
+    /// assert_eq!(cfg.tls.unwrap().ca_files().len(), 1);
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Tls`] when the file cannot be read, holds no PEM
+    /// certificate, or a certificate cannot be parsed;
+    /// [`Error::Config`] in a build without the `tls` feature.
+    pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Result<Self> {
+        self.tls_mut().add_ca_file(path.as_ref())?;
+        Ok(self)
+    }
+
+    /// Presents a client certificate (PEM chain, leaf first) with its
+    /// private key (PEM: PKCS#8, PKCS#1 or SEC1) for servers that require
+    /// one (`tls-auth-clients yes`). Turns TLS on.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::from_url("rediss://redis.internal:6380")?
+    ///     .tls_ca_file("/etc/keylatch/ca.pem")?
+    ///     .tls_client_cert("/etc/keylatch/client.pem", "/etc/keylatch/client.key")?;
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Tls`] when either file cannot be read or parsed, or the key
+    /// is of a kind rustls cannot sign with; [`Error::Config`] in a build
+    /// without the `tls` feature.
+    pub fn tls_client_cert(
+        mut self,
+        cert_chain: impl AsRef<Path>,
+        key: impl AsRef<Path>,
+    ) -> Result<Self> {
+        self.tls_mut()
+            .set_client_cert(cert_chain.as_ref(), key.as_ref())?;
+        Ok(self)
+    }
+
+    /// Whether to trust the system's root certificates (Debian:
+    /// `/etc/ssl/certs`, from the `ca-certificates` package; `SSL_CERT_FILE`
+    /// and `SSL_CERT_DIR` are honoured). Default: yes when no CA file is
+    /// given, no when one is. Turns TLS on.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::ConnectionConfig;
+    /// // A private CA for this server, public roots for anything else.
+    /// let cfg = ConnectionConfig::from_url("rediss://redis.internal:6380")?
+    ///     .tls_ca_file("/etc/keylatch/ca.pem")?
+    ///     .tls_system_roots(true);
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    pub fn tls_system_roots(mut self, on: bool) -> Self {
+        self.tls_mut().set_system_roots(on);
+        self
+    }
+
+    /// **Dangerous**: accepts any server certificate, for any name, signed
+    /// by anyone. The connection is encrypted but not authenticated: anyone
+    /// on the path can impersonate the server. For test setups with
+    /// throwaway certificates only. Turns TLS on.
+    ///
+    /// ```
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::from_url("rediss://127.0.0.1:6380")?
+    ///     .danger_accept_invalid_certs(true);
+    /// assert!(cfg.tls.unwrap().accepts_invalid_certs());
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    pub fn danger_accept_invalid_certs(mut self, accept: bool) -> Self {
+        self.tls_mut().set_accept_invalid_certs(accept);
         self
     }
 
@@ -287,6 +437,34 @@ fn percent_decode(s: &str) -> Result<String> {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "tls")]
+    #[test]
+    fn rediss_urls_turn_tls_on() {
+        let c = ConnectionConfig::from_url("rediss://u:p@10.1.2.3:6380/1?protocol=resp2").unwrap();
+        assert_eq!((c.host.as_str(), c.port, c.db), ("10.1.2.3", 6380, 1));
+        let tls = c.tls.unwrap();
+        assert!(tls.uses_system_roots() && !tls.accepts_invalid_certs());
+        assert!(ConnectionConfig::from_url("redis://h")
+            .unwrap()
+            .tls
+            .is_none());
+        // A CA file that is not there: the TLS error names it.
+        match ConnectionConfig::from_url("rediss://h?ca=/nonexistent/ca%2Epem") {
+            Err(Error::Tls(m)) => assert!(m.contains("/nonexistent/ca.pem"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_is_refused_without_the_feature() {
+        assert!(matches!(
+            ConnectionConfig::from_url("rediss://h"),
+            Err(Error::Config(_))
+        ));
+        assert!(ConnectionConfig::default().tls_ca_file("/x").is_err());
+    }
+
     #[test]
     fn parses_full_url() {
         let c =
@@ -319,7 +497,8 @@ mod tests {
     fn rejects_bad_urls() {
         for url in [
             "http://h",
-            "rediss://h",
+            "redis://h?ca=/x.pem",
+            "rediss://h?cert=/x.pem",
             "redis://h:notaport",
             "redis://h:70000",
             "redis://h/x",

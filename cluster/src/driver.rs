@@ -24,7 +24,6 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use keylatch_resp::{Cmd, Decoder, Frame, Limits};
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Sleep};
 
@@ -33,6 +32,7 @@ use crate::connection::Shared;
 use crate::error::{Error, Result};
 use crate::handshake::{establish, Established};
 use crate::push::InvalidationHandler;
+use crate::stream::Stream;
 
 /// Stop taking requests while this much is waiting to be written, so a slow
 /// socket pushes back on callers instead of growing the buffer.
@@ -209,7 +209,7 @@ impl Driver {
 
 /// The connected phase: socket, buffers and the FIFO of pending replies.
 struct Connected {
-    stream: TcpStream,
+    stream: Stream,
     rbuf: BytesMut,
     wbuf: BytesMut,
     decoder: Decoder,
@@ -383,6 +383,14 @@ impl Connected {
                 }
                 Poll::Ready(Err(e)) => return Err(Error::io(e)),
                 Poll::Pending => break,
+            }
+        }
+        if self.wbuf.is_empty() {
+            // TLS may hold encrypted bytes the socket did not take yet;
+            // Pending registers for write readiness so they go out. For
+            // TCP this returns at once without a syscall.
+            if let Poll::Ready(Err(e)) = Pin::new(&mut self.stream).poll_flush(cx) {
+                return Err(Error::io(e));
             }
         }
         Ok(progress)

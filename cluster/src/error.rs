@@ -44,6 +44,13 @@ pub enum Error {
     UnexpectedReply(String),
     /// The URL or configuration is not usable.
     Config(String),
+    /// TLS (`rediss://`) failed: a certificate or key file that cannot be
+    /// read or parsed, no trusted roots, or a handshake the server or this
+    /// client refused (untrusted certificate, host name not in the
+    /// certificate, client certificate required or rejected). One line
+    /// naming the address and the cause. Retrying does not help until the
+    /// certificates or the configuration change.
+    Tls(String),
     /// The command cannot be sent on a multiplexed connection (e.g. SUBSCRIBE,
     /// MONITOR), or is otherwise refused before sending.
     InvalidCommand(String),
@@ -157,6 +164,7 @@ impl fmt::Display for Error {
             Error::Server(e) => write!(f, "server error: {e}"),
             Error::UnexpectedReply(s) => write!(f, "unexpected reply: {s}"),
             Error::Config(s) => write!(f, "configuration error: {s}"),
+            Error::Tls(s) => write!(f, "TLS error: {s}"),
             Error::InvalidCommand(s) => write!(f, "invalid command: {s}"),
             Error::CrossSlot { first, other } => write!(
                 f,

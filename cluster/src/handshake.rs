@@ -1,4 +1,5 @@
-//! Opening a socket and the connection handshake (HELLO 3 or the RESP2 path).
+//! Opening a socket (TCP, or TLS for `rediss://`: see `stream.rs`) and the
+//! connection handshake (HELLO 3 or the RESP2 path).
 //!
 //! Runs before the connection task takes the socket over, as a plain
 //! request/response exchange: nothing else can be in flight yet.
@@ -6,16 +7,16 @@
 use bytes::BytesMut;
 use keylatch_resp::{Cmd, Decoder, Frame, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::config::{ConnectionConfig, Negotiated, Protocol};
 use crate::error::{Error, Result, ServerErrorKind};
 use crate::reply::check;
+use crate::stream::Stream;
 
 /// A socket that has completed the handshake, with any bytes read past it.
 #[derive(Debug)]
 pub(crate) struct Established {
-    pub(crate) stream: TcpStream,
+    pub(crate) stream: Stream,
     pub(crate) read_buf: BytesMut,
     pub(crate) protocol: Negotiated,
 }
@@ -36,20 +37,12 @@ pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
 }
 
 async fn establish_inner(cfg: &ConnectionConfig) -> Result<Established> {
-    let stream = TcpStream::connect((cfg.host.as_str(), cfg.port))
-        .await
-        .map_err(|e| {
-            Error::io(std::io::Error::new(
-                e.kind(),
-                format!("connect to {}: {e}", cfg.addr()),
-            ))
-        })?;
-    // Requests are small and latency-bound; Nagle would hold them back.
-    stream.set_nodelay(true)?;
+    let stream = Stream::connect(cfg).await?;
     let mut ex = Exchange {
         stream,
         buf: BytesMut::with_capacity(4096),
         decoder: Decoder::new(Limits::default()),
+        cfg,
     };
     let protocol = match cfg.protocol {
         Protocol::Resp2 => {
@@ -118,7 +111,7 @@ fn select(db: i64) -> Cmd {
 }
 
 /// AUTH, SELECT and CLIENT SETNAME in one write.
-async fn resp2_setup(ex: &mut Exchange, cfg: &ConnectionConfig) -> Result<()> {
+async fn resp2_setup(ex: &mut Exchange<'_>, cfg: &ConnectionConfig) -> Result<()> {
     let mut cmds = Vec::with_capacity(3);
     if let Some(pass) = &cfg.password {
         let mut auth = Cmd::new("AUTH");
@@ -153,19 +146,28 @@ fn expect_ok(replies: Vec<Frame>) -> Result<()> {
     Ok(())
 }
 
-struct Exchange {
-    stream: TcpStream,
+struct Exchange<'a> {
+    stream: Stream,
     buf: BytesMut,
     decoder: Decoder,
+    cfg: &'a ConnectionConfig,
 }
 
-impl Exchange {
+impl Exchange<'_> {
     async fn round_trip(&mut self, cmds: &[Cmd]) -> Result<Vec<Frame>> {
         let mut out = BytesMut::with_capacity(cmds.iter().map(Cmd::encoded_len).sum());
         for c in cmds {
             c.encode(&mut out);
         }
-        self.stream.write_all(&out).await?;
+        let addr = || self.cfg.addr();
+        // flush: a TLS stream may hold encrypted bytes back (no-op for TCP).
+        let written = match self.stream.write_all(&out).await {
+            Ok(()) => self.stream.flush().await,
+            Err(e) => Err(e),
+        };
+        // A server refusing our client certificate says so in an alert that
+        // arrives here, at the first exchange after the TLS handshake.
+        written.map_err(|e| self.stream.error(&addr(), e))?;
         let mut replies = Vec::with_capacity(cmds.len());
         while replies.len() < cmds.len() {
             if let Some(frame) = self.decoder.decode(&mut self.buf)? {
@@ -175,8 +177,10 @@ impl Exchange {
                 continue;
             }
             self.buf.reserve(4096);
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
-                return Err(Error::ConnectionClosed);
+            match self.stream.read_buf(&mut self.buf).await {
+                Ok(0) => return Err(Error::ConnectionClosed),
+                Ok(_) => {}
+                Err(e) => return Err(self.stream.error(&addr(), e)),
             }
         }
         Ok(replies)

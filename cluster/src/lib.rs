@@ -7,9 +7,15 @@
 //!   (automatic pipelining), reads while it writes, answers a FIFO of pending
 //!   replies, fails everything pending when the socket dies, and reconnects
 //!   with [`Backoff`].
-//! - `handshake.rs`: TCP connect, `HELLO 3 [AUTH] [SETNAME]`, or the RESP2 path
+//! - `handshake.rs`: connect, `HELLO 3 [AUTH] [SETNAME]`, or the RESP2 path
 //!   (`AUTH`, `SELECT`, `CLIENT SETNAME`) when `HELLO` is refused.
-//! - [`ConnectionConfig`] (`config.rs`): settings and `redis://` URL parsing.
+//! - `stream.rs`: the socket, an enum of TCP or TLS-over-TCP (`rediss://`);
+//!   TCP pays one `match` per poll, no box or dynamic dispatch.
+//! - [`TlsConfig`] (`tls.rs`, cargo feature `tls`, on by default): CA
+//!   bundles, system roots, client certificate, the rustls configuration
+//!   (ring provider) built once and shared by clones.
+//! - [`ConnectionConfig`] (`config.rs`): settings and `redis://` /
+//!   `rediss://` URL parsing.
 //! - [`Pipeline`]: explicit batches, one write, replies in order.
 //! - `commands.rs`: typed helpers (`get`, `set_with`, `evalsha`, `pttl`, …).
 //! - [`FromReply`] (`reply.rs`): reply frames into Rust values.
@@ -57,6 +63,8 @@ mod router;
 mod script;
 mod sha1;
 mod slot;
+mod stream;
+mod tls;
 mod topology;
 
 pub use backoff::Backoff;
@@ -72,4 +80,5 @@ pub use reply::FromReply;
 pub use router::RouterOptions;
 pub use script::Script;
 pub use slot::{hash_tag, Slot, SLOT_COUNT};
+pub use tls::TlsConfig;
 pub use topology::Shard;

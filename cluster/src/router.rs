@@ -465,7 +465,9 @@ impl Router {
             .send_timeout(Cmd::new("CLUSTER").arg("SHARDS"), bound)
             .await
         {
-            Ok(reply) => Topology::from_shards(reply, &host),
+            // CLUSTER SLOTS needs no such choice: a node reports the
+            // port of the kind (TLS or not) of the connection asking.
+            Ok(reply) => Topology::from_shards(reply, &host, self.base.tls.is_some()),
             Err(e) if e.server_kind() == Some(ServerErrorKind::UnknownCommand) => {
                 let reply = conn
                     .send_timeout(Cmd::new("CLUSTER").arg("SLOTS"), bound)

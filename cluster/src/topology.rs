@@ -85,8 +85,10 @@ impl Topology {
     }
 
     /// Parses a `CLUSTER SHARDS` reply. `seed_host` replaces unusable
-    /// endpoints (`?`, empty), as the Redis docs advise.
-    pub(crate) fn from_shards(reply: Frame, seed_host: &str) -> Result<Self> {
+    /// endpoints (`?`, empty), as the Redis docs advise. `tls`: the client
+    /// connects with TLS, so a node's `tls-port` is used where it has one
+    /// (a node may report both a plaintext `port` and a `tls-port`).
+    pub(crate) fn from_shards(reply: Frame, seed_host: &str, tls: bool) -> Result<Self> {
         let mut topo = Self::empty();
         for shard in into_list(reply)? {
             let fields = into_pairs(shard)?;
@@ -102,7 +104,7 @@ impl Topology {
                     }
                     b"nodes" => {
                         for node in into_list(v)? {
-                            let node = NodeInfo::from_pairs(into_pairs(node)?, seed_host)?;
+                            let node = NodeInfo::from_pairs(into_pairs(node)?, seed_host, tls)?;
                             if node.failed {
                                 continue;
                             }
@@ -168,7 +170,7 @@ struct NodeInfo {
 }
 
 impl NodeInfo {
-    fn from_pairs(pairs: Vec<(Bytes, Frame)>, seed_host: &str) -> Result<Self> {
+    fn from_pairs(pairs: Vec<(Bytes, Frame)>, seed_host: &str, tls: bool) -> Result<Self> {
         let mut ip = None;
         let mut endpoint = None;
         let mut port = None;
@@ -191,8 +193,13 @@ impl NodeInfo {
             .flatten()
             .find(|h| !h.is_empty() && h != "?")
             .unwrap_or_else(|| seed_host.to_owned());
-        let port = port
-            .or(tls_port)
+        let (first, second) = if tls {
+            (tls_port, port)
+        } else {
+            (port, tls_port)
+        };
+        let port = first
+            .or(second)
             .and_then(|p| u16::try_from(p).ok())
             .ok_or_else(|| {
                 Error::UnexpectedReply("CLUSTER SHARDS node without a port".to_owned())
@@ -346,7 +353,7 @@ mod tests {
                 Frame::Array(vec![node_resp3(7001, "master", "online")]),
             ),
         ]);
-        let topo = Topology::from_shards(Frame::Array(vec![shard_a, shard_b]), "h").unwrap();
+        let topo = Topology::from_shards(Frame::Array(vec![shard_a, shard_b]), "h", false).unwrap();
         assert_eq!(topo.uncovered(), 0);
         assert_eq!(topo.shard_of(0).unwrap().master, "127.0.0.1:7000");
         assert_eq!(
@@ -375,8 +382,50 @@ mod tests {
             (b("slots"), Frame::Array(vec![b("0"), b("16383")])),
             (b("nodes"), Frame::Array(vec![node])),
         ]));
-        let topo = Topology::from_shards(Frame::Array(vec![shard]), "seed.example").unwrap();
+        let topo = Topology::from_shards(Frame::Array(vec![shard]), "seed.example", false).unwrap();
         assert_eq!(topo.shard_of(42).unwrap().master, "seed.example:7002");
+    }
+
+    #[test]
+    fn shards_tls_port_is_used_by_tls_clients() {
+        // A node serving both: plaintext 7000, TLS 8000 (`port`/`tls-port`).
+        let node = Frame::Map(vec![
+            (b("ip"), b("127.0.0.1")),
+            (b("port"), Frame::Integer(7000)),
+            (b("tls-port"), Frame::Integer(8000)),
+            (b("role"), b("master")),
+        ]);
+        let shard = Frame::Map(vec![
+            (
+                b("slots"),
+                Frame::Array(vec![Frame::Integer(0), Frame::Integer(16383)]),
+            ),
+            (b("nodes"), Frame::Array(vec![node])),
+        ]);
+        let reply = Frame::Array(vec![shard]);
+        let plain = Topology::from_shards(reply.clone(), "h", false).unwrap();
+        assert_eq!(plain.shard_of(0).unwrap().master, "127.0.0.1:7000");
+        let tls = Topology::from_shards(reply, "h", true).unwrap();
+        assert_eq!(tls.shard_of(0).unwrap().master, "127.0.0.1:8000");
+        // A TLS-only node (`--port 0`) reports only `tls-port`.
+        let only_tls = Frame::Array(vec![Frame::Map(vec![
+            (
+                b("slots"),
+                Frame::Array(vec![Frame::Integer(0), Frame::Integer(16383)]),
+            ),
+            (
+                b("nodes"),
+                Frame::Array(vec![Frame::Map(vec![
+                    (b("ip"), b("127.0.0.1")),
+                    (b("tls-port"), Frame::Integer(8001)),
+                    (b("role"), b("master")),
+                ])]),
+            ),
+        ])]);
+        for tls in [false, true] {
+            let topo = Topology::from_shards(only_tls.clone(), "h", tls).unwrap();
+            assert_eq!(topo.shard_of(1).unwrap().master, "127.0.0.1:8001");
+        }
     }
 
     #[test]

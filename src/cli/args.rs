@@ -1,5 +1,6 @@
 //! Argument reading shared by the subcommands: flag values, durations,
-//! and the server URLs (`--url`, `$KEYLATCH_URL`, the default).
+//! and the server URLs (`--url`, `$KEYLATCH_URL`, the default), with
+//! `$KEYLATCH_TLS_CA` for `rediss://` ones.
 
 use std::time::Duration;
 
@@ -65,10 +66,25 @@ pub(crate) fn urls(given: Vec<String>) -> Vec<String> {
     }
 }
 
-/// The client configuration for `urls`, or a usage failure naming the bad URL.
+/// The client configuration for `urls`, or a usage failure naming the bad
+/// URL. `rediss://` seeds without a `ca=` parameter trust the PEM bundle
+/// named by `$KEYLATCH_TLS_CA` when it is set (else the system roots).
 pub(crate) fn client_config(urls: &[String]) -> Result<keylatch::ClientConfig, Failure> {
     let refs: Vec<&str> = urls.iter().map(String::as_str).collect();
-    keylatch::ClientConfig::from_urls(&refs).map_err(|e| Failure::usage(format!("{e}")))
+    let mut cfg =
+        keylatch::ClientConfig::from_urls(&refs).map_err(|e| Failure::usage(format!("{e}")))?;
+    let ca = std::env::var_os("KEYLATCH_TLS_CA").filter(|v| !v.is_empty());
+    if let Some(ca) = ca {
+        for seed in &mut cfg.seeds {
+            if seed.tls.as_ref().is_some_and(|t| t.ca_files().is_empty()) {
+                *seed = seed
+                    .clone()
+                    .tls_ca_file(&ca)
+                    .map_err(|e| Failure::usage(format!("$KEYLATCH_TLS_CA: {e}")))?;
+            }
+        }
+    }
+    Ok(cfg)
 }
 
 /// "cannot connect to a, b: cause" — one line naming what was tried.

@@ -30,7 +30,8 @@ exits with CMD's exit code (128+N when CMD died of signal N).
                `watchdog` (default) renews the lock for as long as CMD runs
   --grace D    time between SIGTERM and SIGKILL when CMD must stop (default 5s)
   --url URL    server (repeat for cluster seeds); default $KEYLATCH_URL
-               (comma-separated), else redis://127.0.0.1:6379
+               (comma-separated), else redis://127.0.0.1:6379; rediss://
+               for TLS (CA from $KEYLATCH_TLS_CA or ?ca=FILE)
 
 CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
 (the hold's fencing token: pass it to storage that rejects stale writers).

@@ -24,7 +24,8 @@ waiters and the last fencing token issued. Reads only.
              free, -1 without expiry),\"holders\" {owner: count},\"mode\",
              \"value\",\"waiters\" [owner...],\"fencing_token\"}
   --url URL  server (repeat for cluster seeds); default $KEYLATCH_URL, else
-             redis://127.0.0.1:6379
+             redis://127.0.0.1:6379; rediss://host:port for TLS (CA from
+             $KEYLATCH_TLS_CA or ?ca=FILE, else the system roots)
 
 Exit codes: 0 (whatever the state), 2 usage error or server unreachable.";
 

@@ -27,7 +27,6 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use keylatch_resp::{Cmd, Decoder, Frame, Limits};
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::time::{Instant, Sleep};
 
@@ -37,6 +36,7 @@ use super::registry::{Op, Planned, Registry};
 use crate::backoff::Backoff;
 use crate::error::{Error, RetryClass, ServerError, ServerErrorKind};
 use crate::handshake::{establish, Established};
+use crate::stream::Stream;
 
 /// Smallest read: room for many small messages per syscall.
 const READ_CHUNK: usize = 16 * 1024;
@@ -184,7 +184,7 @@ fn apply(registry: &mut Registry, shared: &Shared, control: Control, now: Instan
 /// The connected phase: socket, buffers, commands awaiting answers, timers.
 struct Connected {
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: Stream,
     rbuf: BytesMut,
     wbuf: BytesMut,
     decoder: Decoder,
@@ -343,6 +343,13 @@ impl Connected {
                     progress = true;
                 }
                 Poll::Pending => break,
+            }
+        }
+        if self.wbuf.is_empty() {
+            // TLS may hold encrypted bytes back (see `stream.rs`); a no-op
+            // for TCP.
+            if let Poll::Ready(Err(_)) = Pin::new(&mut self.stream).poll_flush(cx) {
+                return Err(());
             }
         }
         Ok(progress)

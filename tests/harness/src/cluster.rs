@@ -21,7 +21,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::parse::{info_field, parse_role, NodesView, Role};
-use crate::server::redis_cli_timeout;
 use crate::slot::{self, SLOTS};
 
 mod builder;
@@ -384,7 +383,9 @@ impl RedisCluster {
     }
 
     fn query(&self, idx: usize, args: &[&str]) -> Result<String, String> {
-        redis_cli_timeout(self.nodes[idx].port(), args, QUERY_TIMEOUT)
+        self.nodes[idx]
+            .server()
+            .cli_timeout(args, QUERY_TIMEOUT)
             .map_err(|e| format!("node {idx} (port {}): {e}", self.nodes[idx].port()))
     }
 

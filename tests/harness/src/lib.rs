@@ -9,6 +9,9 @@
 //!   replica each by default) with failover, kill/restart/pause of nodes and
 //!   slot migration, for the cluster router tests.
 //! - [`Masters`] (`masters.rs`): independent standalone servers, for RedLock.
+//! - [`TlsCerts`] (`tls.rs`): a throwaway CA, server and client certificate
+//!   made with the `openssl` CLI, for TLS-only servers
+//!   ([`ServerBuilder::tls`]) and clusters ([`ClusterBuilder::tls`]).
 //!
 //! The harness is synchronous and std-only on purpose: it must not depend on
 //! the client under test, and the demo binary and the benchmark crate use it too.
@@ -19,6 +22,7 @@
 //! Environment:
 //! - `KEYLATCH_REDIS_SERVER`: path of the `redis-server` binary (default: found on `PATH`).
 //! - `KEYLATCH_REDIS_CLI`: path of the `redis-cli` binary (default: found on `PATH`).
+//! - `KEYLATCH_OPENSSL`: path of the `openssl` binary (default: found on `PATH`).
 //!
 //! A missing binary is an error (tests fail, they never skip).
 //!
@@ -35,6 +39,7 @@ mod masters;
 mod parse;
 mod server;
 mod slot;
+mod tls;
 
 pub use cluster::{ClusterBuilder, ClusterNode, FailoverMode, RedisCluster};
 pub use masters::Masters;
@@ -42,3 +47,4 @@ pub use server::{
     cli_binary, free_port, ping, redis_cli, redis_cli_timeout, server_binary, RedisServer,
     ServerBuilder, TempDir, CLI_TIMEOUT,
 };
+pub use tls::{openssl_binary, TlsCerts};

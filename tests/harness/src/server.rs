@@ -1,14 +1,17 @@
-//! One `redis-server` process ([`RedisServer`], [`ServerBuilder`]), the temp
-//! dir it runs in ([`TempDir`]), and the small tools around it ([`ping`],
-//! [`redis_cli`], [`free_port`]).
+//! One `redis-server` process ([`RedisServer`], [`ServerBuilder`]), plain or
+//! TLS-only, the temp dir it runs in ([`TempDir`]), and the small tools around
+//! it ([`ping`], [`redis_cli`], [`free_port`]).
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::tls::TlsCerts;
 
 /// How long a started server has to answer PING before start is declared failed.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -107,6 +110,47 @@ pub fn free_port() -> io::Result<u16> {
 pub struct ServerBuilder {
     args: Vec<String>,
     port: Option<u16>,
+    tls: Option<TlsRequest>,
+}
+
+/// What [`ServerBuilder::tls`] and friends asked for.
+#[derive(Clone, Debug, Default)]
+struct TlsRequest {
+    certs: Option<Arc<TlsCerts>>,
+    require_client_cert: bool,
+}
+
+/// The TLS set-up of a running server.
+#[derive(Clone, Debug)]
+struct Tls {
+    certs: Arc<TlsCerts>,
+    require_client_cert: bool,
+}
+
+impl Tls {
+    /// `--port 0 --tls-port P …`: the server speaks TLS only.
+    fn server_args(&self, port: u16) -> Vec<String> {
+        let path = |p: PathBuf| p.to_string_lossy().into_owned();
+        let auth = if self.require_client_cert {
+            "yes"
+        } else {
+            "optional"
+        };
+        vec![
+            "--port".to_owned(),
+            "0".to_owned(),
+            "--tls-port".to_owned(),
+            port.to_string(),
+            "--tls-cert-file".to_owned(),
+            path(self.certs.server_cert()),
+            "--tls-key-file".to_owned(),
+            path(self.certs.server_key()),
+            "--tls-ca-cert-file".to_owned(),
+            path(self.certs.ca_file()),
+            "--tls-auth-clients".to_owned(),
+            auth.to_owned(),
+        ]
+    }
 }
 
 impl ServerBuilder {
@@ -146,6 +190,53 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves TLS only (`--port 0 --tls-port P`, the port chosen as for a
+    /// plain server) with throwaway certificates ([`TlsCerts`], made at
+    /// start unless [`tls_certs`](Self::tls_certs) gives a set); client
+    /// certificates are optional (`--tls-auth-clients optional`). The
+    /// server's [`url`](RedisServer::url) is then `rediss://…` and
+    /// [`cli`](RedisServer::cli) speaks TLS.
+    ///
+    /// ```no_run
+    /// let server = keylatch_harness::RedisServer::builder().tls().start().unwrap();
+    /// assert!(server.url().starts_with("rediss://127.0.0.1:"));
+    /// let ca = server.tls_certs().unwrap().ca_file();
+    /// ```
+    pub fn tls(mut self) -> Self {
+        self.tls.get_or_insert_with(TlsRequest::default);
+        self
+    }
+
+    /// TLS ([`tls`](Self::tls)) with client certificates required
+    /// (`--tls-auth-clients yes`, mutual TLS): present
+    /// [`TlsCerts::client_cert`] and [`TlsCerts::client_key`].
+    ///
+    /// ```no_run
+    /// let server = keylatch_harness::RedisServer::builder()
+    ///     .tls_require_client_cert()
+    ///     .start()
+    ///     .unwrap();
+    /// ```
+    pub fn tls_require_client_cert(mut self) -> Self {
+        self.tls
+            .get_or_insert_with(TlsRequest::default)
+            .require_client_cert = true;
+        self
+    }
+
+    /// TLS ([`tls`](Self::tls)) with these certificates, e.g. one set
+    /// shared by the nodes of a cluster.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// let certs = Arc::new(keylatch_harness::TlsCerts::generate().unwrap());
+    /// let server = keylatch_harness::RedisServer::builder().tls_certs(certs).start().unwrap();
+    /// ```
+    pub fn tls_certs(mut self, certs: Arc<TlsCerts>) -> Self {
+        self.tls.get_or_insert_with(TlsRequest::default).certs = Some(certs);
+        self
+    }
+
     /// Starts the server and waits until it answers PING.
     ///
     /// ```no_run
@@ -153,8 +244,19 @@ impl ServerBuilder {
     /// ```
     ///
     /// # Errors
-    /// The binary is missing, the process exits early, or it never answers.
+    /// The binary is missing, the process exits early, or it never answers;
+    /// for TLS, `openssl` is missing or fails.
     pub fn start(self) -> io::Result<RedisServer> {
+        let tls = match &self.tls {
+            Some(req) => Some(Tls {
+                certs: match &req.certs {
+                    Some(c) => Arc::clone(c),
+                    None => Arc::new(TlsCerts::generate()?),
+                },
+                require_client_cert: req.require_client_cert,
+            }),
+            None => None,
+        };
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
             let port = match self.port {
@@ -162,13 +264,14 @@ impl ServerBuilder {
                 None => free_port()?,
             };
             let dir = TempDir::new("redis")?;
-            match spawn(&self.args, port, dir.path()) {
+            match spawn(&self.args, port, dir.path(), tls.as_ref()) {
                 Ok(child) => {
                     let mut server = RedisServer {
                         child: Some(child),
                         port,
                         args: self.args.clone(),
                         dir,
+                        tls: tls.clone(),
                     };
                     match server.wait_ready() {
                         Ok(()) => return Ok(server),
@@ -195,10 +298,13 @@ impl ServerBuilder {
     }
 }
 
-fn spawn(extra: &[String], port: u16, dir: &Path) -> io::Result<Child> {
+fn spawn(extra: &[String], port: u16, dir: &Path, tls: Option<&Tls>) -> io::Result<Child> {
+    let ports = match tls {
+        Some(tls) => tls.server_args(port),
+        None => vec!["--port".to_owned(), port.to_string()],
+    };
     Command::new(server_binary())
-        .arg("--port")
-        .arg(port.to_string())
+        .args(ports)
         .args(["--bind", "127.0.0.1"])
         .arg("--dir")
         .arg(dir)
@@ -225,6 +331,7 @@ pub struct RedisServer {
     port: u16,
     args: Vec<String>,
     dir: TempDir,
+    tls: Option<Tls>,
 }
 
 impl RedisServer {
@@ -277,14 +384,30 @@ impl RedisServer {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
-    /// `redis://127.0.0.1:port`.
+    /// `redis://127.0.0.1:port`, or `rediss://127.0.0.1:port` for a TLS
+    /// server (its client must trust [`TlsCerts::ca_file`]).
     ///
     /// ```no_run
     /// let server = keylatch_harness::RedisServer::start();
     /// assert!(server.url().starts_with("redis://127.0.0.1:"));
     /// ```
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The certificates of a TLS server (`None` for a plain one).
+    ///
+    /// ```no_run
+    /// let server = keylatch_harness::RedisServer::builder().tls().start().unwrap();
+    /// println!("trust {}", server.tls_certs().unwrap().ca_file().display());
+    /// ```
+    pub fn tls_certs(&self) -> Option<&TlsCerts> {
+        self.tls.as_ref().map(|t| t.certs.as_ref())
     }
 
     /// The server's working directory.
@@ -395,7 +518,7 @@ impl RedisServer {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             // The old socket may linger briefly; retry the bind for a while.
-            let child = spawn(&self.args, self.port, self.dir.path())?;
+            let child = spawn(&self.args, self.port, self.dir.path(), self.tls.as_ref())?;
             self.child = Some(child);
             match self.wait_ready() {
                 Ok(()) => return Ok(()),
@@ -408,7 +531,8 @@ impl RedisServer {
         }
     }
 
-    /// Runs `redis-cli -p PORT args…` and returns its stdout (see [`redis_cli`]).
+    /// Runs `redis-cli -p PORT args…` (with `--tls` and the certificates
+    /// for a TLS server) and returns its stdout (see [`redis_cli`]).
     ///
     /// ```no_run
     /// let server = keylatch_harness::RedisServer::start();
@@ -418,7 +542,43 @@ impl RedisServer {
     /// # Errors
     /// `redis-cli` is missing, exits non-zero, or times out.
     pub fn cli(&self, args: &[&str]) -> io::Result<String> {
-        redis_cli(self.port, args)
+        self.cli_timeout(args, CLI_TIMEOUT)
+    }
+
+    /// [`cli`](Self::cli) with its own time limit (see [`redis_cli_timeout`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let server = keylatch_harness::RedisServer::start();
+    /// let out = server.cli_timeout(&["PING"], Duration::from_secs(2)).unwrap();
+    /// assert_eq!(out.trim(), "PONG");
+    /// ```
+    ///
+    /// # Errors
+    /// `redis-cli` is missing, exits non-zero, or times out.
+    pub fn cli_timeout(&self, args: &[&str], timeout: Duration) -> io::Result<String> {
+        let tls = self
+            .tls
+            .as_ref()
+            .map(|t| t.certs.cli_args())
+            .unwrap_or_default();
+        let mut all: Vec<&str> = tls.iter().map(String::as_str).collect();
+        all.extend_from_slice(args);
+        redis_cli_timeout(self.port, &all, timeout)
+    }
+
+    /// One sign of life: [`ping`] for a plain server, `redis-cli --tls PING`
+    /// for a TLS one.
+    fn ping(&self) -> io::Result<()> {
+        if self.tls.is_none() {
+            return ping(self.port);
+        }
+        let out = self.cli_timeout(&["PING"], Duration::from_secs(2))?;
+        if out.starts_with("PONG") || out.starts_with("NOAUTH") {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("unexpected PING reply {out:?}")))
+        }
     }
 
     /// The server's log so far (for failure messages).
@@ -443,7 +603,7 @@ impl RedisServer {
                     )));
                 }
             }
-            if ping(self.port).is_ok() {
+            if self.ping().is_ok() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -607,6 +767,18 @@ fn join_output(reader: JoinHandle<Vec<u8>>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_server_speaks_tls_only() {
+        let mut server = ServerBuilder::default().tls().start().unwrap();
+        assert!(server.url().starts_with("rediss://127.0.0.1:"));
+        assert!(server.tls_certs().unwrap().ca_file().exists());
+        assert_eq!(server.cli(&["SET", "a", "1"]).unwrap().trim(), "OK");
+        // No plaintext on the port: the inline PING gets no RESP answer.
+        assert!(ping(server.port()).is_err());
+        server.restart().unwrap();
+        assert_eq!(server.cli(&["EXISTS", "a"]).unwrap().trim(), "0");
+    }
 
     #[test]
     fn temp_dir_is_removed_on_drop() {

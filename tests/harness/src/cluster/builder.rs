@@ -4,10 +4,12 @@
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ClusterNode, RedisCluster, DEFAULT_WAIT_TIMEOUT, QUERY_TIMEOUT};
-use crate::server::{free_port, redis_cli_timeout, RedisServer};
+use crate::server::{free_port, RedisServer};
+use crate::tls::TlsCerts;
 
 /// `--cluster-node-timeout`: 1 s instead of Redis' 15 s so failure detection
 /// and automatic failover happen within a test's patience.
@@ -44,6 +46,7 @@ pub struct ClusterBuilder {
     args: Vec<String>,
     node_timeout: Duration,
     wait_timeout: Duration,
+    tls: bool,
 }
 
 impl Default for ClusterBuilder {
@@ -54,6 +57,7 @@ impl Default for ClusterBuilder {
             args: Vec::new(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            tls: false,
         }
     }
 }
@@ -131,6 +135,22 @@ impl ClusterBuilder {
         self
     }
 
+    /// TLS everywhere: every node serves TLS only (see
+    /// [`ServerBuilder::tls`](crate::ServerBuilder::tls)), with one set of
+    /// [`TlsCerts`] shared by all nodes, and talks TLS on the cluster bus
+    /// and to its master (`--tls-cluster yes --tls-replication yes`). Node
+    /// URLs are `rediss://`; the CA is
+    /// `cluster.node(0).server().tls_certs()`.
+    ///
+    /// ```no_run
+    /// let cluster = keylatch_harness::RedisCluster::builder().tls().start().unwrap();
+    /// assert!(cluster.url().starts_with("rediss://"));
+    /// ```
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// Starts the nodes, joins them with `redis-cli --cluster create`, and
     /// waits until the cluster is healthy (see [`RedisCluster::wait_healthy`]).
     ///
@@ -172,11 +192,18 @@ impl ClusterBuilder {
         ]
         .map(String::from)
         .to_vec();
+        let certs = match self.tls {
+            true => {
+                args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+                Some(Arc::new(TlsCerts::generate()?))
+            }
+            false => None,
+        };
         args.extend(self.args.iter().cloned());
 
         let mut nodes = Vec::with_capacity(total);
         for _ in 0..total {
-            nodes.push(start_node(&args)?);
+            nodes.push(start_node(&args, certs.as_ref())?);
         }
         let cluster = RedisCluster {
             nodes,
@@ -188,15 +215,17 @@ impl ClusterBuilder {
     }
 }
 
-/// Starts one cluster node on a port whose bus port (+10000) fits and is free.
-fn start_node(args: &[String]) -> io::Result<ClusterNode> {
+/// Starts one cluster node on a port whose bus port (+10000) fits and is
+/// free (with TLS, the bus port follows the TLS port, the only one).
+fn start_node(args: &[String], certs: Option<&Arc<TlsCerts>>) -> io::Result<ClusterNode> {
     let mut last = None;
     for _ in 0..NODE_START_ATTEMPTS {
         let started = cluster_port().and_then(|port| {
-            RedisServer::builder()
-                .args(args.iter().cloned())
-                .port(port)
-                .start()
+            let mut builder = RedisServer::builder().args(args.iter().cloned()).port(port);
+            if let Some(certs) = certs {
+                builder = builder.tls_certs(Arc::clone(certs));
+            }
+            builder.start()
         });
         let server = match started {
             Ok(server) => server,
@@ -208,7 +237,8 @@ fn start_node(args: &[String]) -> io::Result<ClusterNode> {
         };
         // The id is fixed for the node's life (nodes.conf keeps it across
         // restarts), so it is read once and works on a killed node too.
-        let id = redis_cli_timeout(server.port(), &["CLUSTER", "MYID"], QUERY_TIMEOUT)?
+        let id = server
+            .cli_timeout(&["CLUSTER", "MYID"], QUERY_TIMEOUT)?
             .trim()
             .to_owned();
         if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -255,7 +285,9 @@ impl RedisCluster {
         let mut command = vec!["--cluster", "create"];
         command.extend(addrs.iter().map(String::as_str));
         command.extend(["--cluster-replicas", &replicas, "--cluster-yes"]);
-        let out = redis_cli_timeout(self.nodes[0].port(), &command, CREATE_TIMEOUT)
+        let out = self.nodes[0]
+            .server()
+            .cli_timeout(&command, CREATE_TIMEOUT)
             .map_err(|e| self.error(e.kind(), &format!("redis-cli --cluster create: {e}")))?;
         // redis-cli reports failures on stdout and still exits 0.
         if out.contains("All 16384 slots covered") {

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use super::{RedisCluster, QUERY_TIMEOUT};
 use crate::parse::parse_quoted_array;
-use crate::server::redis_cli_timeout;
 use crate::slot::SLOTS;
 
 /// Limit of one `MIGRATE` (whose own I/O timeout is 5 s).
@@ -76,8 +75,7 @@ impl RedisCluster {
         loop {
             // Quoted output (`--no-raw`): plain output cannot tell a newline in
             // a key name from the separator between keys.
-            let listing = redis_cli_timeout(
-                source.port(),
+            let listing = source.server().cli_timeout(
                 &["--no-raw", "CLUSTER", "GETKEYSINSLOT", &s, MIGRATE_BATCH],
                 QUERY_TIMEOUT,
             )?;
@@ -97,7 +95,7 @@ impl RedisCluster {
             }
             let mut command = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
             command.extend(keys.iter().map(String::as_str));
-            let reply = redis_cli_timeout(source.port(), &command, MIGRATE_CLI_TIMEOUT)?;
+            let reply = source.server().cli_timeout(&command, MIGRATE_CLI_TIMEOUT)?;
             match reply.trim() {
                 "OK" => moved += keys.len(),
                 // Every listed key expired meanwhile: nothing to move.

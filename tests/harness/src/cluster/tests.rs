@@ -297,3 +297,18 @@ fn drop_kills_every_node_and_removes_dirs() {
         assert!(!dir.exists(), "{}", dir.display());
     }
 }
+
+#[test]
+fn tls_cluster_is_healthy_over_tls_only() {
+    let cluster = RedisCluster::builder().tls().start().unwrap();
+    assert!(cluster.url().starts_with("rediss://127.0.0.1:"));
+    assert_eq!(cluster.masters().len(), 3);
+    for idx in 0..cluster.nodes().len() {
+        // No plaintext port: the inline PING gets no RESP answer.
+        assert!(crate::ping(cluster.node(idx).port()).is_err());
+    }
+    // Replicas synced over TLS, and the cluster reports TLS ports.
+    let shards = cli(&cluster, 0, &["CLUSTER", "SHARDS"]);
+    assert!(shards.contains("tls-port"), "{shards}");
+    assert_eq!(cli(&cluster, 0, &["-c", "SET", "foo", "bar"]), "OK");
+}
