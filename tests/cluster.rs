@@ -186,7 +186,8 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
         cluster.node(m).resume().unwrap();
     }
     assert!(refreshed.is_ok(), "refresh stalled behind paused nodes");
-    assert!(took < Duration::from_secs(10), "refresh took {took:?}");
+    // Three masters at ≥ 2 s each (the floor of a node's answer time).
+    assert!(took < Duration::from_secs(15), "refresh took {took:?}");
     // Answering again: the next refresh succeeds.
     patient.refresh_topology().await.unwrap();
 }

@@ -586,3 +586,83 @@ async fn large_values_round_trip() {
     assert_eq!(back.len(), big.len());
     assert!(back == big);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_callers_behind_a_request_without_timeout_still_fail_in_time() {
+    // The task takes nothing while the in-flight cap is reached; the one
+    // pending request (a BLPOP with no timeout) never answers. Queued
+    // callers have no timer of their own: after a whole request timeout of
+    // taking nothing with callers queued, the connection is rebuilt so they
+    // fail rather than wait for the BLPOP.
+    let server = RedisServer::start();
+    let mut cfg = ConnectionConfig::from_url(&server.url())
+        .unwrap()
+        .request_timeout(Some(Duration::from_millis(300)))
+        .queue_capacity(4);
+    cfg.max_in_flight = 1;
+    let conn = Connection::connect_with(cfg).await.unwrap();
+    let forever = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            conn.send_timeout(Cmd::new("BLPOP").key("never").arg("0"), None)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let mut queued = Vec::new();
+    for _ in 0..3 {
+        let conn = conn.clone();
+        queued.push(tokio::spawn(async move { conn.ping().await }));
+    }
+    for q in queued {
+        let r = tokio::time::timeout(Duration::from_secs(10), q)
+            .await
+            .expect("a queued caller waited without bound")
+            .unwrap();
+        let err = r.unwrap_err();
+        assert!(
+            matches!(err, Error::Timeout | Error::Disconnected),
+            "typed failure expected, got {err}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The rebuild failed the BLPOP too (documented: pending callers get
+    // Timeout, outcome unknown), and the connection works again.
+    let blpop = tokio::time::timeout(Duration::from_secs(5), forever)
+        .await
+        .expect("the BLPOP caller was told")
+        .unwrap();
+    assert!(matches!(blpop, Err(Error::Timeout)), "{blpop:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while conn.ping().await.is_err() {
+        assert!(Instant::now() < deadline, "no recovery");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_timeout_expiring_while_nobody_queues_does_not_drop_the_connection() {
+    // At the in-flight cap, one pending request times out; nobody waits in
+    // the queue, so the connection stays (the other pending request is
+    // answered normally on the same socket).
+    let server = RedisServer::start();
+    let mut cfg = ConnectionConfig::from_url(&server.url())
+        .unwrap()
+        .request_timeout(Some(Duration::from_secs(10)));
+    cfg.max_in_flight = 2;
+    let conn = Connection::connect_with(cfg).await.unwrap();
+    let slow = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.send(Cmd::new("BLPOP").key("empty").arg("0.5")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let err = conn
+        .send_timeout(Cmd::new("PING"), Some(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout), "{err}");
+    assert_eq!(slow.await.unwrap().unwrap(), Frame::Null);
+    assert_eq!(conn.reconnects(), 0, "no rebuild without queued callers");
+    assert_eq!(conn.send(Cmd::new("ECHO").arg("ok")).await.unwrap(), "ok");
+}

@@ -10,9 +10,15 @@
 //!
 //! Request timeouts are enforced here, not by a timer per caller: each
 //! request carries its deadline, and the task keeps one timer armed for the
-//! earliest deadline it has seen. With one timeout for all requests the
+//! earliest deadline it has taken. With one timeout for all requests the
 //! deadlines arrive in order, so the timer is re-armed only when it fires
-//! (then the pending queue is scanned once), never per request.
+//! (then the pending queue is scanned once); a request with a shorter
+//! timeout than those before it moves it earlier. Requests still in the
+//! queue are bounded too: while the task cannot take more (in-flight cap or
+//! write buffer full, i.e. the server is not keeping up or not answering),
+//! it arms the timer at the moment it became blocked plus the configured
+//! request timeout, and if it is still blocked then with callers queued, it
+//! gives the connection up so they fail instead of waiting without a timer.
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
@@ -156,6 +162,7 @@ impl Driver {
                 self.shared.config.tracking.clone(),
                 timer.take(),
             );
+            conn.blocked_bound = self.shared.config.request_timeout;
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
             self.shared.set_connected(None);
             match exit {
@@ -222,6 +229,11 @@ struct Connected {
     /// Fires at `timer_at`: the earliest deadline taken since it last fired.
     timer: Pin<Box<Sleep>>,
     timer_at: Option<Instant>,
+    /// How long the task may stay unable to take queued requests before it
+    /// gives the connection up (the configured request timeout).
+    blocked_bound: Option<std::time::Duration>,
+    /// While unable to take requests: when that becomes too long.
+    blocked_until: Option<Instant>,
     /// Replies handed out in this turn (see [`DISPATCH_BUDGET`]).
     handed_out: usize,
 }
@@ -248,6 +260,8 @@ impl Connected {
             timer: timer
                 .unwrap_or_else(|| Box::pin(tokio::time::sleep_until(Instant::now() + IDLE_TIMER))),
             timer_at: None,
+            blocked_bound: None,
+            blocked_until: None,
             handed_out: 0,
         }
     }
@@ -271,7 +285,7 @@ impl Connected {
             answered += self.answered_since_poll;
             self.answered_since_poll = 0;
             if self.timer_at.is_some() && self.timer.as_mut().poll(cx).is_ready() {
-                if let Some(e) = self.expire() {
+                if let Some(e) = self.expire(rx) {
                     return Poll::Ready(Exit::Failed(e));
                 }
                 progress = true;
@@ -367,7 +381,37 @@ impl Connected {
                 Poll::Pending => break,
             }
         }
+        self.note_blocked();
         progress
+    }
+
+    /// Whether the task has stopped taking requests (in-flight cap or write
+    /// buffer high-water mark).
+    fn blocked(&self) -> bool {
+        self.pending.len() >= self.max_in_flight || self.wbuf.len() >= WRITE_HIGH_WATER
+    }
+
+    /// Starts (or ends) the bound on how long queued callers can wait while
+    /// the task takes nothing.
+    fn note_blocked(&mut self) {
+        if !self.blocked() {
+            self.blocked_until = None;
+            return;
+        }
+        if self.blocked_until.is_some() {
+            return;
+        }
+        let Some(until) = self
+            .blocked_bound
+            .and_then(|b| Instant::now().checked_add(b))
+        else {
+            return;
+        };
+        self.blocked_until = Some(until);
+        if self.timer_at.map_or(true, |at| until < at) {
+            self.timer_at = Some(until);
+            self.timer.as_mut().reset(until);
+        }
     }
 
     fn write(&mut self, cx: &mut Context<'_>) -> Result<bool> {
@@ -467,32 +511,48 @@ impl Connected {
 
     /// The timer fired: tells every caller past its deadline that it timed
     /// out and re-arms for the earliest deadline still waiting. Returns an
-    /// error (the connection is given up) when requests timed out while the
-    /// queue is full: the server is not answering, and callers waiting for
-    /// room would otherwise wait without bound.
-    fn expire(&mut self) -> Option<Error> {
+    /// error (the connection is given up) when the task has been unable to
+    /// take requests for a whole request timeout while callers are queued:
+    /// the server is not answering, and they would otherwise wait without
+    /// bound.
+    fn expire(&mut self, rx: &mpsc::Receiver<Request>) -> Option<Error> {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
-        let mut expired = false;
         for p in &mut self.pending {
             match p.deadline {
                 Some(d) if d <= now => {
                     if let Some(tx) = p.tx.take() {
                         tx.fail(Error::Timeout);
-                        expired = true;
                     }
                 }
                 Some(d) if p.tx.is_some() => next = Some(next.map_or(d, |n| n.min(d))),
                 _ => {}
             }
         }
+        if let Some(until) = self.blocked_until {
+            if now >= until && self.blocked() && !rx.is_empty() {
+                // Blocked for a whole request timeout with callers queued:
+                // the server is not answering. Rebuild; pending callers get
+                // Timeout (unknown outcome), queued ones Disconnected.
+                return Some(Error::Timeout);
+            }
+            if now >= until {
+                // Blocked but nobody queued (or no longer blocked): start
+                // the bound again from now.
+                self.blocked_until = None;
+                self.note_blocked();
+                if let Some(u) = self.blocked_until {
+                    next = Some(next.map_or(u, |n| n.min(u)));
+                }
+            } else {
+                next = Some(next.map_or(until, |n| n.min(until)));
+            }
+        }
         self.timer_at = next;
         self.timer
             .as_mut()
             .reset(next.unwrap_or_else(|| now + IDLE_TIMER));
-        let blocked =
-            self.pending.len() >= self.max_in_flight || self.wbuf.len() >= WRITE_HIGH_WATER;
-        (expired && blocked).then_some(Error::Timeout)
+        None
     }
 
     /// Fails every pending request with the socket's error.
@@ -503,6 +563,7 @@ impl Connected {
             }
         }
         self.timer_at = None;
+        self.blocked_until = None;
         self.wbuf.clear();
         self.rbuf.clear();
         self.decoder.reset();

@@ -460,7 +460,7 @@ impl Router {
         // be none): a refresh holds the refresh lock, and a node that does
         // not answer (paused, overloaded) must not stall every later
         // refresh; the next candidate is asked instead.
-        let bound = Some(self.base.connect_timeout);
+        let bound = Some(self.base.connect_timeout.max(MIN_TOPOLOGY_WAIT));
         match conn
             .send_timeout(Cmd::new("CLUSTER").arg("SHARDS"), bound)
             .await
@@ -523,6 +523,11 @@ pub(crate) fn command_slot(cmd: &Cmd) -> Result<Option<u16>> {
 
 /// Sends on one connection: with `ASKING` first when redirected by ASK, and
 /// with `SCRIPT LOAD` + retry in one write when a script is missing.
+/// Least time a node gets to answer CLUSTER SHARDS, whatever the connect
+/// timeout (a short one, set for fast failover, must not make every refresh
+/// of a large cluster fail).
+const MIN_TOPOLOGY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A retry pause, boxed: retries are rare, and an inline timer would
 /// enlarge every routed request's future.
 async fn pause(d: std::time::Duration) {

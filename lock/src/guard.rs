@@ -184,6 +184,7 @@ impl LockGuard {
 
     /// Resolves when the hold is known lost: a renewal found it gone, no
     /// renewal succeeded by the local deadline, or the max hold was reached.
+    /// Stays pending for a hold that ends normally (unlocked or dropped).
     ///
     /// # Cancel safety
     /// Cancel safe.

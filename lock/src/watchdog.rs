@@ -83,6 +83,9 @@ struct Hold {
     /// Renew at `early(self)` without waiting for the grid: the last
     /// renewal failed, or an invalidation asks for a check now.
     off_grid: bool,
+    /// An invalidation arrived while a renewal was in flight: that renewal
+    /// may have been answered before the change, so check again after it.
+    recheck: bool,
     /// A tracked read (PTTL) was issued, so a change by anyone else is
     /// pushed to us at once.
     tracked: bool,
@@ -165,6 +168,7 @@ impl Watchdog {
             next_renew: now + lease / 3,
             renewing: false,
             off_grid: false,
+            recheck: false,
             tracked: false,
             confirmed_at: now,
             lost: LossSignal::new(),
@@ -337,6 +341,7 @@ fn invalidated(shared: &Shared, inv: Invalidation) {
             h.tracked = false;
             h.next_renew = now;
             h.off_grid = true;
+            h.recheck = h.renewing;
         }
     }
 }
@@ -410,10 +415,12 @@ fn plan(
                 wake.urgent = earliest(wake.urgent, h.confirmed_at + TRACK_AFTER);
             }
         }
+        // Leases with holds in flight keep their grid too, so it stays
+        // fixed while a round's replies are outstanding.
+        if h.renew && !seen.contains(&h.lease) {
+            seen.push(h.lease);
+        }
         if h.renew && !h.renewing {
-            if !seen.contains(&h.lease) {
-                seen.push(h.lease);
-            }
             let round = *grid.entry(h.lease).or_insert(now);
             // In a grid round every hold renewed at least half an interval
             // ago goes (renewing early is harmless, and it keeps holds in
@@ -559,6 +566,7 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
         };
         h.renewing = false;
         h.off_grid = false;
+        let recheck = std::mem::take(&mut h.recheck);
         match results.as_ref().map(|r| r[i]) {
             // -1: its slot's call failed; retry like a failed batch.
             Some(-1) | None => {
@@ -573,6 +581,11 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
                     h.last_ok_sent = sent_at;
                 }
                 h.next_renew = sent_at + h.lease / 3;
+                if recheck {
+                    // Changed behind us while this renewal was in flight.
+                    h.next_renew = Instant::now();
+                    h.off_grid = true;
+                }
             }
             Some(_) => {
                 h.lost.fire(LossReason::Gone);
