@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use keylatch_harness::{RedisCluster, RedisServer, TempDir};
 
+mod common;
+use common::{acl_user, stderr, stdout, Soon, NO_SUBSCRIBE};
+
 /// The built binary, pointed at `server` only through `$KEYLATCH_URL`.
 fn keylatch(server: &RedisServer) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_keylatch"));
@@ -23,30 +26,14 @@ fn run(server: &RedisServer, args: &[&str]) -> Output {
     keylatch(server).args(args).output().unwrap()
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// Waits for a file the command writes once it runs (i.e. holds the lock).
 fn wait_for(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(path) {
-            if s.ends_with('\n') {
-                return s;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    Soon::new(Duration::from_secs(10), Duration::from_millis(10)).until_blocking(|| {
+        std::fs::read_to_string(path)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+            .ok_or_else(|| format!("{} never appeared", path.display()))
+    })
 }
 
 /// Starts `exec NAME -- sh -c SCRIPT` in the background.
@@ -440,22 +427,7 @@ fn verbose_shows_the_polling_fallback_warning_and_quiet_does_not() {
     // A user who may publish (its releases must) but not subscribe: a
     // waiter cannot have the unlock channel and falls back to polling,
     // which the library reports as a WARN event.
-    server
-        .cli(&[
-            "ACL",
-            "SETUSER",
-            "nochan",
-            "on",
-            ">pw",
-            "~*",
-            "&*",
-            "+@all",
-            "-subscribe",
-            "-ssubscribe",
-            "-psubscribe",
-        ])
-        .unwrap();
-    let url = format!("redis://nochan:pw@127.0.0.1:{}", server.port());
+    let url = acl_user(&server, "nochan", NO_SUBSCRIBE);
     let dir = TempDir::new("keylatch-cli").unwrap();
     let (ready, go) = (dir.path().join("ready"), dir.path().join("go"));
     // Holds the lock until the test creates `go`.
@@ -485,14 +457,12 @@ fn verbose_shows_the_polling_fallback_warning_and_quiet_does_not() {
     // The server's ACL log shows when a waiter's SUBSCRIBE was refused, so
     // each waiter is known to have hit the fallback while the lock was held.
     let refused = || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !server.cli(&["ACL", "LOG"]).unwrap().contains("subscribe") {
-            assert!(
-                Instant::now() < deadline,
-                "no refused SUBSCRIBE in the ACL log"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        Soon::new(Duration::from_secs(10), Duration::from_millis(20)).until_blocking(|| {
+            let log = server.cli(&["ACL", "LOG"]).unwrap();
+            log.contains("subscribe")
+                .then_some(())
+                .ok_or_else(|| "no refused SUBSCRIBE in the ACL log".to_owned())
+        });
         server.cli(&["ACL", "LOG", "RESET"]).unwrap();
     };
     let loud = waiter(&["-v"]);

@@ -9,6 +9,8 @@
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::cell::Cell;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,30 +20,10 @@ use keylatch_harness::{FailoverMode, RedisCluster};
 use keylatch_lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 use keylatch_resp::{Cmd, Frame};
 
+mod common;
+use common::{client_for, error_count, Soon};
+
 static GATE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn client_for(cluster: &RedisCluster) -> Client {
-    let urls = cluster.seed_urls();
-    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
-    let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
-        .await
-        .unwrap();
-    assert!(client.is_cluster());
-    client
-}
-
-/// `errorstat_<KIND>:count=N` from `INFO errorstats` of one node.
-fn error_count(cluster: &RedisCluster, idx: usize, kind: &str) -> u64 {
-    let info = cluster
-        .node(idx)
-        .cli(&["INFO", "errorstats"])
-        .unwrap_or_default();
-    let prefix = format!("errorstat_{kind}:count=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
 
 fn dbsize(cluster: &RedisCluster, idx: usize) -> u64 {
     cluster
@@ -192,35 +174,69 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
     patient.refresh_topology().await.unwrap();
 }
 
-/// Runs SET/INCR/GET on `keys` until `stop`, counting errors.
-fn workload(
-    client: Client,
-    keys: Vec<String>,
+/// Commands from several tasks at once until stopped, each task running
+/// its operation over and over and counting what succeeded and what failed.
+#[derive(Default)]
+struct Load {
     stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
     errors: Arc<AtomicU64>,
-    ops: Arc<AtomicU64>,
-) -> tokio::task::JoinHandle<Vec<String>> {
-    tokio::spawn(async move {
-        let mut seen = Vec::new();
-        let mut i = 0usize;
-        while !stop.load(Ordering::Relaxed) {
-            let key = &keys[i % keys.len()];
-            let r: Result<i64, Error> = client.cmd(Cmd::new("INCR").key(key.as_str())).await;
-            match r {
-                Ok(_) => {
-                    ops.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    errors.fetch_add(1, Ordering::Relaxed);
-                    if seen.len() < 5 {
-                        seen.push(e.to_string());
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    /// A task that runs `op(0)`, `op(1)`, … until [`finish`](Self::finish).
+    fn spawn<F, Fut>(&mut self, mut op: F)
+    where
+        F: FnMut(u64) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), Error>> + Send,
+    {
+        let (stop, ok, errors) = (
+            Arc::clone(&self.stop),
+            Arc::clone(&self.ok),
+            Arc::clone(&self.errors),
+        );
+        self.tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                match op(i).await {
+                    Ok(()) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        if seen.len() < 5 {
+                            seen.push(e.to_string());
+                        }
                     }
                 }
+                i += 1;
             }
-            i += 1;
+            seen
+        }));
+    }
+
+    /// Operations that succeeded so far.
+    fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Stops every task and checks that no operation failed; returns the
+    /// number that succeeded.
+    async fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut seen = Vec::new();
+        for t in self.tasks {
+            seen.extend(t.await.unwrap());
         }
-        seen
-    })
+        assert_eq!(
+            self.errors.load(Ordering::Relaxed),
+            0,
+            "errors surfaced: {seen:?}"
+        );
+        self.ok.load(Ordering::Relaxed)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,20 +254,17 @@ async fn live_slot_migration_is_invisible_to_callers() {
     let ask_before = error_count(&cluster, from, "ASK");
     let moved_before = error_count(&cluster, from, "MOVED");
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let errors = Arc::new(AtomicU64::new(0));
-    let ops = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..4)
-        .map(|_| {
-            workload(
-                client.clone(),
-                keys.clone(),
-                Arc::clone(&stop),
-                Arc::clone(&errors),
-                Arc::clone(&ops),
-            )
-        })
-        .collect();
+    let mut load = Load::default();
+    for _ in 0..4 {
+        let (client, keys) = (client.clone(), keys.clone());
+        load.spawn(move |i| {
+            let (client, key) = (client.clone(), keys[i as usize % keys.len()].clone());
+            async move {
+                let r: Result<i64, Error> = client.cmd(Cmd::new("INCR").key(key.as_str())).await;
+                r.map(drop)
+            }
+        });
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
     cluster.begin_migration(slot, from, to).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -261,16 +274,7 @@ async fn live_slot_migration_is_invisible_to_callers() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     cluster.finish_migration(slot, to).unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut seen = Vec::new();
-    for t in tasks {
-        seen.extend(t.await.unwrap());
-    }
-    assert_eq!(
-        errors.load(Ordering::Relaxed),
-        0,
-        "errors surfaced: {seen:?}"
-    );
+    let ops = load.finish().await;
     assert!(
         error_count(&cluster, from, "ASK") > ask_before,
         "no ASK happened"
@@ -285,7 +289,7 @@ async fn live_slot_migration_is_invisible_to_callers() {
         let v: i64 = client.cmd(Cmd::new("GET").key(k.as_str())).await.unwrap();
         total += v;
     }
-    assert_eq!(total as u64, ops.load(Ordering::Relaxed));
+    assert_eq!(total as u64, ops);
     assert_eq!(cluster.master_for_slot(slot), to);
 }
 
@@ -296,35 +300,18 @@ async fn failover_and_script_flush_under_load_surface_no_errors() {
     let _gate = GATE.lock().await;
     let cluster = RedisCluster::start();
     let client = client_for(&cluster).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let errors = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
+    let mut load = Load::default();
     for t in 0..8 {
         let client = client.clone();
-        let stop = Arc::clone(&stop);
-        let errors = Arc::clone(&errors);
-        let done = Arc::clone(&done);
-        tasks.push(tokio::spawn(async move {
-            let mut seen = Vec::new();
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let key = format!("load:{t}:{}", i % 97);
-                match client.eval_script(&COUNT, &[key.as_str()], &["1"]).await {
-                    Ok(_) => {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                        if seen.len() < 5 {
-                            seen.push(e.to_string());
-                        }
-                    }
-                }
-                i += 1;
+        load.spawn(move |i| {
+            let (client, key) = (client.clone(), format!("load:{t}:{}", i % 97));
+            async move {
+                client
+                    .eval_script(&COUNT, &[key.as_str()], &["1"])
+                    .await
+                    .map(drop)
             }
-            seen
-        }));
+        });
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     for _ in 0..3 {
@@ -338,22 +325,10 @@ async fn failover_and_script_flush_under_load_surface_no_errors() {
     cluster.failover(replica, FailoverMode::Default).unwrap();
     // The promoted replica has never loaded the script.
     cluster.node(replica).cli(&["SCRIPT", "FLUSH"]).unwrap();
-    let before = done.load(Ordering::Relaxed);
+    let before = load.ok();
     tokio::time::sleep(Duration::from_millis(700)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut seen = Vec::new();
-    for t in tasks {
-        seen.extend(t.await.unwrap());
-    }
-    assert_eq!(
-        errors.load(Ordering::Relaxed),
-        0,
-        "errors surfaced: {seen:?}"
-    );
-    assert!(
-        done.load(Ordering::Relaxed) > before,
-        "no progress after failover"
-    );
+    let done = load.finish().await;
+    assert!(done > before, "no progress after failover");
     assert!(cluster.masters().contains(&replica));
     // The client now routes the old master's slots to the new one.
     client.refresh_topology().await.unwrap();
@@ -379,17 +354,13 @@ async fn killed_master_fails_typed_until_failover_then_recovers() {
     assert_eq!(conn.wait(1, Duration::from_secs(2)).await.unwrap(), 1);
     cluster.node_mut(victim).kill();
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut failures = 0;
-    loop {
-        let started = Instant::now();
-        match client.get(key.as_str()).await {
-            Ok(v) => {
-                assert_eq!(v.as_deref(), Some(&b"before"[..]));
-                break;
-            }
-            Err(e) => {
-                failures += 1;
+    // Asked again at once after each failure, which must be typed and quick.
+    let failures = Cell::new(0);
+    let v = Soon::new(Duration::from_secs(30), Duration::ZERO)
+        .until(|| async {
+            let started = Instant::now();
+            client.get(key.as_str()).await.map_err(|e| {
+                failures.set(failures.get() + 1);
                 assert!(
                     matches!(
                         e,
@@ -401,12 +372,13 @@ async fn killed_master_fails_typed_until_failover_then_recovers() {
                     started.elapsed() < Duration::from_secs(10),
                     "a request hung"
                 );
-                assert!(Instant::now() < deadline, "no recovery within 30 s: {e}");
-            }
-        }
-    }
+                format!("no recovery: {e}")
+            })
+        })
+        .await;
+    assert_eq!(v.as_deref(), Some(&b"before"[..]));
     assert!(
-        failures > 0,
+        failures.get() > 0,
         "the kill should have been visible before failover"
     );
     assert!(cluster.masters().contains(&replica));

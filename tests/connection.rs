@@ -14,6 +14,9 @@ use keylatch_cluster::{
 use keylatch_harness::RedisServer;
 use keylatch_resp::{Cmd, Frame};
 
+mod common;
+use common::Soon;
+
 async fn connect(server: &RedisServer) -> Connection {
     Connection::connect(&server.url()).await.expect("connect")
 }
@@ -338,16 +341,12 @@ async fn a_full_queue_against_a_paused_server_fails_in_time_and_recovers() {
         );
     }
     server.resume().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match conn.ping().await {
-            Ok(()) => break,
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("no recovery after resume: {e}"),
-        }
-    }
+    Soon::new(Duration::from_secs(10), Duration::from_millis(50))
+        .until(|| async {
+            let pong = conn.ping().await;
+            pong.map_err(|e| format!("no recovery after resume: {e}"))
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,17 +390,14 @@ async fn server_death_fails_pending_fast_and_the_handle_reconnects() {
     assert!(started.elapsed() < Duration::from_secs(5));
 
     server.restart().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match conn.ping().await {
-            Ok(()) => break,
-            Err(e) if Instant::now() < deadline => {
+    Soon::new(Duration::from_secs(15), Duration::from_millis(50))
+        .until(|| async {
+            conn.ping().await.map_err(|e| {
                 assert!(e.is_connection_error(), "{e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("no reconnect within 15 s: {e}"),
-        }
-    }
+                format!("no reconnect: {e}")
+            })
+        })
+        .await;
     assert!(conn.reconnects() >= 1);
     conn.set("after", "restart").await.unwrap();
     assert_eq!(

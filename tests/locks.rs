@@ -13,6 +13,9 @@ use keylatch_harness::RedisServer;
 use keylatch_lock::{LockError, Locks, LocksConfig, LossReason};
 use keylatch_resp::{Cmd, Frame};
 
+mod common;
+use common::{acl_user, Soon, NO_SUBSCRIBE};
+
 fn cfg() -> LocksConfig {
     LocksConfig::default().watchdog_timeout(Duration::from_millis(900))
 }
@@ -277,11 +280,12 @@ async fn with_client_tracking_a_deleted_lock_is_lost_at_once_not_at_renewal() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(outsider);
     server.cli(&["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while locks.client().ping().await.is_err() {
-        assert!(Instant::now() < deadline, "no reconnect");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    Soon::new(Duration::from_secs(10), Duration::from_millis(20))
+        .until(|| async {
+            let pong = locks.client().ping().await;
+            pong.map_err(|e| format!("no reconnect ({e})"))
+        })
+        .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let outsider = Connection::connect(&server.url()).await.unwrap();
     let changed = Instant::now();
@@ -347,14 +351,11 @@ async fn max_hold_stops_renewal_and_fires_lost() {
         .unwrap();
     assert_eq!(reason, LossReason::MaxHold);
     // Renewal stopped: the key ends with its lease.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while guard.lock().is_locked().await.unwrap() {
-        assert!(
-            Instant::now() < deadline,
-            "key outlived its lease after max hold"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Soon::new(Duration::from_secs(5), Duration::from_millis(50))
+        .eventually("key outlived its lease after max hold", || async {
+            !guard.lock().is_locked().await.unwrap()
+        })
+        .await;
 }
 
 #[tokio::test]
@@ -392,22 +393,7 @@ async fn a_waiter_wakes_on_the_unlock_message_not_its_timeout() {
 async fn without_a_subscription_the_waiter_polls_and_still_acquires() {
     let server = RedisServer::start();
     // A user who may publish (its releases must) but not subscribe.
-    server
-        .cli(&[
-            "ACL",
-            "SETUSER",
-            "nochan",
-            "on",
-            ">pw",
-            "~*",
-            "&*",
-            "+@all",
-            "-subscribe",
-            "-ssubscribe",
-            "-psubscribe",
-        ])
-        .unwrap();
-    let url = format!("redis://nochan:pw@127.0.0.1:{}", server.port());
+    let url = acl_user(&server, "nochan", NO_SUBSCRIBE);
     let a = locks(&server, cfg()).await;
     let b = Locks::new(Client::connect(&url).await.unwrap(), cfg());
     let guard = a.lock("no-sub").acquire().await.unwrap();
@@ -469,34 +455,33 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
     );
     // No hold is left by nobody past its lease: the lock is free or frees
     // within one lease, and nothing local is left watched or queued.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let free = !lock.is_locked().await.unwrap();
-        if free && b.watched_holds() == 0 && b.queued_names() == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left behind: locked={} watched={} queued={}",
-            !free,
-            b.watched_holds(),
-            b.queued_names()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Soon::new(Duration::from_secs(3), Duration::from_millis(50))
+        .until(|| async {
+            let locked = lock.is_locked().await.unwrap();
+            let (watched, queued) = (b.watched_holds(), b.queued_names());
+            if !locked && watched == 0 && queued == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "left behind: locked={locked} watched={watched} queued={queued}"
+                ))
+            }
+        })
+        .await;
     eprintln!("cancelled {cancelled} acquires and {cancelled_unlocks} unlocks");
     // The hub keeps no stray subscription once its linger (1 s) has passed.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let out = server
-            .cli(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{cancel-me}"])
-            .unwrap();
-        if out.lines().nth(1).map(str::trim) == Some("0") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "stray subscription: {out}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Soon::new(Duration::from_secs(5), Duration::from_millis(100))
+        .until(|| async {
+            let out = server
+                .cli(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{cancel-me}"])
+                .unwrap();
+            if out.lines().nth(1).map(str::trim) == Some("0") {
+                Ok(())
+            } else {
+                Err(format!("stray subscription: {out}"))
+            }
+        })
+        .await;
     // And it can be taken normally afterwards.
     lock.try_acquire_now(None)
         .await

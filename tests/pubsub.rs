@@ -19,9 +19,12 @@ use keylatch_cluster::{
 use keylatch_harness::RedisServer;
 use keylatch_resp::{Cmd, Frame};
 
+mod common;
+use common::{acl_user, counts, expect_quiet, field, info_count, pubsub_clients, Soon};
+
 /// Upper bound for anything that should happen "soon" (a message, a Gap
 /// after a reconnect). Generous: two cores run servers, clients and tests.
-const SOON: Duration = Duration::from_secs(15);
+const SOON: Soon = Soon::new(Duration::from_secs(15), Duration::from_millis(25));
 
 async fn hub_with(server: &RedisServer, config: PubSubConfig) -> PubSub {
     let conn = ConnectionConfig::from_url(&server.url()).expect("url");
@@ -30,67 +33,6 @@ async fn hub_with(server: &RedisServer, config: PubSubConfig) -> PubSub {
 
 async fn publisher(server: &RedisServer) -> Connection {
     Connection::connect(&server.url()).await.expect("connect")
-}
-
-async fn next(sub: &mut Subscription) -> Event {
-    tokio::time::timeout(SOON, sub.recv())
-        .await
-        .unwrap_or_else(|_| panic!("no event on {:?} within {SOON:?}", sub.name()))
-        .unwrap_or_else(|| panic!("stream of {:?} ended", sub.name()))
-}
-
-async fn expect_message(sub: &mut Subscription, channel: &str, payload: &str) {
-    match next(sub).await {
-        Event::Message {
-            channel: c,
-            payload: p,
-            ..
-        } => {
-            assert_eq!((&c[..], &p[..]), (channel.as_bytes(), payload.as_bytes()));
-        }
-        other => panic!("expected a message on {channel}, got {other:?}"),
-    }
-}
-
-/// Nothing is queued for this listener right now.
-async fn expect_quiet(sub: &mut Subscription) {
-    if let Ok(event) = tokio::time::timeout(Duration::from_millis(100), sub.recv()).await {
-        panic!("unexpected event {event:?}");
-    }
-}
-
-/// Polls `check` until it holds, for at most [`SOON`].
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + SOON;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within {SOON:?}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-/// `PUBSUB NUMSUB|SHARDNUMSUB names…` as counts (RESP2 flat array or RESP3 map).
-async fn counts(conn: &Connection, sub: &str, names: &[String]) -> Vec<i64> {
-    let mut cmd = Cmd::new("PUBSUB").arg(sub);
-    for n in names {
-        cmd.push_arg(n.as_str());
-    }
-    let frame = conn.send(cmd).await.expect("PUBSUB");
-    let values: Vec<Frame> = match frame {
-        Frame::Array(items) => items.into_iter().skip(1).step_by(2).collect(),
-        Frame::Map(pairs) => pairs.into_iter().map(|(_, v)| v).collect(),
-        other => panic!("PUBSUB {sub} answered {other}"),
-    };
-    values
-        .into_iter()
-        .map(|v| match v {
-            Frame::Integer(n) => n,
-            other => panic!("count {other}"),
-        })
-        .collect()
 }
 
 async fn numsub(conn: &Connection, channel: &str) -> i64 {
@@ -110,11 +52,7 @@ async fn shardnumsub(conn: &Connection, channel: &str) -> i64 {
 /// `calls` of one command in `INFO commandstats` (0 when never called).
 async fn calls(conn: &Connection, command: &str) -> u64 {
     let info = conn.info(Some("commandstats")).await.expect("INFO");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("calls"))
+    info_count(&info, &format!("cmdstat_{command}:calls="))
 }
 
 async fn reset_stats(conn: &Connection) {
@@ -122,30 +60,6 @@ async fn reset_stats(conn: &Connection) {
         .cmd(Cmd::new("CONFIG").arg("RESETSTAT"))
         .await
         .expect("RESETSTAT");
-}
-
-/// `CLIENT LIST TYPE pubsub`, one map of fields per client.
-async fn pubsub_clients(conn: &Connection) -> Vec<Vec<(String, String)>> {
-    let text: String = conn
-        .cmd(Cmd::new("CLIENT").arg("LIST").arg("TYPE").arg("pubsub"))
-        .await
-        .expect("CLIENT LIST");
-    text.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            l.split(' ')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect()
-        })
-        .collect()
-}
-
-fn field<'a>(client: &'a [(String, String)], name: &str) -> &'a str {
-    client
-        .iter()
-        .find(|(k, _)| k == name)
-        .map_or("", |(_, v)| v.as_str())
 }
 
 /// Polls every future in turn until all are done (the futures crate's
@@ -178,16 +92,13 @@ async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 
 /// Publishes, retrying while the publisher's own connection reconnects.
 async fn publish_retrying(conn: &Connection, channel: &str, payload: &str) -> i64 {
-    let deadline = Instant::now() + SOON;
-    loop {
+    SOON.until(|| async {
         match conn.publish(channel, payload).await {
-            Ok(n) => return n,
-            Err(e) if e.is_connection_error() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            Err(e) => panic!("PUBLISH {channel}: {e}"),
+            Err(e) if e.is_connection_error() => Err(format!("PUBLISH {channel}: {e}")),
+            r => Ok(r.unwrap_or_else(|e| panic!("PUBLISH {channel}: {e}"))),
         }
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +153,7 @@ async fn ten_thousand_listeners_on_a_thousand_channels_share_one_subscription_ea
     for (i, sub) in subs.iter_mut().enumerate() {
         let c = &channels[i % 1000];
         for round in 0..3 {
-            expect_message(sub, c, &format!("{c}#{round}")).await;
+            SOON.expect_message(sub, c, &format!("{c}#{round}")).await;
         }
     }
     for sub in subs.iter_mut().step_by(997) {
@@ -268,12 +179,12 @@ async fn subscribes_requested_together_go_out_as_one_command() {
     assert_eq!(field(&pubsub_clients(&conn).await[0], "sub"), "1000");
     // Dropped together, they leave together after the linger.
     drop(subs);
-    eventually("one UNSUBSCRIBE for all", || async {
+    SOON.eventually("one UNSUBSCRIBE for all", || async {
         calls(&conn, "unsubscribe").await == 1
     })
     .await;
     // With no subscriptions left, the connection is no longer a pub/sub client.
-    eventually("no channels left", || async {
+    SOON.eventually("no channels left", || async {
         pubsub_clients(&conn).await.is_empty()
     })
     .await;
@@ -292,11 +203,11 @@ async fn last_listener_leaving_unsubscribes_after_the_linger() {
     assert_eq!(numsub(&conn, "c").await, 1);
     drop(a);
     publish_retrying(&conn, "c", "still here").await;
-    expect_message(&mut b, "c", "still here").await;
+    SOON.expect_message(&mut b, "c", "still here").await;
 
     let left = Instant::now();
     drop(b);
-    eventually("UNSUBSCRIBE after the linger", || async {
+    SOON.eventually("UNSUBSCRIBE after the linger", || async {
         numsub(&conn, "c").await == 0
     })
     .await;
@@ -313,7 +224,7 @@ async fn last_listener_leaving_unsubscribes_after_the_linger() {
     assert_eq!(numsub(&conn, "c").await, 1);
     assert_eq!(calls(&conn, "subscribe").await, 2);
     publish_retrying(&conn, "c", "again").await;
-    expect_message(&mut c, "c", "again").await;
+    SOON.expect_message(&mut c, "c", "again").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,7 +240,8 @@ async fn a_listener_arriving_during_the_linger_reuses_the_subscription() {
     for round in 0..20 {
         let mut sub = hub.subscribe("hot").await.unwrap();
         publish_retrying(&conn, "hot", &round.to_string()).await;
-        expect_message(&mut sub, "hot", &round.to_string()).await;
+        SOON.expect_message(&mut sub, "hot", &round.to_string())
+            .await;
     }
     assert_eq!(calls(&conn, "subscribe").await, 1);
     assert_eq!(calls(&conn, "unsubscribe").await, 0);
@@ -348,12 +260,12 @@ async fn check_recovery(
     let before = hub.reconnects();
     break_it.await;
     for sub in subs.iter_mut() {
-        assert_eq!(next(sub).await, Event::Gap, "{:?}", sub.name());
+        SOON.expect_gap(sub).await;
     }
     assert!(hub.reconnects() > before);
     assert!(hub.is_connected());
     // The publisher's connection reconnects on its own schedule.
-    eventually("publisher reconnected", || async {
+    SOON.eventually("publisher reconnected", || async {
         conn.ping().await.is_ok()
     })
     .await;
@@ -366,10 +278,10 @@ async fn check_recovery(
     let n: i64 = conn.spublish("r:shard", "after").await.expect("server");
     assert_eq!(n, 1);
     let [a, b, p, s] = subs;
-    expect_message(a, "r:chan", "after").await;
-    expect_message(b, "r:chan", "after").await;
-    expect_message(p, "r:chan", "after").await;
-    expect_message(s, "r:shard", "after").await;
+    SOON.expect_message(a, "r:chan", "after").await;
+    SOON.expect_message(b, "r:chan", "after").await;
+    SOON.expect_message(p, "r:chan", "after").await;
+    SOON.expect_message(s, "r:shard", "after").await;
     for sub in subs.iter_mut() {
         expect_quiet(sub).await;
     }
@@ -396,7 +308,7 @@ async fn server_kill_and_restart_resubscribes_and_reports_a_gap() {
     let quick = PubSubConfig::default().subscribe_timeout(Duration::from_millis(500));
     let quick_hub = hub_with(&server, quick).await;
     server.kill();
-    eventually("hub notices the dead server", || async {
+    SOON.eventually("hub notices the dead server", || async {
         !quick_hub.is_connected()
     })
     .await;
@@ -423,7 +335,7 @@ async fn server_kill_and_restart_resubscribes_and_reports_a_gap() {
     let server = restart.await.expect("restart task");
     let mut during = during_outage.expect("subscribed");
     publish_retrying(&conn, "r:during", "x").await;
-    expect_message(&mut during, "r:during", "x").await;
+    SOON.expect_message(&mut during, "r:during", "x").await;
     // The listener that joined during the outage saw no Gap: it missed nothing.
     expect_quiet(&mut during).await;
     drop(server);
@@ -459,26 +371,26 @@ async fn a_slow_listener_lags_alone() {
     let total = 100;
     for i in 0..total {
         publish_retrying(&conn, "feed", &i.to_string()).await;
-        expect_message(&mut fast, "feed", &i.to_string()).await;
+        SOON.expect_message(&mut fast, "feed", &i.to_string()).await;
     }
     // The fast listener may have been served before the slow one; the hub
     // delivers frames in order, so once a later frame arrives, the last
     // message has been offered to the slow listener too.
     publish_retrying(&conn, "barrier", "").await;
-    expect_message(&mut barrier, "barrier", "").await;
+    SOON.expect_message(&mut barrier, "barrier", "").await;
     // The slow one holds the first `capacity` messages, then the count of
     // the rest, in the place where they would have been.
     for i in 0..capacity {
-        expect_message(&mut slow, "feed", &i.to_string()).await;
+        SOON.expect_message(&mut slow, "feed", &i.to_string()).await;
     }
     assert_eq!(
-        next(&mut slow).await,
+        SOON.next(&mut slow).await,
         Event::Lagged((total - capacity) as u64)
     );
     expect_quiet(&mut slow).await;
     publish_retrying(&conn, "feed", "next").await;
-    expect_message(&mut slow, "feed", "next").await;
-    expect_message(&mut fast, "feed", "next").await;
+    SOON.expect_message(&mut slow, "feed", "next").await;
+    SOON.expect_message(&mut fast, "feed", "next").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -525,7 +437,7 @@ async fn kinds_scenario(server: &RedisServer, conn: &Connection) {
 
     assert_eq!(publish_retrying(conn, "news.sport", "goal").await, 2);
     assert_eq!(
-        next(&mut pat).await,
+        SOON.next(&mut pat).await,
         Event::Message {
             channel: Bytes::from_static(b"news.sport"),
             pattern: Some(Bytes::from_static(b"news.*")),
@@ -533,7 +445,7 @@ async fn kinds_scenario(server: &RedisServer, conn: &Connection) {
         }
     );
     assert_eq!(
-        next(&mut chan).await,
+        SOON.next(&mut chan).await,
         Event::Message {
             channel: Bytes::from_static(b"news.sport"),
             pattern: None,
@@ -541,13 +453,13 @@ async fn kinds_scenario(server: &RedisServer, conn: &Connection) {
         }
     );
     publish_retrying(conn, "news.weather", "rain").await;
-    expect_message(&mut pat, "news.weather", "rain").await;
+    SOON.expect_message(&mut pat, "news.weather", "rain").await;
     // Shard messages go only to shard subscribers, and PUBLISH does not
     // reach them.
     assert_eq!(conn.spublish("lock:{42}", "0").await.expect("server"), 1);
     assert_eq!(publish_retrying(conn, "lock:{42}", "not shard").await, 0);
     assert_eq!(
-        next(&mut shard).await,
+        SOON.next(&mut shard).await,
         Event::Message {
             channel: Bytes::from_static(b"lock:{42}"),
             pattern: None,
@@ -559,7 +471,7 @@ async fn kinds_scenario(server: &RedisServer, conn: &Connection) {
     }
 
     drop((pat, chan, shard));
-    eventually("pattern and shard channel unsubscribed", || async {
+    SOON.eventually("pattern and shard channel unsubscribed", || async {
         numpat(conn).await == 0
             && shardnumsub(conn, "lock:{42}").await == 0
             && numsub(conn, "news.sport").await == 0
@@ -586,32 +498,20 @@ async fn cancelled_subscribes_leave_no_subscription_behind() {
     // One survivor among them, subscribed and cancelled on the same name.
     let _ = tokio::time::timeout(Duration::ZERO, hub.subscribe("cancel:0")).await;
     let mut kept = hub.subscribe("cancel:0").await.unwrap();
-    eventually("cancelled subscriptions gone", || async {
+    SOON.eventually("cancelled subscriptions gone", || async {
         let n = counts(&conn, "NUMSUB", &names).await;
         n[0] == 1 && n[1..].iter().all(|&c| c == 0)
     })
     .await;
     assert_eq!(field(&pubsub_clients(&conn).await[0], "sub"), "1");
     publish_retrying(&conn, "cancel:0", "kept").await;
-    expect_message(&mut kept, "cancel:0", "kept").await;
+    SOON.expect_message(&mut kept, "cancel:0", "kept").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_subscribe_is_a_typed_error() {
     let server = RedisServer::start();
-    server
-        .cli(&[
-            "ACL",
-            "SETUSER",
-            "nochan",
-            "on",
-            ">pw",
-            "~*",
-            "+@all",
-            "resetchannels",
-        ])
-        .unwrap();
-    let url = format!("redis://nochan:pw@127.0.0.1:{}", server.port());
+    let url = acl_user(&server, "nochan", &["~*", "+@all", "resetchannels"]);
     let conn = ConnectionConfig::from_url(&url).unwrap();
     let hub = PubSub::connect_with(conn, PubSubConfig::default())
         .await
@@ -625,7 +525,7 @@ async fn refused_subscribe_is_a_typed_error() {
     let mut sub = hub.subscribe("open:1").await.unwrap();
     let admin = publisher(&server).await;
     publish_retrying(&admin, "open:1", "yes").await;
-    expect_message(&mut sub, "open:1", "yes").await;
+    SOON.expect_message(&mut sub, "open:1", "yes").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -639,7 +539,7 @@ async fn the_connection_closes_when_hub_and_subscriptions_are_gone() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(pubsub_clients(&conn).await.len(), 1);
     drop(sub);
-    eventually("subscriber connection closed", || async {
+    SOON.eventually("subscriber connection closed", || async {
         pubsub_clients(&conn).await.is_empty() && numsub(&conn, "bye").await == 0
     })
     .await;
@@ -661,6 +561,7 @@ async fn a_standalone_clients_hub_uses_its_server_and_settings() {
     assert_eq!(field(&clients[0], "name"), "orders-svc");
     assert_eq!(client.publish("from-client", "a").await.unwrap(), 1);
     assert_eq!(client.spublish("from-client:{7}", "b").await.unwrap(), 1);
-    expect_message(&mut chan, "from-client", "a").await;
-    expect_message(&mut shard, "from-client:{7}", "b").await;
+    SOON.expect_message(&mut chan, "from-client", "a").await;
+    SOON.expect_message(&mut shard, "from-client:{7}", "b")
+        .await;
 }

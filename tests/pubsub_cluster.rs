@@ -13,31 +13,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use keylatch_cluster::{
-    Client, ClientConfig, Commands, Connection, Event, PubSub, PubSubConfig, Subscription,
-};
+use keylatch_cluster::{Client, Commands, Connection, PubSub, PubSubConfig, Subscription};
 use keylatch_harness::{FailoverMode, RedisCluster};
-use keylatch_resp::{Cmd, Frame};
+use keylatch_resp::Cmd;
+
+mod common;
+use common::{client_for, counts, error_count, expect_quiet, field, pubsub_clients, Soon};
 
 static GATE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Upper bound for anything that should happen "soon". A killed master is
 /// replaced after the node timeout (1 s) plus an election; two cores run six
 /// servers and the test.
-const SOON: Duration = Duration::from_secs(30);
-
-async fn client_for(cluster: &RedisCluster) -> Client {
-    let urls = cluster.seed_urls();
-    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
-    let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
-        .await
-        .unwrap();
-    assert!(client.is_cluster());
-    client
-}
+const SOON: Soon = Soon::new(Duration::from_secs(30), Duration::from_millis(50));
 
 async fn hub_for(client: &Client) -> PubSub {
     // A short linger: tests that check a node lets go do not wait long.
@@ -54,52 +44,13 @@ fn lock_channel(n: usize) -> String {
     format!("redisson_lock__channel:{{lock-{n}}}")
 }
 
-fn owner_of(cluster: &RedisCluster, channel: &str) -> usize {
-    cluster.master_for_slot(RedisCluster::slot_of(channel))
-}
-
 /// `PUBSUB SHARDNUMSUB names…` on one node, as counts.
 async fn shardnumsub(conn: &Connection, names: &[String]) -> Vec<i64> {
-    let mut cmd = Cmd::new("PUBSUB").arg("SHARDNUMSUB");
-    for n in names {
-        cmd.push_arg(n.as_str());
-    }
-    let values: Vec<Frame> = match conn.send(cmd).await.unwrap() {
-        Frame::Array(items) => items.into_iter().skip(1).step_by(2).collect(),
-        Frame::Map(pairs) => pairs.into_iter().map(|(_, v)| v).collect(),
-        other => panic!("SHARDNUMSUB answered {other}"),
-    };
-    values
-        .into_iter()
-        .map(|v| match v {
-            Frame::Integer(n) => n,
-            other => panic!("count {other}"),
-        })
-        .collect()
+    counts(conn, "SHARDNUMSUB", names).await
 }
 
-/// `CLIENT LIST TYPE pubsub` of one node, one list of fields per client.
-async fn pubsub_clients(conn: &Connection) -> Vec<Vec<(String, String)>> {
-    let text: String = conn
-        .cmd(Cmd::new("CLIENT").arg("LIST").arg("TYPE").arg("pubsub"))
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            l.split(' ')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect()
-        })
-        .collect()
-}
-
-fn field<'a>(client: &'a [(String, String)], name: &str) -> &'a str {
-    client
-        .iter()
-        .find(|(k, _)| k == name)
-        .map_or("", |(_, v)| v.as_str())
+fn owner_of(cluster: &RedisCluster, channel: &str) -> usize {
+    cluster.master_for_slot(RedisCluster::slot_of(channel))
 }
 
 /// The `ssub`, `sub`, `psub` counts of the one pub/sub client on node
@@ -112,71 +63,18 @@ async fn subscriber_on(cluster: &RedisCluster, idx: usize) -> Option<[usize; 3]>
         .map(|c| ["ssub", "sub", "psub"].map(|f| field(c, f).parse().unwrap()))
 }
 
-/// `errorstat_<kind>` count of node `idx`.
-fn error_count(cluster: &RedisCluster, idx: usize, kind: &str) -> u64 {
-    let info = cluster.node(idx).cli(&["INFO", "errorstats"]).unwrap();
-    let prefix = format!("errorstat_{kind}:count=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map_or(0, |v| v.trim().parse().unwrap())
-}
-
-async fn next(sub: &mut Subscription) -> Event {
-    tokio::time::timeout(SOON, sub.recv())
-        .await
-        .unwrap_or_else(|_| panic!("no event on {:?} within {SOON:?}", sub.name()))
-        .unwrap_or_else(|| panic!("stream of {:?} ended", sub.name()))
-}
-
-async fn expect_message(sub: &mut Subscription, channel: &str, payload: &str) {
-    match next(sub).await {
-        Event::Message {
-            channel: c,
-            payload: p,
-            ..
-        } => assert_eq!((&c[..], &p[..]), (channel.as_bytes(), payload.as_bytes())),
-        other => panic!("expected a message on {channel}, got {other:?}"),
-    }
-}
-
-async fn expect_gap(sub: &mut Subscription) {
-    let event = next(sub).await;
-    assert_eq!(event, Event::Gap, "{:?}", sub.name());
-}
-
-async fn expect_quiet(sub: &mut Subscription) {
-    if let Ok(event) = tokio::time::timeout(Duration::from_millis(100), sub.recv()).await {
-        panic!("unexpected event on {:?}: {event:?}", sub.name());
-    }
-}
-
-/// Polls `check` until it holds, for at most [`SOON`].
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + SOON;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within {SOON:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// `SPUBLISH` through the client, retrying while the cluster settles;
 /// returns the number of receivers.
 async fn spublish(client: &Client, channel: &str, payload: &str) -> i64 {
-    let deadline = Instant::now() + SOON;
-    loop {
-        match client.spublish(channel, payload).await {
-            Ok(n) => return n,
-            Err(e) if Instant::now() < deadline => {
+    let every = Duration::from_millis(100);
+    SOON.every(every)
+        .until(|| async {
+            client.spublish(channel, payload).await.map_err(|e| {
                 eprintln!("SPUBLISH {channel}: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("SPUBLISH {channel}: {e}"),
-        }
-    }
+                format!("SPUBLISH {channel}: {e}")
+            })
+        })
+        .await
 }
 
 /// One listener per channel, subscribed concurrently.
@@ -230,8 +128,8 @@ async fn sharded_channels_on_every_master_share_one_connection_per_master() {
         assert_eq!(spublish(&client, c, c).await, 1, "{c}");
     }
     for (i, c) in channels.iter().enumerate() {
-        expect_message(&mut first[i], c, c).await;
-        expect_message(&mut second[i], c, c).await;
+        SOON.expect_message(&mut first[i], c, c).await;
+        SOON.expect_message(&mut second[i], c, c).await;
     }
     for sub in first.iter_mut().chain(second.iter_mut()).step_by(50) {
         expect_quiet(sub).await;
@@ -256,13 +154,17 @@ async fn sharded_channels_on_every_master_share_one_connection_per_master() {
             .publish("classic:news", payload.as_str())
             .await
             .unwrap();
-        expect_message(&mut chan, "classic:news", &payload).await;
-        expect_message(&mut pat, "classic:news", &payload).await;
+        SOON.expect_message(&mut chan, "classic:news", &payload)
+            .await;
+        SOON.expect_message(&mut pat, "classic:news", &payload)
+            .await;
     }
     // And through the client (a keyless command: any master).
     client.publish("classic:news", "client").await.unwrap();
-    expect_message(&mut chan, "classic:news", "client").await;
-    expect_message(&mut pat, "classic:news", "client").await;
+    SOON.expect_message(&mut chan, "classic:news", "client")
+        .await;
+    SOON.expect_message(&mut pat, "classic:news", "client")
+        .await;
     assert!(hub.is_connected());
     assert_eq!(hub.reconnects(), 0);
 
@@ -277,12 +179,12 @@ async fn sharded_channels_on_every_master_share_one_connection_per_master() {
     assert_eq!(killed, 1);
     for (i, c) in channels.iter().enumerate() {
         if owners[i] == victim {
-            expect_gap(&mut first[i]).await;
-            expect_gap(&mut second[i]).await;
+            SOON.expect_gap(&mut first[i]).await;
+            SOON.expect_gap(&mut second[i]).await;
         }
         assert_eq!(spublish(&client, c, "again").await, 1, "{c}");
-        expect_message(&mut first[i], c, "again").await;
-        expect_message(&mut second[i], c, "again").await;
+        SOON.expect_message(&mut first[i], c, "again").await;
+        SOON.expect_message(&mut second[i], c, "again").await;
     }
     assert_eq!(hub.reconnects(), 1);
 
@@ -297,7 +199,7 @@ async fn sharded_channels_on_every_master_share_one_connection_per_master() {
     let mut kept = hub.ssubscribe(&cancelled[0]).await.unwrap();
     let kept_on = owner_of(&cluster, &cancelled[0]);
     for &m in &masters {
-        eventually("cancelled subscriptions gone", || async {
+        SOON.eventually("cancelled subscriptions gone", || async {
             let counts = shardnumsub(&node_conn(&cluster, m).await, &cancelled).await;
             let want = |i: usize| i64::from(i == 0 && m == kept_on);
             counts.iter().enumerate().all(|(i, &n)| n == want(i))
@@ -305,12 +207,12 @@ async fn sharded_channels_on_every_master_share_one_connection_per_master() {
         .await;
     }
     assert_eq!(spublish(&client, &cancelled[0], "kept").await, 1);
-    expect_message(&mut kept, &cancelled[0], "kept").await;
+    SOON.expect_message(&mut kept, &cancelled[0], "kept").await;
 
     // Hub and subscriptions gone: every subscriber connection closes.
     drop((hub, first, second, chan, pat, kept));
     for &m in &masters {
-        eventually("subscriber connections closed", || async {
+        SOON.eventually("subscriber connections closed", || async {
             subscriber_on(&cluster, m).await.is_none()
         })
         .await;
@@ -349,11 +251,15 @@ async fn spread(cluster: &RedisCluster, hub: &PubSub) -> Spread {
 
 /// `PUBLISH` through the client, retrying while the cluster settles.
 async fn publish(client: &Client, channel: &str, payload: &str) {
-    let deadline = Instant::now() + SOON;
-    while let Err(e) = client.publish(channel, payload).await {
-        assert!(Instant::now() < deadline, "PUBLISH {channel}: {e}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let every = Duration::from_millis(100);
+    SOON.every(every)
+        .until(|| async {
+            client
+                .publish(channel, payload)
+                .await
+                .map_err(|e| format!("PUBLISH {channel}: {e}"))
+        })
+        .await;
 }
 
 /// After a change of masters: listeners whose name moved see `Gap` first,
@@ -362,19 +268,21 @@ async fn publish(client: &Client, channel: &str, payload: &str) {
 async fn check_after_move(client: &Client, s: &mut Spread, moved: &[bool], classic_moved: bool) {
     for ((c, sub), &moved) in s.channels.iter().zip(s.subs.iter_mut()).zip(moved) {
         if moved {
-            expect_gap(sub).await;
+            SOON.expect_gap(sub).await;
         }
         // Exactly one receiver: the hub's connection on the current owner.
         assert_eq!(spublish(client, c, "after").await, 1, "{c}");
-        expect_message(sub, c, "after").await;
+        SOON.expect_message(sub, c, "after").await;
     }
     if classic_moved {
-        expect_gap(&mut s.chan).await;
-        expect_gap(&mut s.pat).await;
+        SOON.expect_gap(&mut s.chan).await;
+        SOON.expect_gap(&mut s.pat).await;
     }
     publish(client, "classic:news", "after").await;
-    expect_message(&mut s.chan, "classic:news", "after").await;
-    expect_message(&mut s.pat, "classic:news", "after").await;
+    SOON.expect_message(&mut s.chan, "classic:news", "after")
+        .await;
+    SOON.expect_message(&mut s.pat, "classic:news", "after")
+        .await;
     for sub in s.subs.iter_mut().chain([&mut s.chan, &mut s.pat]) {
         expect_quiet(sub).await;
     }
@@ -428,7 +336,7 @@ async fn cluster_failover_moves_subscriptions_to_the_new_master_with_a_gap() {
     assert_eq!(owned_by(&cluster, &s.channels, new), count);
     assert_eq!(subscriber_on(&cluster, new).await.unwrap()[0], count);
     assert_classic_on_one_master(&cluster).await;
-    eventually("the old master's subscriber closed", || async {
+    SOON.eventually("the old master's subscriber closed", || async {
         subscriber_on(&cluster, old).await.is_none()
     })
     .await;
@@ -459,11 +367,12 @@ async fn a_resharded_slot_takes_its_subscription_along() {
     // The source drops the slot's shard channels when the slot leaves
     // (`sunsubscribe` pushes); the hub follows the slot to its new owner.
     tokio::task::block_in_place(|| cluster.move_slot(slot, from, to)).unwrap();
-    expect_gap(&mut sub).await;
+    SOON.expect_gap(&mut sub).await;
     assert_eq!(spublish(&client, &moving, "moved").await, 1);
-    expect_message(&mut sub, &moving, "moved").await;
+    SOON.expect_message(&mut sub, &moving, "moved").await;
     assert_eq!(spublish(&client, &staying, "stayed").await, 1);
-    expect_message(&mut neighbour, &staying, "stayed").await;
+    SOON.expect_message(&mut neighbour, &staying, "stayed")
+        .await;
     let names = [moving.clone(), staying.clone()];
     assert_eq!(
         shardnumsub(&node_conn(&cluster, to).await, &names).await,
@@ -496,7 +405,7 @@ async fn a_resharded_slot_takes_its_subscription_along() {
         "no MOVED happened"
     );
     assert_eq!(spublish(&stale_client, &fresh, "late").await, 1);
-    expect_message(&mut late, &fresh, "late").await;
+    SOON.expect_message(&mut late, &fresh, "late").await;
     expect_quiet(&mut late).await;
     let counts = shardnumsub(
         &node_conn(&cluster, from).await,

@@ -8,18 +8,15 @@ use keylatch_cluster::{Client, ClientConfig, ClientMode, Commands, Error, Pipeli
 use keylatch_harness::RedisServer;
 use keylatch_resp::{Cmd, Frame};
 
+mod common;
+use common::info_count;
+
 static INCR_BY: Script = Script::new("incr_by", "return redis.call('INCRBY', KEYS[1], ARGV[1])");
 static ECHO_KEY: Script = Script::new("echo_key", "return KEYS[1] .. ':' .. ARGV[1]");
 
 fn script_loads(server: &RedisServer) -> u64 {
     let stats = server.cli(&["INFO", "commandstats"]).unwrap();
-    stats
-        .lines()
-        .find(|l| l.starts_with("cmdstat_script|load:"))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    info_count(&stats, "cmdstat_script|load:calls=")
 }
 
 #[tokio::test]

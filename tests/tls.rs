@@ -18,6 +18,9 @@ use keylatch_harness::{RedisCluster, RedisServer};
 use keylatch_lock::{Locks, LocksConfig};
 use keylatch_resp::{Cmd, Frame};
 
+mod common;
+use common::{stderr, stdout, Soon};
+
 /// The server's `rediss://` URL, trusting the harness CA.
 fn tls_cfg(server: &RedisServer) -> ConnectionConfig {
     ConnectionConfig::from_url(&server.url())
@@ -233,16 +236,12 @@ async fn reconnects_over_tls_after_client_kill() {
         .cli(&["CLIENT", "KILL", "ID", &id.to_string()])
         .unwrap();
     assert_eq!(out.trim(), "1");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match conn.cmd::<i64>(Cmd::new("CLIENT").arg("ID")).await {
-            Ok(new_id) if new_id != id => break,
-            Ok(_) | Err(_) => {
-                assert!(Instant::now() < deadline, "no reconnect within 10 s");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
+    Soon::new(Duration::from_secs(10), Duration::from_millis(20))
+        .eventually("reconnect on a new connection", || async {
+            let now: Result<i64, Error> = conn.cmd(Cmd::new("CLIENT").arg("ID")).await;
+            matches!(now, Ok(new_id) if new_id != id)
+        })
+        .await;
     assert!(conn.reconnects() >= 1);
     conn.set("after", "kill").await.unwrap();
 }
@@ -357,13 +356,8 @@ fn the_cli_reads_status_over_tls() {
         .env_remove("KEYLATCH_URL")
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(out.contains("owner-1:1"), "{out}");
     // … or from the URL.
     let url = format!("{}?ca={}", server.url(), ca.display());
@@ -372,19 +366,14 @@ fn the_cli_reads_status_over_tls() {
         .env_remove("KEYLATCH_TLS_CA")
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // Without the CA: exit 2 with one line saying it is about TLS.
     let o = Command::new(env!("CARGO_BIN_EXE_keylatch"))
         .args(["status", "report", "--url", &server.url()])
         .env_remove("KEYLATCH_TLS_CA")
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("TLS error"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
