@@ -591,9 +591,9 @@ async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
     // Renewal happens every lease/3 = 1 s; watch five intervals. Start
     // right after a round so the window holds whole rounds.
     let r0 = locks.renewal_rounds();
-    while locks.renewal_rounds() == r0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    Soon::new(Duration::from_secs(10), Duration::from_millis(5))
+        .eventually("a renewal round", || async { locks.renewal_rounds() != r0 })
+        .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (calls0, rounds0) = (locks.renewal_calls(), locks.renewal_rounds());
     tokio::time::sleep(Duration::from_millis(5000)).await;

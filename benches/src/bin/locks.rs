@@ -561,7 +561,9 @@ async fn many_held(url: &str) -> (u64, f64, u64) {
     let mem = rss_kib().saturating_sub(before);
     // Start just after a round, so the window holds whole rounds.
     let r = locks.renewal_rounds();
-    while locks.renewal_rounds() == r {
+    // Bounded: rounds come every interval (500 ms here).
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while locks.renewal_rounds() == r && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
