@@ -13,6 +13,11 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin locks -- [--rounds 3] [--seconds 3]
 //! ```
+//!
+//! Diagnostics (one client, one scenario): `--profile-seq N` and
+//! `--profile-distinct N` (keylatch, or redis-rs with `--redis-rs`),
+//! `--runtime current`, `--sizes` (future sizes on the request path),
+//! `--floor-check [--get|--fixed]` (one request at a time vs redis-benchmark).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -209,6 +214,76 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     } else {
         Contender::Keylatch(locks.clone())
     };
+    if std::env::args().any(|a| a == "--floor-check") {
+        // One request at a time, keylatch vs redis-benchmark -c 1 back to
+        // back (`--get`: GET; `--fixed`: the acquire script on one key, as
+        // redis-benchmark without -r sends it): p50, mean and full cycle
+        // (1 / rate). redis-benchmark's percentiles come in ~8 µs steps and
+        // time only write→reply, so the cycle is the fairer comparison.
+        let client = locks.client().clone();
+        let mut lat = Vec::new();
+        let get = std::env::args().any(|a| a == "--get");
+        let started = Instant::now();
+        for i in 0..20_000u32 {
+            if get {
+                let t = Instant::now();
+                let _ = client.get("floor:k").await;
+                lat.push(t.elapsed());
+                continue;
+            }
+            let key = if std::env::args().any(|a| a == "--fixed") {
+                "floor:__rand_int__".to_owned()
+            } else {
+                format!("floor:{}", i % 100_000)
+            };
+            let t = Instant::now();
+            let _ = client
+                .eval_script(
+                    &REENTRANT_ACQUIRE,
+                    &[key.as_str(), "floor:t"],
+                    &["30000", "o:1", "60000", "1"],
+                )
+                .await;
+            lat.push(t.elapsed());
+        }
+        let loop_time = started.elapsed();
+        let mean = lat.iter().sum::<Duration>() / lat.len().max(1) as u32;
+        let s = summarise(&mut lat);
+        let sha = REENTRANT_ACQUIRE.sha1().to_owned();
+        let c = if get {
+            redis_benchmark(port, &["-c", "1", "-n", "20000", "GET", "floor:k"])
+        } else {
+            redis_benchmark(
+                port,
+                &[
+                    "-c",
+                    "1",
+                    "-n",
+                    "20000",
+                    "EVALSHA",
+                    &sha,
+                    "2",
+                    "floor:__rand_int__",
+                    "floor:t",
+                    "30000",
+                    "o:1",
+                    "60000",
+                    "1",
+                ],
+            )
+        };
+        println!(
+            "{}: p50 keylatch {:.1} µs, redis-benchmark -c 1 {:.1} µs; mean keylatch {:.1} µs, redis-benchmark {:.1} µs; cycle (1/rate) keylatch {:.1} µs, redis-benchmark {:.1} µs",
+            if get { "GET" } else { "acquire EVALSHA" },
+            s.p50.as_secs_f64() * 1e6,
+            c.as_ref().map_or(f64::NAN, |c| c.p50_ms * 1000.0),
+            mean.as_secs_f64() * 1e6,
+            c.as_ref().map_or(f64::NAN, |c| c.avg_ms * 1000.0),
+            loop_time.as_secs_f64() * 1e6 / 20_000.0,
+            c.as_ref().map_or(f64::NAN, |c| 1e6 / c.rps)
+        );
+        return;
+    }
     let profile_seq = arg("--profile-seq", 0);
     if profile_seq > 0 {
         let mut c = solo;
@@ -255,6 +330,34 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     let mut pairs = vec![0u64; n];
     let mut cpu = vec![Duration::ZERO; n];
     let mut wall = vec![Duration::ZERO; n];
+    // Floors from redis-benchmark (C): one EVALSHA of the acquire script,
+    // measured in every round right after the sequential pairs (the
+    // machine's speed drifts; a floor from another minute is no floor).
+    let sha = REENTRANT_ACQUIRE.sha1().to_owned();
+    let _ = locks
+        .client()
+        .eval_script(
+            &REENTRANT_ACQUIRE,
+            &["floor", "floor:t"],
+            &["30000", "o:1", "60000", "1"],
+        )
+        .await;
+    let evalsha = |extra: &[&str]| {
+        let mut a: Vec<&str> = extra.to_vec();
+        a.extend([
+            "EVALSHA",
+            &sha,
+            "2",
+            "floor:__rand_int__",
+            "floor:t",
+            "30000",
+            "o:1",
+            "60000",
+            "1",
+        ]);
+        redis_benchmark(port, &a)
+    };
+    let mut floors: Vec<f64> = Vec::new();
     for round in 0..rounds {
         let order: Vec<usize> = if round % 2 == 0 {
             (0..n).collect()
@@ -280,6 +383,9 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
                 }
             }
         }
+        if let Some(f) = evalsha(&["-c", "1", "-n", "5000"]) {
+            floors.push(2.0 * f.p50_ms * 1000.0);
+        }
         // 2. 64 tasks, distinct locks, one client.
         for &i in &order {
             let (p, c, w) = distinct(&cs[i], seconds).await;
@@ -297,32 +403,6 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     // 4. 10,000 held locks.
     let (calls, per_round, mem_kib) = many_held(&url).await;
 
-    // Floors from redis-benchmark (C): one EVALSHA of the acquire script.
-    let sha = REENTRANT_ACQUIRE.sha1().to_owned();
-    let _ = locks
-        .client()
-        .eval_script(
-            &REENTRANT_ACQUIRE,
-            &["floor", "floor:t"],
-            &["30000", "o:1", "60000", "1"],
-        )
-        .await;
-    let evalsha = |extra: &[&str]| {
-        let mut a: Vec<&str> = extra.to_vec();
-        a.extend([
-            "EVALSHA",
-            &sha,
-            "2",
-            "floor:__rand_int__",
-            "floor:t",
-            "30000",
-            "o:1",
-            "60000",
-            "1",
-        ]);
-        redis_benchmark(port, &a)
-    };
-    let c1 = evalsha(&["-c", "1", "-n", "20000"]);
     let cap = evalsha(&["-c", "4", "-P", "16", "-n", "400000", "-r", "100000"]);
 
     let s: Vec<_> = lat.iter_mut().map(|v| summarise(v)).collect();
@@ -372,10 +452,13 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     println!();
     println!("ratios: keylatch/redis-rs p50 {:.2}, pairs/s {:.2}, CPU/pair {:.2}; keylatch/rslock p50 {:.2}, pairs/s {:.2}",
         us(s[0].p50) / us(s[1].p50), rate(0) / rate(1), cpp(0) / cpp(1), us(s[0].p50) / us(s[2].p50), rate(0) / rate(2));
-    if let Some(c1) = c1 {
-        let floor = 2.0 * c1.p50_ms * 1000.0;
+    if !floors.is_empty() {
+        floors.sort_by(f64::total_cmp);
+        let floor = floors[floors.len() / 2];
         println!(
-            "floor: 2 × redis-benchmark -c 1 EVALSHA p50 = {floor:.1} µs; keylatch p50 / floor = {:.2}",
+            "floor: 2 × redis-benchmark -c 1 EVALSHA p50 = {floor:.1} µs (median of {} rounds: {:?}); keylatch p50 / floor = {:.2}",
+            floors.len(),
+            floors,
             us(s[0].p50) / floor
         );
     }
