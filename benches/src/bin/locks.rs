@@ -249,28 +249,10 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         let loop_time = started.elapsed();
         let mean = lat.iter().sum::<Duration>() / lat.len().max(1) as u32;
         let s = summarise(&mut lat);
-        let sha = REENTRANT_ACQUIRE.sha1().to_owned();
         let c = if get {
             redis_benchmark(port, &["-c", "1", "-n", "20000", "GET", "floor:k"])
         } else {
-            redis_benchmark(
-                port,
-                &[
-                    "-c",
-                    "1",
-                    "-n",
-                    "20000",
-                    "EVALSHA",
-                    &sha,
-                    "2",
-                    "floor:__rand_int__",
-                    "floor:t",
-                    "30000",
-                    "o:1",
-                    "60000",
-                    "1",
-                ],
-            )
+            acquire_floor(port, &["-c", "1", "-n", "20000"])
         };
         println!(
             "{}: p50 keylatch {:.1} µs, redis-benchmark -c 1 {:.1} µs; mean keylatch {:.1} µs, redis-benchmark {:.1} µs; cycle (1/rate) keylatch {:.1} µs, redis-benchmark {:.1} µs",
@@ -333,7 +315,6 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     // Floors from redis-benchmark (C): one EVALSHA of the acquire script,
     // measured in every round right after the sequential pairs (the
     // machine's speed drifts; a floor from another minute is no floor).
-    let sha = REENTRANT_ACQUIRE.sha1().to_owned();
     let _ = locks
         .client()
         .eval_script(
@@ -342,21 +323,7 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
             &["30000", "o:1", "60000", "1"],
         )
         .await;
-    let evalsha = |extra: &[&str]| {
-        let mut a: Vec<&str> = extra.to_vec();
-        a.extend([
-            "EVALSHA",
-            &sha,
-            "2",
-            "floor:__rand_int__",
-            "floor:t",
-            "30000",
-            "o:1",
-            "60000",
-            "1",
-        ]);
-        redis_benchmark(port, &a)
-    };
+    let evalsha = |extra: &[&str]| acquire_floor(port, extra);
     let mut floors: Vec<f64> = Vec::new();
     for round in 0..rounds {
         let order: Vec<usize> = if round % 2 == 0 {
@@ -659,4 +626,25 @@ async fn many_held(url: &str) -> (u64, f64, u64) {
         let _ = g.unlock().await;
     }
     (calls, calls as f64 / rounds.max(1) as f64, mem)
+}
+
+/// redis-benchmark (the C floor) running the acquire script by EVALSHA with
+/// `extra` options first; the key stays literal (`__rand_int__` is only
+/// replaced under `-r`), so every call re-enters one hold, as a loop of one
+/// owner would.
+fn acquire_floor(port: u16, extra: &[&str]) -> Option<keylatch_benches::CFloor> {
+    let sha = REENTRANT_ACQUIRE.sha1().to_owned();
+    let mut a: Vec<&str> = extra.to_vec();
+    a.extend([
+        "EVALSHA",
+        &sha,
+        "2",
+        "floor:__rand_int__",
+        "floor:t",
+        "30000",
+        "o:1",
+        "60000",
+        "1",
+    ]);
+    redis_benchmark(port, &a)
 }
