@@ -36,7 +36,7 @@ use tokio::time::{Instant, Sleep};
 use crate::backoff::Backoff;
 use crate::connection::Shared;
 use crate::error::{Error, Result};
-use crate::handshake::{establish, Established};
+use crate::handshake::Established;
 use crate::push::InvalidationHandler;
 use crate::stream::Stream;
 
@@ -178,39 +178,16 @@ impl Driver {
     /// sent, and a lock caller would rather retry or give up than wait
     /// blind. Returns `None` when every handle is gone.
     async fn reconnect(&mut self, backoff: &mut Backoff) -> Option<Established> {
-        loop {
-            let attempt = establish(&self.shared.config);
-            tokio::pin!(attempt);
-            let outcome = loop {
-                tokio::select! {
-                    r = &mut attempt => break r,
-                    req = self.rx.recv() => match req {
-                        Some(req) => req.tx.fail(Error::Disconnected),
-                        None => return None,
-                    },
-                }
-            };
-            match outcome {
-                Ok(io) => {
-                    backoff.reset();
-                    self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
-                    return Some(io);
-                }
-                Err(_) => {
-                    let sleep = tokio::time::sleep(backoff.next_delay());
-                    tokio::pin!(sleep);
-                    loop {
-                        tokio::select! {
-                            () = &mut sleep => break,
-                            req = self.rx.recv() => match req {
-                                Some(req) => req.tx.fail(Error::Disconnected),
-                                None => return None,
-                            },
-                        }
-                    }
-                }
-            }
-        }
+        let io = crate::reconnect::reconnect(
+            &self.shared.config,
+            backoff,
+            &mut self.rx,
+            |req: Request| req.tx.fail(Error::Disconnected),
+            || {},
+        )
+        .await?;
+        self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
+        Some(io)
     }
 }
 

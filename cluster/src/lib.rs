@@ -58,6 +58,7 @@ mod handshake;
 mod pipeline;
 mod pubsub;
 mod push;
+mod reconnect;
 mod reply;
 mod router;
 mod script;

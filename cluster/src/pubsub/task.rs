@@ -35,7 +35,7 @@ use super::message::{classify, Event, Incoming, SubscriptionKind};
 use super::registry::{Op, Planned, Registry};
 use crate::backoff::Backoff;
 use crate::error::{Error, RetryClass, ServerError, ServerErrorKind};
-use crate::handshake::{establish, Established};
+use crate::handshake::Established;
 use crate::stream::Stream;
 
 /// Smallest read: room for many small messages per syscall.
@@ -128,44 +128,21 @@ impl Task {
     /// Returns `None` when every handle and subscription is gone.
     async fn reconnect(&mut self, backoff: &mut Backoff, count: bool) -> Option<Established> {
         let shared = Arc::clone(&self.shared);
-        loop {
-            let attempt = establish(&shared.connection);
-            tokio::pin!(attempt);
-            let outcome = loop {
-                tokio::select! {
-                    r = &mut attempt => break r,
-                    c = self.control.recv() => match c {
-                        Some(c) => apply(&mut self.registry, &shared, c, Instant::now()),
-                        None => return None,
-                    },
-                }
-            };
-            match outcome {
-                Ok(io) => {
-                    backoff.reset();
-                    if count {
-                        shared.count_reconnect();
-                    }
-                    return Some(io);
-                }
-                Err(_) => {
-                    // Still down: in a cluster, maybe for good (a dead master
-                    // whose replica takes over); the hub keeps checking.
-                    shared.notify_down();
-                    let sleep = tokio::time::sleep(backoff.next_delay());
-                    tokio::pin!(sleep);
-                    loop {
-                        tokio::select! {
-                            () = &mut sleep => break,
-                            c = self.control.recv() => match c {
-                                Some(c) => apply(&mut self.registry, &shared, c, Instant::now()),
-                                None => return None,
-                            },
-                        }
-                    }
-                }
-            }
+        let registry = &mut self.registry;
+        let io = crate::reconnect::reconnect(
+            &shared.connection,
+            backoff,
+            &mut self.control,
+            |c| apply(registry, &shared, c, Instant::now()),
+            // Still down: in a cluster, maybe for good (a dead master whose
+            // replica takes over); the hub keeps checking.
+            || shared.notify_down(),
+        )
+        .await?;
+        if count {
+            shared.count_reconnect();
         }
+        Some(io)
     }
 }
 
