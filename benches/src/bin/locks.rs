@@ -17,7 +17,8 @@
 //! Diagnostics (one client, one scenario): `--profile-seq N` and
 //! `--profile-distinct N` (keylatch, or redis-rs with `--redis-rs`),
 //! `--runtime current`, `--sizes` (future sizes on the request path),
-//! `--floor-check [--get|--fixed]` (one request at a time vs redis-benchmark).
+//! `--floor-check [--get [--raw]|--fixed]` (one request at a time vs
+//! redis-benchmark; `--raw`: a bare tokio TcpStream, the runtime's own floor).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -223,8 +224,30 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         let client = locks.client().clone();
         let mut lat = Vec::new();
         let get = std::env::args().any(|a| a == "--get");
+        // `--raw`: the same GETs over a bare tokio TcpStream (write, read,
+        // no connection task, no channels): tokio's own floor.
+        let mut raw = if std::env::args().any(|a| a == "--raw") {
+            Some(
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .expect("raw connect"),
+            )
+        } else {
+            None
+        };
         let started = Instant::now();
         for i in 0..20_000u32 {
+            if let Some(sock) = raw.as_mut() {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 64];
+                let t = Instant::now();
+                sock.write_all(b"*2\r\n$3\r\nGET\r\n$7\r\nfloor:k\r\n")
+                    .await
+                    .expect("raw write");
+                let _ = sock.read(&mut buf).await.expect("raw read");
+                lat.push(t.elapsed());
+                continue;
+            }
             if get {
                 let t = Instant::now();
                 let _ = client.get("floor:k").await;
