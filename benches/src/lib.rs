@@ -1,7 +1,10 @@
 //! Shared helpers for keylatch's benchmark binaries: latency summaries,
 //! process CPU time, redis-benchmark runs, and ratio tables.
 
-use std::time::Duration;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Latency summary of one scenario run.
 #[derive(Clone, Copy, Debug, Default)]
@@ -90,4 +93,37 @@ pub fn redis_benchmark(port: u16, args: &[&str]) -> Option<CFloor> {
 /// Formats a duration in microseconds with one decimal.
 pub fn us(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+/// Runs `tasks` spawned tasks for `seconds`: task `t` is `body(t, stop)`,
+/// loops until `stop` is set and returns how many operations it did.
+/// Returns (operations, process CPU, wall time) over the run — the "N tasks
+/// for S seconds" loop every throughput scenario shares.
+pub async fn for_seconds<F, Fut>(
+    tasks: usize,
+    seconds: u64,
+    mut body: F,
+) -> (u64, Duration, Duration)
+where
+    F: FnMut(usize, Arc<AtomicBool>) -> Fut,
+    Fut: Future<Output = u64> + Send + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = process_cpu();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| tokio::spawn(body(t, Arc::clone(&stop))))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut ops = 0;
+    for h in handles {
+        ops += h.await.expect("bench task");
+    }
+    (ops, process_cpu().saturating_sub(cpu0), t0.elapsed())
+}
+
+/// Whether a [`for_seconds`] task should stop.
+pub fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed)
 }

@@ -11,11 +11,10 @@
 //!     [--rounds 3] [--seq 20000] [--seconds 3] [--tasks 64] [--runtime multi|current]
 //! ```
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{process_cpu, redis_benchmark, summarise, us, Summary};
+use keylatch_benches::{for_seconds, redis_benchmark, stopped, summarise, us, Summary};
 use keylatch_cluster::{Commands, Connection};
 
 #[derive(Clone)]
@@ -252,31 +251,17 @@ async fn throughput(
     tasks: usize,
     seconds: u64,
 ) -> (u64, Duration, Duration) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicU64::new(0));
-    let mut handles = Vec::with_capacity(tasks);
-    let cpu0 = process_cpu();
-    let t0 = Instant::now();
-    for _ in 0..tasks {
+    for_seconds(tasks, seconds, |_, stop| {
         let mut c = client.clone();
-        let stop = Arc::clone(&stop);
-        let count = Arc::clone(&count);
         let key = key.to_owned();
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            while !stopped(&stop) {
                 c.get(&key).await;
                 n += 1;
             }
-            count.fetch_add(n, Ordering::Relaxed);
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.await.expect("task");
-    }
-    let wall = t0.elapsed();
-    let cpu = process_cpu().saturating_sub(cpu0);
-    (count.load(Ordering::Relaxed), cpu, wall)
+            n
+        }
+    })
+    .await
 }

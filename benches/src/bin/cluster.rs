@@ -10,11 +10,10 @@
 //! cargo run --release --manifest-path benches/Cargo.toml --bin cluster -- [--rounds 3] [--seconds 3]
 //! ```
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{process_cpu, redis_benchmark, summarise};
+use keylatch_benches::{for_seconds, redis_benchmark, stopped, summarise};
 use keylatch_cluster::{Client, ClientConfig, Commands, Script};
 use redis::cluster_async::ClusterConnection;
 
@@ -215,20 +214,13 @@ async fn many(
     seconds: u64,
     script: bool,
 ) -> (u64, Duration, Duration) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicU64::new(0));
-    let cpu0 = process_cpu();
-    let t0 = Instant::now();
-    let mut handles = Vec::new();
-    for t in 0..64usize {
+    for_seconds(64, seconds, |t, stop| {
         let mut c = client.clone();
-        let stop = Arc::clone(&stop);
-        let count = Arc::clone(&count);
         let keys = Arc::clone(keys);
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut n = 0u64;
             let mut i = t * 131;
-            while !stop.load(Ordering::Relaxed) {
+            while !stopped(&stop) {
                 let k = &keys[i % keys.len()];
                 if script {
                     c.script(k).await;
@@ -238,17 +230,8 @@ async fn many(
                 n += 1;
                 i += 1;
             }
-            count.fetch_add(n, Ordering::Relaxed);
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.await.expect("task");
-    }
-    (
-        count.load(Ordering::Relaxed),
-        process_cpu().saturating_sub(cpu0),
-        t0.elapsed(),
-    )
+            n
+        }
+    })
+    .await
 }

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{process_cpu, redis_benchmark, summarise};
+use keylatch_benches::{for_seconds, process_cpu, redis_benchmark, stopped, summarise};
 use keylatch_cluster::{Client, Commands, SetCondition, SetOptions};
 use keylatch_lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 use keylatch_lock::{Locks, LocksConfig};
@@ -472,35 +472,19 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
 }
 
 async fn distinct(c: &Contender, seconds: u64) -> (u64, Duration, Duration) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicU64::new(0));
-    let cpu0 = process_cpu();
-    let t0 = Instant::now();
-    let mut hs = Vec::new();
-    for t in 0..64 {
+    for_seconds(64, seconds, |t, stop| {
         let mut c = c.clone();
-        let stop = Arc::clone(&stop);
-        let count = Arc::clone(&count);
-        hs.push(tokio::spawn(async move {
+        async move {
             let p = c.prepare(&format!("distinct:{t}"), &format!("bench:{t}"));
             let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            while !stopped(&stop) {
                 c.pair(&p).await;
                 n += 1;
             }
-            count.fetch_add(n, Ordering::Relaxed);
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    for h in hs {
-        h.await.expect("task");
-    }
-    (
-        count.load(Ordering::Relaxed),
-        process_cpu().saturating_sub(cpu0),
-        t0.elapsed(),
-    )
+            n
+        }
+    })
+    .await
 }
 
 /// (acquisitions/s, handoff p50). Handoff: from a release to the next
