@@ -348,6 +348,8 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         .await;
     let evalsha = |extra: &[&str]| acquire_floor(port, extra);
     let mut floors: Vec<f64> = Vec::new();
+    // redis-benchmark's exact means too: its p50 moves in ~8 µs steps here.
+    let mut floor_means: Vec<f64> = Vec::new();
     for round in 0..rounds {
         let order: Vec<usize> = if round % 2 == 0 {
             (0..n).collect()
@@ -375,6 +377,7 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         }
         if let Some(f) = evalsha(&["-c", "1", "-n", "5000"]) {
             floors.push(2.0 * f.p50_ms * 1000.0);
+            floor_means.push(2.0 * f.avg_ms * 1000.0);
         }
         // 2. 64 tasks, distinct locks, one client.
         for &i in &order {
@@ -395,6 +398,10 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
 
     let cap = evalsha(&["-c", "4", "-P", "16", "-n", "400000", "-r", "100000"]);
 
+    let means: Vec<f64> = lat
+        .iter()
+        .map(|v| v.iter().sum::<Duration>().as_secs_f64() * 1e6 / v.len().max(1) as f64)
+        .collect();
     let s: Vec<_> = lat.iter_mut().map(|v| summarise(v)).collect();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!();
@@ -450,6 +457,14 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
             floors.len(),
             floors,
             us(s[0].p50) / floor
+        );
+        floor_means.sort_by(f64::total_cmp);
+        let mean_floor = floor_means[floor_means.len() / 2];
+        println!(
+            "  by means: keylatch {:.1} µs, redis-rs {:.1} µs, 2 × redis-benchmark mean {mean_floor:.1} µs; keylatch / floor = {:.2}",
+            means[0],
+            means[1],
+            means[0] / mean_floor
         );
     }
     if let Some(cap) = cap {
