@@ -375,7 +375,10 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
                 }
             }
         }
-        if let Some(f) = evalsha(&["-c", "1", "-n", "5000"]) {
+        // `-r`: a fresh lock name per call, so the floor runs the script's
+        // first-acquire path as an uncontended pair does (without it every
+        // call re-enters one hold: a cheaper path, no new keys, no token).
+        if let Some(f) = evalsha(&["-c", "1", "-n", "5000", "-r", "10000000"]) {
             floors.push(2.0 * f.p50_ms * 1000.0);
             floor_means.push(2.0 * f.avg_ms * 1000.0);
         }
@@ -651,9 +654,8 @@ async fn many_held(url: &str) -> (u64, f64, u64) {
 }
 
 /// redis-benchmark (the C floor) running the acquire script by EVALSHA with
-/// `extra` options first; the key stays literal (`__rand_int__` is only
-/// replaced under `-r`), so every call re-enters one hold, as a loop of one
-/// owner would.
+/// `extra` options first. The key is `floor:__rand_int__`: a fresh name per
+/// call under `-r N`, one literal name (every call a re-entry) without.
 fn acquire_floor(port: u16, extra: &[&str]) -> Option<keylatch_benches::CFloor> {
     let sha = REENTRANT_ACQUIRE.sha1().to_owned();
     let mut a: Vec<&str> = extra.to_vec();
