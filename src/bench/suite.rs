@@ -104,6 +104,12 @@ impl<C: LockClient> Contender for C {
 ///
 /// # Errors
 /// The first client failure (one line); the run stops there.
+///
+/// # Cancel safety
+/// Not cancel safe in the sense of leaving nothing behind: dropped mid-run,
+/// the scenario tasks already spawned run to their time budget and their
+/// holds end by release or lease; the lock names (under
+/// `keylatch:bench:<pid>:…`) are never reused.
 pub async fn run_suite(
     clients: &[&dyn Contender],
     plan: &Plan,
