@@ -458,7 +458,9 @@ impl Lock {
     }
 
     pub(crate) async fn release(&self, token: Option<u64>) -> LockResult<bool> {
-        let token = token.unwrap_or(0).to_string();
+        // Formatted on the stack: a String per release showed in profiles.
+        let mut token_buf = itoa::Buffer::new();
+        let token = token_buf.format(token.unwrap_or(0));
         let reply = self
             .inner
             .client
@@ -474,7 +476,7 @@ impl Lock {
                     self.inner.watchdog_ms.as_str(),
                     &self.owner,
                     self.inner.publish_command(),
-                    token.as_str(),
+                    token,
                 ],
             )
             .await?;
