@@ -616,11 +616,15 @@ async fn queued_callers_behind_a_request_without_timeout_still_fail_in_time() {
             .await
             .expect("a queued caller waited without bound")
             .unwrap();
-        let err = r.unwrap_err();
-        assert!(
-            matches!(err, Error::Timeout | Error::Disconnected),
-            "typed failure expected, got {err}"
-        );
+        // Failed typed, or (when the new connection was up before the task
+        // looked at its queue) answered on the rebuilt connection: either
+        // way within bounded time, not behind the BLPOP.
+        if let Err(err) = r {
+            assert!(
+                matches!(err, Error::Timeout | Error::Disconnected),
+                "typed failure expected, got {err}"
+            );
+        }
     }
     assert!(started.elapsed() < Duration::from_secs(5));
     // The rebuild failed the BLPOP too (documented: pending callers get
