@@ -354,36 +354,18 @@ impl Commands for Client {
         }
     }
 
-    fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
+    async fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
         &self,
         script: &Script,
         keys: &[K],
         args: &[A],
-    ) -> impl Future<Output = Result<Frame>> + Send {
-        let cmd = script.evalsha_cmd(keys, args);
-        async move {
-            match &self.inner {
-                Inner::Standalone(conn) => match conn.send(cmd).await {
-                    Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                        // Load and retry in one write on this node (boxed:
-                        // rare, and inline it would enlarge every call).
-                        let p: Pipeline = [script.load_cmd(), script.evalsha_cmd(keys, args)]
-                            .into_iter()
-                            .collect();
-                        Box::pin(async move {
-                            let mut replies = conn.pipeline(p).await?;
-                            let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
-                            match replies.pop() {
-                                Some(Err(load_err)) => Err(load_err),
-                                _ => retry,
-                            }
-                        })
-                        .await
-                    }
-                    other => other,
-                },
-                // Boxed, as in `send`.
-                Inner::Cluster(router) => Box::pin(router.send(cmd, Some(script))).await,
+    ) -> Result<Frame> {
+        match &self.inner {
+            // The connection's own NOSCRIPT healing (load + retry in one write).
+            Inner::Standalone(conn) => conn.eval_script(script, keys, args).await,
+            // Boxed, as in `send`.
+            Inner::Cluster(router) => {
+                Box::pin(router.send(script.evalsha_cmd(keys, args), Some(script))).await
             }
         }
     }

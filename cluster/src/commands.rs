@@ -8,6 +8,7 @@ use keylatch_resp::{Cmd, Frame, ToArg};
 
 use crate::connection::Connection;
 use crate::error::{Error, Result, ServerErrorKind};
+use crate::pipeline::Pipeline;
 use crate::reply::FromReply;
 use crate::script::Script;
 
@@ -209,8 +210,8 @@ pub trait Commands: Sync {
         async move {
             match self.send(cmd).await {
                 Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                    // One node: load, then run again (two round trips on this
-                    // rare path; Client pipelines both into one write).
+                    // Load, then run again: two round trips on this rare path
+                    // (Connection and Client override this with one write).
                     self.send(script.load_cmd()).await?;
                     self.send(script.evalsha_cmd(keys, args)).await
                 }
@@ -584,6 +585,36 @@ pub trait Commands: Sync {
 impl Commands for Connection {
     fn send(&self, cmd: Cmd) -> impl Future<Output = Result<Frame>> + Send {
         Connection::send(self, cmd)
+    }
+
+    fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: &[A],
+    ) -> impl Future<Output = Result<Frame>> + Send {
+        let cmd = script.evalsha_cmd(keys, args);
+        async move {
+            match Connection::send(self, cmd).await {
+                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                    // Load and retry in one write (boxed: rare, and inline it
+                    // would enlarge every script call's future).
+                    let p: Pipeline = [script.load_cmd(), script.evalsha_cmd(keys, args)]
+                        .into_iter()
+                        .collect();
+                    Box::pin(async move {
+                        let mut replies = self.pipeline(p).await?;
+                        let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
+                        match replies.pop() {
+                            Some(Err(load_err)) => Err(load_err),
+                            _ => retry,
+                        }
+                    })
+                    .await
+                }
+                other => other,
+            }
+        }
     }
 }
 
