@@ -127,3 +127,13 @@ where
 pub fn stopped(stop: &AtomicBool) -> bool {
     stop.load(Ordering::Relaxed)
 }
+
+/// The number after flag `name` on the command line, or `default`.
+pub fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

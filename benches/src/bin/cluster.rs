@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{for_seconds, redis_benchmark, stopped, summarise};
+use keylatch_benches::{arg, for_seconds, redis_benchmark, stopped, summarise};
 use keylatch_cluster::{Client, ClientConfig, Commands, Script};
 use redis::cluster_async::ClusterConnection;
 
@@ -67,15 +67,6 @@ impl C {
             }
         }
     }
-}
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {

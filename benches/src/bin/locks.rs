@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{for_seconds, process_cpu, redis_benchmark, stopped, summarise};
+use keylatch_benches::{arg, for_seconds, process_cpu, redis_benchmark, stopped, summarise};
 use keylatch_cluster::{Client, Commands, SetCondition, SetOptions};
 use keylatch_lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 use keylatch_lock::{Locks, LocksConfig};
@@ -125,15 +125,6 @@ struct Prepared {
     owner: String,
     token: String,
     channel: String,
-}
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {
