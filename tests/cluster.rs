@@ -403,6 +403,24 @@ async fn killed_master_fails_typed_until_failover_then_recovers() {
             .unwrap();
         assert_eq!(v, Frame::Integer(2));
     }
+    // Locks too: their prepared acquire (shared) and their release (built
+    // from a prepared head) heal NOSCRIPT through the router, on every master.
+    let locks = keylatch_lock::Locks::new(client.clone(), keylatch_lock::LocksConfig::default());
+    let handles: Vec<_> = (0..30)
+        .map(|i| locks.lock(&format!("flushed:{i}")))
+        .collect();
+    for lock in &handles {
+        lock.acquire().await.unwrap().unlock().await.unwrap();
+    }
+    for &m in &cluster.masters() {
+        cluster.node(m).cli(&["SCRIPT", "FLUSH"]).unwrap();
+    }
+    for lock in &handles {
+        let g = lock.acquire().await.unwrap();
+        assert!(lock.is_held_by_me().await.unwrap());
+        g.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

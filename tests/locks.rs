@@ -101,6 +101,50 @@ async fn reentrancy_ownership_and_handover_by_owner_id() {
     assert_eq!(a.watched_holds(), 0);
 }
 
+/// Each lock path (the prepared watchdog acquire, a fixed-lease acquire, a
+/// release) heals NOSCRIPT after the server lost its scripts, with the same
+/// handle whose commands were prepared before the flush.
+#[tokio::test]
+async fn every_lock_path_reloads_flushed_scripts() {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg()).await;
+    let lock = locks.lock("flushed");
+    let noscripts = || {
+        common::info_count(
+            &server.cli(&["INFO", "errorstats"]).unwrap(),
+            "errorstat_NOSCRIPT:count=",
+        )
+    };
+    // Prepared commands exist after this first pair.
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    let before = noscripts();
+
+    server.cli(&["SCRIPT", "FLUSH"]).unwrap();
+    let g = lock.acquire().await.unwrap();
+    assert_eq!(noscripts(), before + 1, "the watchdog acquire met NOSCRIPT");
+    server.cli(&["SCRIPT", "FLUSH"]).unwrap();
+    g.unlock().await.unwrap();
+    assert_eq!(noscripts(), before + 2, "the release met NOSCRIPT");
+    assert!(!lock.is_locked().await.unwrap());
+
+    server.cli(&["SCRIPT", "FLUSH"]).unwrap();
+    let g = lock
+        .try_acquire_now(Some(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(
+        noscripts(),
+        before + 3,
+        "the fixed-lease acquire met NOSCRIPT"
+    );
+    let ttl = lock.remaining_ttl().await.unwrap().expect("a lease");
+    assert!(ttl > Duration::from_secs(4), "{ttl:?}");
+    g.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(locks.watched_holds(), 0);
+}
+
 #[tokio::test]
 async fn fixed_lease_expires_and_a_waiter_gets_it() {
     let server = RedisServer::start();

@@ -354,18 +354,25 @@ impl Commands for Client {
         }
     }
 
-    async fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
+    async fn eval_with<F: Fn() -> Cmd + Send + Sync>(
         &self,
         script: &Script,
-        keys: &[K],
-        args: &[A],
+        make: F,
     ) -> Result<Frame> {
         match &self.inner {
             // The connection's own NOSCRIPT healing (load + retry in one write).
-            Inner::Standalone(conn) => conn.eval_script(script, keys, args).await,
+            Inner::Standalone(conn) => conn.eval_with(script, make).await,
+            // Boxed, as in `send`; the router keeps the command for retries.
+            Inner::Cluster(router) => Box::pin(router.send(make(), Some(script))).await,
+        }
+    }
+
+    async fn eval_shared(&self, script: &Script, cmd: &Arc<Cmd>) -> Result<Frame> {
+        match &self.inner {
+            Inner::Standalone(conn) => conn.eval_shared(script, cmd).await,
             // Boxed, as in `send`.
             Inner::Cluster(router) => {
-                Box::pin(router.send(script.evalsha_cmd(keys, args), Some(script))).await
+                Box::pin(router.send_shared(Arc::clone(cmd), Some(script))).await
             }
         }
     }

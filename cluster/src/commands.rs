@@ -1,6 +1,7 @@
 //! Typed helpers for the commands the lock layer (and most users) need.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -206,14 +207,79 @@ pub trait Commands: Sync {
         keys: &[K],
         args: &[A],
     ) -> impl Future<Output = Result<Frame>> + Send {
-        let cmd = script.evalsha_cmd(keys, args);
+        self.eval_with(script, move || script.evalsha_cmd(keys, args))
+    }
+
+    /// Runs the `EVALSHA` command of `script` that `make` builds (for
+    /// commands put together from prepared parts, see
+    /// [`Cmd::clone_with_room`]). `make` runs once, and again only for the
+    /// retry after `NOSCRIPT`.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::{Commands, Script};
+    /// static GET: Script = Script::new("get", "return redis.call('GET', KEYS[1])");
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let head = GET.evalsha_cmd(&["k"], &[] as &[&str]);
+    /// let v = c.eval_with(&GET, || head.clone_with_room(0)).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`eval_script`](Commands::eval_script).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a cancelled script may still have run).
+    fn eval_with<F: Fn() -> Cmd + Send + Sync>(
+        &self,
+        script: &Script,
+        make: F,
+    ) -> impl Future<Output = Result<Frame>> + Send {
         async move {
-            match self.send(cmd).await {
+            match self.send(make()).await {
                 Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
                     // Load, then run again: two round trips on this rare path
                     // (Connection and Client override this with one write).
                     self.send(script.load_cmd()).await?;
-                    self.send(script.evalsha_cmd(keys, args)).await
+                    self.send(make()).await
+                }
+                other => other,
+            }
+        }
+    }
+
+    /// Runs a prepared `EVALSHA` command of `script` (built once with
+    /// [`Script::evalsha_cmd`] and kept): each call costs a reference count,
+    /// not building and encoding the arguments again. `NOSCRIPT` heals as in
+    /// [`eval_script`](Commands::eval_script), resending the same command.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use keylatch_cluster::{Commands, Script};
+    /// static GET: Script = Script::new("get", "return redis.call('GET', KEYS[1])");
+    /// # async fn demo(c: &impl Commands) -> keylatch_cluster::Result<()> {
+    /// let prepared = Arc::new(GET.evalsha_cmd(&["k"], &[] as &[&str]));
+    /// for _ in 0..3 {
+    ///     let v = c.eval_shared(&GET, &prepared).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`eval_script`](Commands::eval_script).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a cancelled script may still have run).
+    fn eval_shared(
+        &self,
+        script: &Script,
+        cmd: &Arc<Cmd>,
+    ) -> impl Future<Output = Result<Frame>> + Send {
+        // Without a shared path of its own, an implementation copies.
+        async move {
+            match self.send(Cmd::clone(cmd)).await {
+                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                    self.send(script.load_cmd()).await?;
+                    self.send(Cmd::clone(cmd)).await
                 }
                 other => other,
             }
@@ -587,33 +653,41 @@ impl Commands for Connection {
         Connection::send(self, cmd)
     }
 
-    fn eval_script<K: ToArg + Sync, A: ToArg + Sync>(
+    async fn eval_with<F: Fn() -> Cmd + Send + Sync>(
         &self,
         script: &Script,
-        keys: &[K],
-        args: &[A],
-    ) -> impl Future<Output = Result<Frame>> + Send {
-        let cmd = script.evalsha_cmd(keys, args);
-        async move {
-            match Connection::send(self, cmd).await {
-                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                    // Load and retry in one write (boxed: rare, and inline it
-                    // would enlarge every script call's future).
-                    let p: Pipeline = [script.load_cmd(), script.evalsha_cmd(keys, args)]
-                        .into_iter()
-                        .collect();
-                    Box::pin(async move {
-                        let mut replies = self.pipeline(p).await?;
-                        let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
-                        match replies.pop() {
-                            Some(Err(load_err)) => Err(load_err),
-                            _ => retry,
-                        }
-                    })
-                    .await
-                }
-                other => other,
+        make: F,
+    ) -> Result<Frame> {
+        match Connection::send(self, make()).await {
+            Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                // Boxed: rare, and inline it would enlarge every script
+                // call's future.
+                Box::pin(self.load_and_run(script, make())).await
             }
+            other => other,
+        }
+    }
+
+    async fn eval_shared(&self, script: &Script, cmd: &Arc<Cmd>) -> Result<Frame> {
+        match self.send_shared(Arc::clone(cmd)).await {
+            Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                Box::pin(self.load_and_run(script, Cmd::clone(cmd))).await
+            }
+            other => other,
+        }
+    }
+}
+
+impl Connection {
+    /// Heals `NOSCRIPT`: `SCRIPT LOAD` and the script command again, in one
+    /// write.
+    async fn load_and_run(&self, script: &Script, cmd: Cmd) -> Result<Frame> {
+        let p: Pipeline = [script.load_cmd(), cmd].into_iter().collect();
+        let mut replies = self.pipeline(p).await?;
+        let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
+        match replies.pop() {
+            Some(Err(load_err)) => Err(load_err),
+            _ => retry,
         }
     }
 }

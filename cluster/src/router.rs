@@ -287,9 +287,18 @@ impl Router {
     /// Sends one command (a script when `script` is given), following
     /// redirects and retrying transient failures.
     pub(crate) async fn send(&self, cmd: Cmd, script: Option<&Script>) -> Result<Frame> {
-        let slot = command_slot(&cmd)?;
         // Shared, so a resend after a redirect costs a reference count, not a copy.
-        let cmd = Arc::new(cmd);
+        self.send_shared(Arc::new(cmd), script).await
+    }
+
+    /// [`send`](Self::send) for a command already shared (a prepared one the
+    /// caller reuses).
+    pub(crate) async fn send_shared(
+        &self,
+        cmd: Arc<Cmd>,
+        script: Option<&Script>,
+    ) -> Result<Frame> {
+        let slot = command_slot(&cmd)?;
         let mut backoff = Backoff::new(self.opts.retry_min, self.opts.retry_max);
         let mut ask: Option<Arc<Node>> = None;
         let mut tried: Vec<String> = Vec::new();

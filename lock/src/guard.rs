@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
 use crate::lock::{Lock, LostRx};
-use crate::watchdog::{HoldKey, LossReason};
+use crate::watchdog::LossReason;
 
 /// One hold of a lock. Release it with [`unlock`](Self::unlock), which
 /// reports errors.
@@ -30,7 +30,6 @@ use crate::watchdog::{HoldKey, LossReason};
 #[must_use = "dropping a guard releases the lock in the background"]
 pub struct LockGuard {
     lock: Lock,
-    key: HoldKey,
     generation: u64,
     holds: u64,
     token: Option<u64>,
@@ -43,8 +42,8 @@ pub struct LockGuard {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("name", &self.key.0)
-            .field("owner", &self.key.1)
+            .field("name", &self.lock.name())
+            .field("owner", &self.lock.owner())
             .field("holds", &self.holds)
             .field("token", &self.token)
             .finish_non_exhaustive()
@@ -87,7 +86,6 @@ impl LostToken {
 impl LockGuard {
     pub(crate) fn new(
         lock: Lock,
-        key: HoldKey,
         generation: u64,
         holds: u64,
         token: Option<u64>,
@@ -96,7 +94,6 @@ impl LockGuard {
     ) -> Self {
         Self {
             lock,
-            key,
             generation,
             holds,
             token,
@@ -139,8 +136,8 @@ impl LockGuard {
             self.lock
                 .inner
                 .watchdog
-                .deregister(&self.key, self.generation);
-            self.lock.local_holds.fetch_sub(1, Ordering::AcqRel);
+                .deregister(&self.lock.handle.hold, self.generation);
+            self.lock.handle.local_holds.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -167,7 +164,7 @@ impl LockGuard {
         self.lock
             .inner
             .watchdog
-            .deadline(&self.key)
+            .deadline(&self.lock.handle.hold)
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 

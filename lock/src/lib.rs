@@ -10,6 +10,10 @@
 //! - `watchdog.rs`: batched lease renewal and loss detection ([`LossReason`]).
 //! - `waiters.rs`: one local FIFO per lock name, so a release wakes one
 //!   local contender, not a herd.
+//! - `handle.rs`: what a lock handle and its clones share, with the lock's
+//!   script commands encoded once per handle (the watchdog acquire whole,
+//!   the release up to its fencing token).
+//! - `hold_key.rs`: the watchdog's key for a hold, hashed once per handle.
 //! - `names.rs`: Redisson's key and channel names; every key of a lock
 //!   shares its slot.
 //! - [`scripts`]: the static catalogue of Lua scripts from `lua/`.
@@ -30,6 +34,8 @@
 
 mod error;
 mod guard;
+mod handle;
+mod hold_key;
 mod lock;
 mod locks;
 mod loss;

@@ -1,7 +1,7 @@
 //! `Lock`: a handle on one reentrant lock as one owner, and the acquire path.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,8 +10,8 @@ use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
+use crate::handle::{acquire_cmd, Handle};
 use crate::locks::Inner;
-use crate::names::LockNames;
 use crate::scripts::{FORCE_UNLOCK, REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 use crate::watchdog::{millis, HoldKey};
 
@@ -73,24 +73,17 @@ pub(crate) enum Attempt {
 #[derive(Clone)]
 pub struct Lock {
     pub(crate) inner: Arc<Inner>,
-    pub(crate) names: Arc<LockNames>,
-    pub(crate) owner: Arc<str>,
+    /// Names, owner, counters and prepared commands, shared by clones.
+    pub(crate) handle: Arc<Handle>,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) replica_sync: ReplicaSync,
-    /// Holds this owner has through this process (shared by clones), to
-    /// tell a first acquire from a re-entry when an outcome is unknown.
-    pub(crate) local_holds: Arc<AtomicU64>,
-    /// Acquire attempts of this owner in flight (shared by clones): a
-    /// cancelled attempt releases by owner only when it was the only one and
-    /// no hold exists, or it could end a clone's fresh hold.
-    pub(crate) in_flight: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
-            .field("name", &self.names.key)
-            .field("owner", &self.owner)
+            .field("name", &self.handle.names.key)
+            .field("owner", &self.handle.owner())
             .finish_non_exhaustive()
     }
 }
@@ -99,12 +92,9 @@ impl Lock {
     pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: Arc<str>) -> Self {
         Self {
             inner,
-            names: Arc::new(LockNames::new(name)),
-            owner,
+            handle: Arc::new(Handle::new(name, owner)),
             max_hold: None,
             replica_sync: ReplicaSync::None,
-            local_holds: Arc::new(AtomicU64::new(0)),
-            in_flight: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -140,12 +130,12 @@ impl Lock {
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.names.key
+        &self.handle.names.key
     }
 
     /// The owner id this handle acts as (`<client uuid>:<n>`).
     pub fn owner(&self) -> &str {
-        &self.owner
+        self.handle.owner()
     }
 
     /// Waits as long as it takes, then holds the lock under the watchdog.
@@ -256,7 +246,7 @@ impl Lock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> LockResult<Option<LockGuard>> {
-        let queued = self.inner.waiters.enter(&self.names.key);
+        let queued = self.inner.waiters.enter(&self.handle.names.key);
         let _turn = match deadline {
             Some(d) => match tokio::time::timeout_at(d.into(), queued).await {
                 Ok(t) => t,
@@ -265,16 +255,16 @@ impl Lock {
             None => queued.await,
         };
         let mut sub = match self.inner.pubsub().await {
-            Some(hub) => match self.inner.subscribe(hub, &self.names.channel).await {
+            Some(hub) => match self.inner.subscribe(hub, &self.handle.names.channel).await {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    tracing::warn!(lock = %self.names.key, error = %e,
+                    tracing::warn!(lock = %self.handle.names.key, error = %e,
                         "no unlock subscription; waiting by polling instead");
                     None
                 }
             },
             None => {
-                tracing::warn!(lock = %self.names.key,
+                tracing::warn!(lock = %self.handle.names.key,
                     "pub/sub hub unavailable; waiting by polling instead");
                 None
             }
@@ -324,41 +314,29 @@ impl Lock {
             Some(l) => (crate::watchdog::clamp_span(l), false),
             None => (crate::watchdog::clamp_span(cfg.watchdog_timeout), true),
         };
-        let key: HoldKey = (Arc::clone(&self.names.key), Arc::clone(&self.owner));
+        let key: HoldKey = self.handle.hold.clone();
         // One clock read serves as registration and send time.
         let sent_at = Instant::now();
         let (lost, generation) =
             self.inner
                 .watchdog
                 .register(&key, lease_d, renew, self.max_hold, sent_at);
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.handle.in_flight.fetch_add(1, Ordering::AcqRel);
         let mut in_flight = InFlight {
             lock: self,
             key: Some(key.clone()),
             generation,
         };
-        // Watchdog holds (the common case) reuse the preformatted lease.
-        let fixed_ms;
-        let lease_ms = if renew {
-            self.inner.watchdog_ms.as_str()
+        let client = &self.inner.client;
+        let reply = if renew {
+            // Watchdog holds (the common case): the prepared command, shared.
+            let cmd = self.handle.acquire_watchdog(&self.inner);
+            client.eval_shared(&REENTRANT_ACQUIRE, cmd).await
         } else {
-            fixed_ms = millis(lease_d).to_string();
-            fixed_ms.as_str()
+            let ms = millis(lease_d).to_string();
+            let make = || acquire_cmd(&self.inner, &self.handle.names, self.handle.owner(), &ms);
+            client.eval_with(&REENTRANT_ACQUIRE, make).await
         };
-        let reply = self
-            .inner
-            .client
-            .eval_script(
-                &REENTRANT_ACQUIRE,
-                &[&*self.names.key, self.names.token.as_str()],
-                &[
-                    lease_ms,
-                    &self.owner,
-                    self.inner.token_ttl_ms.as_str(),
-                    if cfg.fencing { "1" } else { "0" },
-                ],
-            )
-            .await;
         let frame = match reply {
             Ok(f) => f,
             Err(e) if e.is_unknown_outcome() => {
@@ -377,10 +355,9 @@ impl Lock {
             return Ok(Attempt::Held(value));
         }
         self.inner.watchdog.confirm(&key, sent_at);
-        self.local_holds.fetch_add(1, Ordering::AcqRel);
+        self.handle.local_holds.fetch_add(1, Ordering::AcqRel);
         let guard = LockGuard::new(
             self.clone(),
-            key,
             generation,
             holds.unsigned_abs(),
             (cfg.fencing && value > 0).then_some(value.unsigned_abs()),
@@ -404,7 +381,7 @@ impl Lock {
                 let conn = self
                     .inner
                     .client
-                    .connection_for_key(&*self.names.key)
+                    .connection_for_key(&*self.handle.names.key)
                     .await?;
                 let addr = conn.config().addr();
                 let n = self
@@ -425,7 +402,7 @@ impl Lock {
         let conn = self
             .inner
             .client
-            .connection_for_key(&*self.names.key)
+            .connection_for_key(&*self.handle.names.key)
             .await?;
         let acked = conn
             .wait(u32::try_from(wanted).unwrap_or(u32::MAX), timeout)
@@ -458,31 +435,16 @@ impl Lock {
     }
 
     pub(crate) async fn release(&self, token: Option<u64>) -> LockResult<bool> {
-        // Formatted on the stack: a String per release showed in profiles.
-        let mut token_buf = itoa::Buffer::new();
-        let token = token_buf.format(token.unwrap_or(0));
+        let token = token.unwrap_or(0);
+        let make = || self.handle.release_cmd(&self.inner, token);
         let reply = self
             .inner
             .client
-            .eval_script(
-                &REENTRANT_RELEASE,
-                &[
-                    &*self.names.key,
-                    self.names.channel.as_str(),
-                    self.names.token.as_str(),
-                ],
-                &[
-                    "0",
-                    self.inner.watchdog_ms.as_str(),
-                    &self.owner,
-                    self.inner.publish_command(),
-                    token,
-                ],
-            )
+            .eval_with(&REENTRANT_RELEASE, make)
             .await?;
         match reply {
             Frame::Null => Err(LockError::NotOwner {
-                name: self.names.key.to_string(),
+                name: self.handle.names.key.to_string(),
             }),
             Frame::Integer(n) => Ok(n == 1),
             other => Err(LockError::Protocol(other.to_string())),
@@ -506,7 +468,7 @@ impl Lock {
         Ok(self
             .inner
             .client
-            .cmd(Cmd::new("EXISTS").key(&*self.names.key))
+            .cmd(Cmd::new("EXISTS").key(&*self.handle.names.key))
             .await?)
     }
 
@@ -544,7 +506,11 @@ impl Lock {
         let n: Option<u64> = self
             .inner
             .client
-            .cmd(Cmd::new("HGET").key(&*self.names.key).arg(&*self.owner))
+            .cmd(
+                Cmd::new("HGET")
+                    .key(&*self.handle.names.key)
+                    .arg(self.handle.owner()),
+            )
             .await?;
         Ok(n.unwrap_or(0))
     }
@@ -563,11 +529,13 @@ impl Lock {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn remaining_ttl(&self) -> LockResult<Option<Duration>> {
-        Ok(match self.inner.client.pttl(&*self.names.key).await? {
-            Ttl::Expires(d) => Some(d),
-            Ttl::Persistent => Some(Duration::MAX),
-            Ttl::Missing => None,
-        })
+        Ok(
+            match self.inner.client.pttl(&*self.handle.names.key).await? {
+                Ttl::Expires(d) => Some(d),
+                Ttl::Persistent => Some(Duration::MAX),
+                Ttl::Missing => None,
+            },
+        )
     }
 
     /// Deletes the lock whoever holds it and wakes waiters. `true` when
@@ -591,7 +559,7 @@ impl Lock {
             .client
             .eval_script(
                 &FORCE_UNLOCK,
-                &[&*self.names.key, self.names.channel.as_str()],
+                &[&*self.handle.names.key, self.handle.names.channel.as_str()],
                 &["0", self.inner.publish_command()],
             )
             .await?;
@@ -614,7 +582,7 @@ impl InFlight<'_> {
     /// The outcome is known; the caller takes over.
     fn settle(&mut self) {
         if self.key.take().is_some() {
-            self.lock.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.lock.handle.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -622,9 +590,9 @@ impl InFlight<'_> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
-        let others = self.lock.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        let others = self.lock.handle.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
         self.lock.inner.watchdog.deregister(&key, self.generation);
-        if others > 0 || self.lock.local_holds.load(Ordering::Acquire) > 0 {
+        if others > 0 || self.lock.handle.local_holds.load(Ordering::Acquire) > 0 {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

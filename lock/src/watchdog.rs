@@ -28,10 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::{Client, Commands, Invalidation, Pipeline, Slot};
+use keylatch_cluster::{Client, Commands, Invalidation, Pipeline};
 use keylatch_resp::{Cmd, Frame};
 use tokio::sync::{mpsc, Notify};
 
+pub(crate) use crate::hold_key::HoldKey;
+use crate::hold_key::HoldMap;
 use crate::loss::{LossRef, LossSignal};
 use crate::scripts::{REENTRANT_RENEW, REENTRANT_RENEW_NODE};
 
@@ -55,10 +57,6 @@ pub enum LossReason {
     /// The configured max hold was reached; renewal stopped.
     MaxHold,
 }
-
-/// Identity of a hold in the watchdog: one per (lock key, owner), shared by
-/// re-entries.
-pub(crate) type HoldKey = (Arc<str>, Arc<str>);
 
 struct Hold {
     slot: u16,
@@ -94,7 +92,7 @@ struct Hold {
 }
 
 pub(crate) struct Shared {
-    holds: Mutex<HashMap<HoldKey, Hold>>,
+    holds: Mutex<HoldMap<Hold>>,
     wake: Notify,
     /// Drift allowance: 2 ms + this many thousandths of the lease.
     drift_permille: u32,
@@ -125,7 +123,7 @@ impl Watchdog {
         invalidations: Option<mpsc::UnboundedReceiver<Invalidation>>,
     ) -> Self {
         let shared = Arc::new(Shared {
-            holds: Mutex::new(HashMap::new()),
+            holds: Mutex::new(HoldMap::default()),
             wake: Notify::new(),
             drift_permille,
             planned_wake: Mutex::new(Instant::now()),
@@ -137,7 +135,7 @@ impl Watchdog {
         Self { shared }
     }
 
-    fn holds(&self) -> std::sync::MutexGuard<'_, HashMap<HoldKey, Hold>> {
+    fn holds(&self) -> std::sync::MutexGuard<'_, HoldMap<Hold>> {
         self.shared.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -156,7 +154,7 @@ impl Watchdog {
         let max_hold = max_hold.map(clamp_span);
         let mut holds = self.holds();
         let hold = holds.entry(key.clone()).or_insert_with(|| Hold {
-            slot: Slot::of(key.0.as_bytes()).get(),
+            slot: key.slot(),
             lease,
             renew,
             refs: 0,
@@ -232,6 +230,8 @@ impl Watchdog {
             }
             h.refs = h.refs.saturating_sub(1);
             if h.refs == 0 {
+                // A second lookup, but a cheap one (the hash is precomputed);
+                // `entry` would need an owned key, two reference counts.
                 holds.remove(key);
             }
         }
@@ -331,10 +331,10 @@ async fn run(
 fn invalidated(shared: &Shared, inv: Invalidation) {
     let now = Instant::now();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
-    for ((key, _), h) in holds.iter_mut() {
+    for (hold, h) in holds.iter_mut() {
         let hit = match &inv {
             Invalidation::All => true,
-            Invalidation::Keys(keys) => keys.iter().any(|k| k.as_ref() == key.as_bytes()),
+            Invalidation::Keys(keys) => keys.iter().any(|k| k.as_ref() == hold.name().as_bytes()),
         };
         if hit {
             // Tracking is one-shot: read again after the check.
@@ -410,7 +410,7 @@ fn plan(
         if shared.tracking && !h.tracked {
             if now >= h.confirmed_at + TRACK_AFTER {
                 h.tracked = true;
-                to_track.push(key.0.to_string());
+                to_track.push(key.name().to_string());
             } else {
                 wake.urgent = earliest(wake.urgent, h.confirmed_at + TRACK_AFTER);
             }
@@ -497,13 +497,13 @@ async fn renew(shared: &Shared, client: &Client, batch: Batch) {
 /// One multi-slot call on the node that serves the first key.
 async fn renew_on_node(client: &Client, batch: &Batch) -> Option<Vec<i64>> {
     let first = batch.keys.first()?;
-    let conn = client.connection_for_key(&*first.0).await.ok()?;
+    let conn = client.connection_for_key(&**first.name()).await.ok()?;
     let mut args: Vec<&str> = Vec::with_capacity(batch.keys.len() * 2 + 1);
     let lease = millis(batch.lease).to_string();
     args.push(&lease);
-    for (k, o) in &batch.keys {
-        args.push(k);
-        args.push(o);
+    for k in &batch.keys {
+        args.push(k.name());
+        args.push(k.owner());
     }
     let reply = conn
         .eval_script(&REENTRANT_RENEW_NODE, &[] as &[&str], &args)
@@ -514,10 +514,7 @@ async fn renew_on_node(client: &Client, batch: &Batch) -> Option<Vec<i64>> {
 async fn renew_per_slot(shared: &Shared, client: &Client, batch: &Batch) -> Option<Vec<i64>> {
     let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
     for (i, k) in batch.keys.iter().enumerate() {
-        by_slot
-            .entry(Slot::of(k.0.as_bytes()).get())
-            .or_default()
-            .push(i);
+        by_slot.entry(k.slot()).or_default().push(i);
     }
     let mut out = vec![-1i64; batch.keys.len()];
     for idx in by_slot.values() {
@@ -538,10 +535,10 @@ async fn renew_call(client: &Client, keys: &[HoldKey], lease: Duration) -> Optio
 }
 
 fn script_args(keys: &[HoldKey], lease: Duration) -> (Vec<&str>, Vec<String>) {
-    let names: Vec<&str> = keys.iter().map(|(k, _)| &**k).collect();
+    let names: Vec<&str> = keys.iter().map(|k| &**k.name()).collect();
     let mut args: Vec<String> = Vec::with_capacity(keys.len() + 1);
     args.push(millis(lease).to_string());
-    args.extend(keys.iter().map(|(_, o)| o.to_string()));
+    args.extend(keys.iter().map(|k| k.owner().to_string()));
     (names, args)
 }
 

@@ -29,10 +29,50 @@ pub struct Cmd {
     /// Every argument, encoded.
     args: Vec<u8>,
     argc: usize,
-    /// Byte range of the first key's payload in `args`.
-    first_key: Option<(usize, usize)>,
-    /// Further keys; stays unallocated for the usual zero or one key.
-    more_keys: Vec<(usize, usize)>,
+    /// Byte ranges of the key payloads in `args`, in order.
+    keys: KeyRanges,
+}
+
+/// Where the keys are: the first few inline (a lock script has two or three, and a `Vec`
+/// per command showed up as two allocations per lock pair), the rest spilled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct KeyRanges {
+    inline: [(u32, u32); INLINE_KEYS],
+    inline_len: u8,
+    /// Keys past the inline ones, or at offsets beyond `u32`; once a key spills, every later
+    /// key does too, so the order is inline then spilled.
+    spilled: Vec<(usize, usize)>,
+}
+
+const INLINE_KEYS: usize = 4;
+
+impl KeyRanges {
+    fn push(&mut self, (start, end): (usize, usize)) {
+        let n = usize::from(self.inline_len);
+        if let (true, Some(slot), Ok(s), Ok(e)) = (
+            self.spilled.is_empty(),
+            self.inline.get_mut(n),
+            u32::try_from(start),
+            u32::try_from(end),
+        ) {
+            *slot = (s, e);
+            self.inline_len += 1;
+        } else {
+            self.spilled.push((start, end));
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.inline
+            .iter()
+            .take(usize::from(self.inline_len))
+            .map(|&(s, e)| (s as usize, e as usize))
+            .chain(self.spilled.iter().copied())
+    }
+
+    fn first(&self) -> Option<(usize, usize)> {
+        self.iter().next()
+    }
 }
 
 impl Cmd {
@@ -128,11 +168,30 @@ impl Cmd {
         // A foreign `ToArg` that breaks its contract leaves the key unrecorded rather than
         // recording garbage.
         if let Some((range, _)) = arg_at(&self.args, at) {
-            if self.first_key.is_none() {
-                self.first_key = Some(range);
-            } else {
-                self.more_keys.push(range);
-            }
+            self.keys.push(range);
+        }
+    }
+
+    /// A copy with room for `extra` more bytes of encoded arguments, for commands built from a
+    /// prepared prefix: one allocation and one copy, where pushing every argument again would
+    /// encode each (and a plain `clone` has no room, so the next push reallocates).
+    ///
+    /// ```
+    /// use keylatch_resp::Cmd;
+    ///
+    /// let prefix = Cmd::new("EVALSHA").arg("sha").arg(1).key("k");
+    /// let cmd = prefix.clone_with_room(16).arg(7);
+    /// assert_eq!(cmd.args().collect::<Vec<_>>(), [&b"EVALSHA"[..], b"sha", b"1", b"k", b"7"]);
+    /// assert_eq!(cmd.first_key(), Some(&b"k"[..]));
+    /// ```
+    #[must_use]
+    pub fn clone_with_room(&self, extra: usize) -> Self {
+        let mut args = Vec::with_capacity(self.args.len().saturating_add(extra));
+        args.extend_from_slice(&self.args);
+        Self {
+            args,
+            argc: self.argc,
+            keys: self.keys.clone(),
         }
     }
 
@@ -184,10 +243,9 @@ impl Cmd {
     /// assert_eq!(cmd.keys().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
     /// ```
     pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        self.first_key
+        self.keys
             .iter()
-            .chain(&self.more_keys)
-            .filter_map(|&(start, end)| self.args.get(start..end))
+            .filter_map(|(start, end)| self.args.get(start..end))
     }
 
     /// The first key argument, which decides the cluster slot.
@@ -199,7 +257,7 @@ impl Cmd {
     /// assert_eq!(Cmd::new("PING").first_key(), None);
     /// ```
     pub fn first_key(&self) -> Option<&[u8]> {
-        let (start, end) = self.first_key?;
+        let (start, end) = self.keys.first()?;
         self.args.get(start..end)
     }
 
@@ -281,12 +339,21 @@ pub trait ToArg {
 }
 
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {
-    let mut n = itoa::Buffer::new();
-    let n = n.format(bytes.len()).as_bytes();
-    out.reserve(n.len() + bytes.len() + 5);
-    out.push(b'$');
-    out.extend_from_slice(n);
-    out.extend_from_slice(b"\r\n");
+    let len = bytes.len();
+    // Most arguments of lock commands are under ten bytes ("0", "1", a lease): their header
+    // is one fixed-size store, with no digit formatting and no copy call.
+    if let Some(&digit) = b"0123456789".get(len) {
+        out.reserve(len + 6);
+        out.extend_from_slice(&[b'$', digit, b'\r', b'\n']);
+    } else {
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(len).as_bytes();
+        // Exact, so a command sized up front never reallocates here.
+        out.reserve(digits.len().saturating_add(len).saturating_add(5));
+        out.push(b'$');
+        out.extend_from_slice(digits);
+        out.extend_from_slice(b"\r\n");
+    }
     out.extend_from_slice(bytes);
     out.extend_from_slice(b"\r\n");
 }
@@ -379,7 +446,10 @@ mod tests {
         assert_eq!(cmd.name(), b"SET");
         assert_eq!(cmd.keys().collect::<Vec<_>>(), [b"key"]);
         assert_eq!(cmd.first_key(), Some(&b"key"[..]));
-        assert!(cmd.more_keys.capacity() == 0, "one key must not allocate");
+        assert!(
+            cmd.keys.spilled.capacity() == 0,
+            "one key must not allocate"
+        );
     }
 
     #[test]
@@ -466,6 +536,27 @@ mod tests {
         };
         assert_eq!(items.len(), 25);
         assert_eq!(items[24], "\r\n$0\r\n");
+    }
+
+    #[test]
+    fn keys_inline_then_spilled_in_order() {
+        let mut cmd = Cmd::new("DEL");
+        for i in 0..INLINE_KEYS {
+            cmd.push_key(format!("k{i}"));
+        }
+        assert_eq!(
+            cmd.keys.spilled.capacity(),
+            0,
+            "inline keys must not allocate"
+        );
+        cmd.push_key("last");
+        assert_eq!(cmd.keys.spilled.len(), 1);
+        let keys: Vec<&[u8]> = cmd.keys().collect();
+        assert_eq!(keys, [&b"k0"[..], b"k1", b"k2", b"k3", b"last"]);
+        let copy = cmd.clone_with_room(8).key("more");
+        assert_eq!(copy.keys().count(), 6);
+        assert_eq!(copy.keys().last(), Some(&b"more"[..]));
+        assert_eq!(copy.first_key(), Some(&b"k0"[..]));
     }
 
     #[test]
