@@ -101,9 +101,9 @@ async fn reentrancy_ownership_and_handover_by_owner_id() {
     assert_eq!(a.watched_holds(), 0);
 }
 
-/// Each lock path (the prepared watchdog acquire, a fixed-lease acquire, a
-/// release) heals NOSCRIPT after the server lost its scripts, with the same
-/// handle whose commands were prepared before the flush.
+/// Each lock path (a watchdog acquire built for the call and prepared, a
+/// fixed-lease acquire, a release built or copied from a prepared head)
+/// heals NOSCRIPT after the server lost its scripts.
 #[tokio::test]
 async fn every_lock_path_reloads_flushed_scripts() {
     let server = RedisServer::start();
@@ -115,19 +115,23 @@ async fn every_lock_path_reloads_flushed_scripts() {
             "errorstat_NOSCRIPT:count=",
         )
     };
-    // Prepared commands exist after this first pair.
-    lock.acquire().await.unwrap().unlock().await.unwrap();
+    let flush = || server.cli(&["SCRIPT", "FLUSH"]).unwrap();
     let before = noscripts();
+    // A handle's first watchdog pair builds its commands; the second uses
+    // the prepared ones. Every command meets an empty script cache.
+    for (round, how) in ["built", "prepared"].iter().enumerate() {
+        flush();
+        let g = lock.acquire().await.unwrap();
+        let n = before + 2 * round as u64;
+        assert_eq!(noscripts(), n + 1, "{how} acquire met NOSCRIPT");
+        assert!(lock.is_held_by_me().await.unwrap());
+        flush();
+        g.unlock().await.unwrap();
+        assert_eq!(noscripts(), n + 2, "{how} release met NOSCRIPT");
+        assert!(!lock.is_locked().await.unwrap());
+    }
 
-    server.cli(&["SCRIPT", "FLUSH"]).unwrap();
-    let g = lock.acquire().await.unwrap();
-    assert_eq!(noscripts(), before + 1, "the watchdog acquire met NOSCRIPT");
-    server.cli(&["SCRIPT", "FLUSH"]).unwrap();
-    g.unlock().await.unwrap();
-    assert_eq!(noscripts(), before + 2, "the release met NOSCRIPT");
-    assert!(!lock.is_locked().await.unwrap());
-
-    server.cli(&["SCRIPT", "FLUSH"]).unwrap();
+    flush();
     let g = lock
         .try_acquire_now(Some(Duration::from_secs(5)))
         .await
@@ -135,7 +139,7 @@ async fn every_lock_path_reloads_flushed_scripts() {
         .expect("free");
     assert_eq!(
         noscripts(),
-        before + 3,
+        before + 5,
         "the fixed-lease acquire met NOSCRIPT"
     );
     let ttl = lock.remaining_ttl().await.unwrap().expect("a lease");

@@ -3,11 +3,12 @@
 //!
 //! An uncontended acquire + release used to build both `EVALSHA` commands
 //! argument by argument, twenty encoded arguments per pair. The acquire under
-//! the watchdog has the same arguments every time for one handle, so it is
-//! built once and shared; the release differs only in its last argument (the
-//! hold's fencing token), so its head is built once and copied.
+//! the watchdog has the same arguments every time for one handle, so a handle
+//! in repeated use builds it once and shares it; the release differs only in
+//! its last argument (the hold's fencing token), so its head is built once
+//! and copied.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use keylatch_resp::Cmd;
@@ -29,7 +30,8 @@ pub(crate) struct Handle {
     /// releases by owner only when it was the only one and no hold exists,
     /// or it could end a clone's fresh hold.
     pub(crate) in_flight: AtomicU64,
-    /// Built on first use: a handle made and dropped unused costs nothing.
+    /// A watchdog acquire was made through this handle already.
+    used: AtomicBool,
     prepared: OnceLock<Prepared>,
 }
 
@@ -47,6 +49,7 @@ impl Handle {
             hold,
             local_holds: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            used: AtomicBool::new(false),
             prepared: OnceLock::new(),
         }
     }
@@ -56,33 +59,36 @@ impl Handle {
         self.hold.owner()
     }
 
-    fn prepared(&self, inner: &Inner) -> &Prepared {
-        self.prepared.get_or_init(|| Prepared {
-            acquire_watchdog: Arc::new(acquire_cmd(
-                inner,
-                &self.names,
-                self.owner(),
-                &inner.watchdog_ms,
-            )),
-            release_head: REENTRANT_RELEASE.evalsha_cmd(
-                &[
-                    &*self.names.key,
-                    self.names.channel.as_str(),
-                    self.names.token.as_str(),
-                ],
-                &[
-                    "0",
-                    inner.watchdog_ms.as_str(),
-                    self.owner(),
-                    inner.publish_command(),
-                ],
-            ),
-        })
+    /// The prepared commands, made on the handle's second watchdog acquire:
+    /// many handles live for one acquire and release (`locks.lock(name)` per
+    /// request), and preparing theirs would cost about 600 bytes per held
+    /// lock and the encoding work, for nothing.
+    fn prepared(&self, inner: &Inner) -> Option<&Prepared> {
+        if let Some(p) = self.prepared.get() {
+            return Some(p);
+        }
+        if !self.used.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        // Kept for the handle's life, so trimmed to their exact size (built
+        // with room to spare, they took about 360 bytes more per handle).
+        Some(self.prepared.get_or_init(|| {
+            Prepared {
+                acquire_watchdog: Arc::new(
+                    acquire_cmd(inner, &self.names, self.owner(), &inner.watchdog_ms)
+                        .clone_with_room(0),
+                ),
+                release_head: release_cmd(inner, &self.names, self.owner(), None)
+                    .clone_with_room(0),
+            }
+        }))
     }
 
-    /// The acquire under the watchdog lease: the same command every time.
-    pub(crate) fn acquire_watchdog(&self, inner: &Inner) -> &Arc<Cmd> {
-        &self.prepared(inner).acquire_watchdog
+    /// The acquire under the watchdog lease, the same command every time:
+    /// shared once the handle is in repeated use, else `None` (build it with
+    /// [`acquire_cmd`]).
+    pub(crate) fn acquire_watchdog(&self, inner: &Inner) -> Option<&Arc<Cmd>> {
+        self.prepared(inner).map(|p| &p.acquire_watchdog)
     }
 
     /// The release of the hold with fencing token `token` (`0`: release by
@@ -90,11 +96,30 @@ impl Handle {
     pub(crate) fn release_cmd(&self, inner: &Inner, token: u64) -> Cmd {
         let mut buf = itoa::Buffer::new();
         let token = buf.format(token);
-        // Room for the token (at most 20 digits) and its framing.
-        self.prepared(inner)
-            .release_head
-            .clone_with_room(32)
-            .arg(token)
+        match self.prepared.get() {
+            // Room for the token (at most 20 digits) and its framing.
+            Some(p) => p.release_head.clone_with_room(32).arg(token),
+            None => release_cmd(inner, &self.names, self.owner(), Some(token)),
+        }
+    }
+}
+
+/// The release script's command; without `token`, the head every release
+/// of this owner shares (the token is the last argument).
+fn release_cmd(inner: &Inner, names: &LockNames, owner: &str, token: Option<&str>) -> Cmd {
+    let keys = [&*names.key, names.channel.as_str(), names.token.as_str()];
+    let head = [
+        "0",
+        inner.watchdog_ms.as_str(),
+        owner,
+        inner.publish_command(),
+    ];
+    match token {
+        Some(t) => {
+            let [a, b, c, d] = head;
+            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, c, d, t])
+        }
+        None => REENTRANT_RELEASE.evalsha_cmd(&keys, &head),
     }
 }
 

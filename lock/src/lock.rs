@@ -328,14 +328,21 @@ impl Lock {
             generation,
         };
         let client = &self.inner.client;
-        let reply = if renew {
-            // Watchdog holds (the common case): the prepared command, shared.
-            let cmd = self.handle.acquire_watchdog(&self.inner);
-            client.eval_shared(&REENTRANT_ACQUIRE, cmd).await
-        } else {
-            let ms = millis(lease_d).to_string();
-            let make = || acquire_cmd(&self.inner, &self.handle.names, self.handle.owner(), &ms);
-            client.eval_with(&REENTRANT_ACQUIRE, make).await
+        let (names, owner) = (&self.handle.names, self.handle.owner());
+        let reply = match (renew, self.handle.acquire_watchdog(&self.inner)) {
+            // Watchdog holds of a handle in repeated use: the prepared
+            // command, shared.
+            (true, Some(cmd)) => client.eval_shared(&REENTRANT_ACQUIRE, cmd).await,
+            (true, None) => {
+                let ms = &self.inner.watchdog_ms;
+                let make = || acquire_cmd(&self.inner, names, owner, ms);
+                client.eval_with(&REENTRANT_ACQUIRE, make).await
+            }
+            (false, _) => {
+                let ms = millis(lease_d).to_string();
+                let make = || acquire_cmd(&self.inner, names, owner, &ms);
+                client.eval_with(&REENTRANT_ACQUIRE, make).await
+            }
         };
         let frame = match reply {
             Ok(f) => f,

@@ -16,7 +16,7 @@
 //!
 //! Diagnostics (one client, one scenario): `--profile-seq N` and
 //! `--profile-distinct N` (keylatch, or redis-rs with `--redis-rs`),
-//! `--runtime current`, `--sizes` (future sizes on the request path),
+//! `--runtime current`, `--held-only` (the 10,000 held locks alone), `--sizes` (future sizes on the request path),
 //! `--floor-check [--get [--raw]|--fixed]` (one request at a time vs
 //! redis-benchmark; `--raw`: a bare tokio TcpStream, the runtime's own floor).
 
@@ -277,6 +277,16 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
             c.as_ref().map_or(f64::NAN, |c| c.avg_ms * 1000.0),
             loop_time.as_secs_f64() * 1e6 / 20_000.0,
             c.as_ref().map_or(f64::NAN, |c| 1e6 / c.rps)
+        );
+        return;
+    }
+    if std::env::args().any(|a| a == "--held-only") {
+        // Just the 10,000 held locks: renewal calls and client memory alone,
+        // without the heap the other scenarios leave behind.
+        let (calls, per_round, mem_kib) = many_held(&url).await;
+        println!(
+            "10,000 held locks: {calls} renewal calls ({per_round:.1} per round); client RSS +{mem_kib} KiB ({} B per hold)",
+            mem_kib * 1024 / 10_000
         );
         return;
     }
