@@ -633,3 +633,106 @@ pub(crate) fn clamp_span(d: Duration) -> Duration {
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// A watchdog without its task: the state machine alone.
+    fn idle_watchdog() -> Watchdog {
+        Watchdog {
+            shared: Arc::new(Shared {
+                holds: Mutex::new(HoldMap::default()),
+                wake: Notify::new(),
+                drift_permille: 10,
+                planned_wake: Mutex::new(Instant::now()),
+                renew_calls: AtomicU64::new(0),
+                renew_rounds: AtomicU64::new(0),
+                tracking: true,
+            }),
+        }
+    }
+
+    /// A confirmed watchdog hold whose renewal (sent at the returned time)
+    /// is in flight.
+    fn renewing(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
+        let t0 = Instant::now();
+        wd.register(key, lease, true, None, t0);
+        wd.confirm(key, t0);
+        let sent_at = Instant::now();
+        wd.holds().get_mut(key).expect("registered").renewing = true;
+        let batch = Batch {
+            lease,
+            keys: vec![key.clone()],
+            cross_slot: false,
+        };
+        (batch, sent_at)
+    }
+
+    #[test]
+    fn an_invalidation_during_a_renewal_forces_a_check_after_it() {
+        let wd = idle_watchdog();
+        let lease = Duration::from_secs(30);
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let (batch, sent_at) = renewing(&wd, &key, lease);
+
+        // The key changes while the renewal is in flight: that renewal's
+        // "renewed" may predate the change, so it cannot settle the hold.
+        invalidated(
+            &wd.shared,
+            Invalidation::Keys(vec![Bytes::from_static(b"orders")]),
+        );
+        apply(&wd.shared, &batch, Some(vec![1]), sent_at);
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("still held");
+        assert!(!h.renewing && !h.recheck);
+        assert!(h.off_grid, "checked off the grid, not at the next round");
+        let now = Instant::now();
+        assert!(h.next_renew <= now && early(h) <= now, "due at once");
+        assert_eq!(h.last_ok_sent, sent_at, "the renewal itself still counts");
+    }
+
+    #[test]
+    fn a_renewal_without_an_invalidation_waits_for_the_grid() {
+        let wd = idle_watchdog();
+        let lease = Duration::from_secs(30);
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let (batch, sent_at) = renewing(&wd, &key, lease);
+
+        // An invalidation for another key, and one for this key arriving
+        // after the renewal was applied, are not the race.
+        invalidated(
+            &wd.shared,
+            Invalidation::Keys(vec![Bytes::from_static(b"other")]),
+        );
+        apply(&wd.shared, &batch, Some(vec![1]), sent_at);
+        {
+            let holds = wd.holds();
+            let h = holds.get(&key).expect("still held");
+            assert!(!h.off_grid && !h.recheck);
+            assert_eq!(h.next_renew, sent_at + lease / 3);
+        }
+        invalidated(
+            &wd.shared,
+            Invalidation::Keys(vec![Bytes::from_static(b"orders")]),
+        );
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("still held");
+        assert!(
+            h.off_grid && !h.recheck,
+            "checked now, no second check owed"
+        );
+    }
+
+    #[test]
+    fn a_renewal_that_finds_the_hold_gone_fires_lost_and_forgets_it() {
+        let wd = idle_watchdog();
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let (batch, sent_at) = renewing(&wd, &key, Duration::from_secs(30));
+        let lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
+        apply(&wd.shared, &batch, Some(vec![0]), sent_at);
+        assert_eq!(lost.get(), Some(LossReason::Gone));
+        assert_eq!(wd.len(), 0);
+    }
+}
