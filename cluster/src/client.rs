@@ -354,11 +354,7 @@ impl Commands for Client {
         }
     }
 
-    async fn eval_with<F: Fn() -> Cmd + Send + Sync>(
-        &self,
-        script: &Script,
-        make: F,
-    ) -> Result<Frame> {
+    async fn eval_with<F: Fn() -> Cmd + Send>(&self, script: &Script, make: F) -> Result<Frame> {
         match &self.inner {
             // The connection's own NOSCRIPT healing (load + retry in one write).
             Inner::Standalone(conn) => conn.eval_with(script, make).await,

@@ -229,7 +229,7 @@ pub trait Commands: Sync {
     ///
     /// # Cancel safety
     /// Cancel safe (a cancelled script may still have run).
-    fn eval_with<F: Fn() -> Cmd + Send + Sync>(
+    fn eval_with<F: Fn() -> Cmd + Send>(
         &self,
         script: &Script,
         make: F,
@@ -653,11 +653,7 @@ impl Commands for Connection {
         Connection::send(self, cmd)
     }
 
-    async fn eval_with<F: Fn() -> Cmd + Send + Sync>(
-        &self,
-        script: &Script,
-        make: F,
-    ) -> Result<Frame> {
+    async fn eval_with<F: Fn() -> Cmd + Send>(&self, script: &Script, make: F) -> Result<Frame> {
         match Connection::send(self, make()).await {
             Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
                 // Boxed: rare, and inline it would enlarge every script

@@ -14,9 +14,21 @@ use std::sync::{Arc, OnceLock};
 use keylatch_resp::Cmd;
 
 use crate::hold_key::HoldKey;
-use crate::locks::Inner;
 use crate::names::LockNames;
 use crate::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
+
+/// Script arguments fixed by a [`Locks`](crate::Locks)' configuration and
+/// client, formatted once rather than on every acquire and release.
+#[derive(Clone, Debug)]
+pub(crate) struct ScriptArgs {
+    /// The watchdog lease in milliseconds.
+    pub(crate) watchdog_ms: String,
+    /// How long the fencing counter outlives the lock, in milliseconds.
+    pub(crate) token_ttl_ms: String,
+    pub(crate) fencing: bool,
+    /// `publish`, or `spublish` in a cluster.
+    pub(crate) publish: &'static str,
+}
 
 /// Shared by a lock handle and its clones (one owner).
 pub(crate) struct Handle {
@@ -32,7 +44,8 @@ pub(crate) struct Handle {
     pub(crate) in_flight: AtomicU64,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
-    prepared: OnceLock<Prepared>,
+    /// Boxed: one pointer in the many handles that never prepare.
+    prepared: OnceLock<Box<Prepared>>,
 }
 
 struct Prepared {
@@ -59,61 +72,52 @@ impl Handle {
         self.hold.owner()
     }
 
-    /// The prepared commands, made on the handle's second watchdog acquire:
-    /// many handles live for one acquire and release (`locks.lock(name)` per
-    /// request), and preparing theirs would cost about 600 bytes per held
-    /// lock and the encoding work, for nothing.
-    fn prepared(&self, inner: &Inner) -> Option<&Prepared> {
+    /// The acquire under the watchdog lease, the same command every time.
+    /// From the handle's second call on it is prepared and shared; before
+    /// that `None`: build it with [`acquire_cmd`]. Many handles live for one
+    /// acquire and release (`locks.lock(name)` per request), and preparing
+    /// theirs would cost about 600 bytes per held lock and the encoding
+    /// work, for nothing.
+    pub(crate) fn acquire_watchdog(&self, args: &ScriptArgs) -> Option<&Arc<Cmd>> {
         if let Some(p) = self.prepared.get() {
-            return Some(p);
+            return Some(&p.acquire_watchdog);
         }
         if !self.used.swap(true, Ordering::Relaxed) {
             return None;
         }
         // Kept for the handle's life, so trimmed to their exact size (built
         // with room to spare, they took about 360 bytes more per handle).
-        Some(self.prepared.get_or_init(|| {
-            Prepared {
+        let p = self.prepared.get_or_init(|| {
+            Box::new(Prepared {
                 acquire_watchdog: Arc::new(
-                    acquire_cmd(inner, &self.names, self.owner(), &inner.watchdog_ms)
+                    acquire_cmd(args, &self.names, self.owner(), &args.watchdog_ms)
                         .clone_with_room(0),
                 ),
-                release_head: release_cmd(inner, &self.names, self.owner(), None)
-                    .clone_with_room(0),
-            }
-        }))
-    }
-
-    /// The acquire under the watchdog lease, the same command every time:
-    /// shared once the handle is in repeated use, else `None` (build it with
-    /// [`acquire_cmd`]).
-    pub(crate) fn acquire_watchdog(&self, inner: &Inner) -> Option<&Arc<Cmd>> {
-        self.prepared(inner).map(|p| &p.acquire_watchdog)
+                release_head: release_cmd(args, &self.names, self.owner(), None).clone_with_room(0),
+            })
+        });
+        Some(&p.acquire_watchdog)
     }
 
     /// The release of the hold with fencing token `token` (`0`: release by
-    /// owner, without the token check).
-    pub(crate) fn release_cmd(&self, inner: &Inner, token: u64) -> Cmd {
+    /// owner, without the token check): the prepared head and the token, or
+    /// built whole before the handle prepared its commands.
+    pub(crate) fn release_cmd(&self, args: &ScriptArgs, token: u64) -> Cmd {
         let mut buf = itoa::Buffer::new();
         let token = buf.format(token);
         match self.prepared.get() {
             // Room for the token (at most 20 digits) and its framing.
             Some(p) => p.release_head.clone_with_room(32).arg(token),
-            None => release_cmd(inner, &self.names, self.owner(), Some(token)),
+            None => release_cmd(args, &self.names, self.owner(), Some(token)),
         }
     }
 }
 
 /// The release script's command; without `token`, the head every release
 /// of this owner shares (the token is the last argument).
-fn release_cmd(inner: &Inner, names: &LockNames, owner: &str, token: Option<&str>) -> Cmd {
+fn release_cmd(args: &ScriptArgs, names: &LockNames, owner: &str, token: Option<&str>) -> Cmd {
     let keys = [&*names.key, names.channel.as_str(), names.token.as_str()];
-    let head = [
-        "0",
-        inner.watchdog_ms.as_str(),
-        owner,
-        inner.publish_command(),
-    ];
+    let head = ["0", args.watchdog_ms.as_str(), owner, args.publish];
     match token {
         Some(t) => {
             let [a, b, c, d] = head;
@@ -124,14 +128,64 @@ fn release_cmd(inner: &Inner, names: &LockNames, owner: &str, token: Option<&str
 }
 
 /// The acquire script's command for one lease (`lease_ms`).
-pub(crate) fn acquire_cmd(inner: &Inner, names: &LockNames, owner: &str, lease_ms: &str) -> Cmd {
+pub(crate) fn acquire_cmd(
+    args: &ScriptArgs,
+    names: &LockNames,
+    owner: &str,
+    lease_ms: &str,
+) -> Cmd {
     REENTRANT_ACQUIRE.evalsha_cmd(
         &[&*names.key, names.token.as_str()],
         &[
             lease_ms,
             owner,
-            inner.token_ttl_ms.as_str(),
-            if inner.config.fencing { "1" } else { "0" },
+            args.token_ttl_ms.as_str(),
+            if args.fencing { "1" } else { "0" },
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+
+    fn args(publish: &'static str) -> ScriptArgs {
+        ScriptArgs {
+            watchdog_ms: "30000".into(),
+            token_ttl_ms: "600000".into(),
+            fencing: true,
+            publish,
+        }
+    }
+
+    fn wire(cmd: &Cmd) -> BytesMut {
+        let mut out = BytesMut::new();
+        cmd.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn prepared_commands_are_the_built_ones_from_the_second_use() {
+        for publish in ["publish", "spublish"] {
+            let args = args(publish);
+            let h = Handle::new("orders", Arc::from("client:7"));
+            let built_acquire = acquire_cmd(&args, &h.names, h.owner(), &args.watchdog_ms);
+            let built_release = release_cmd(&args, &h.names, h.owner(), Some("42"));
+            // First use: nothing prepared, the release is built whole.
+            assert!(h.acquire_watchdog(&args).is_none());
+            assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));
+            // Second use: prepared, byte for byte the same commands.
+            let prepared = Arc::clone(h.acquire_watchdog(&args).expect("prepared"));
+            assert_eq!(wire(&prepared), wire(&built_acquire));
+            assert_eq!(prepared.first_key(), Some(&b"orders"[..]));
+            assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));
+            let by_owner = h.release_cmd(&args, 0);
+            assert_eq!(by_owner.args().last(), Some(&b"0"[..]));
+            assert_eq!(by_owner.keys().count(), 3);
+            // And shared from then on.
+            let again = h.acquire_watchdog(&args).expect("prepared");
+            assert!(Arc::ptr_eq(&prepared, again));
+        }
+    }
 }

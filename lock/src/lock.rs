@@ -329,20 +329,20 @@ impl Lock {
         };
         let client = &self.inner.client;
         let (names, owner) = (&self.handle.names, self.handle.owner());
-        let reply = match (renew, self.handle.acquire_watchdog(&self.inner)) {
-            // Watchdog holds of a handle in repeated use: the prepared
-            // command, shared.
-            (true, Some(cmd)) => client.eval_shared(&REENTRANT_ACQUIRE, cmd).await,
-            (true, None) => {
-                let ms = &self.inner.watchdog_ms;
-                let make = || acquire_cmd(&self.inner, names, owner, ms);
-                client.eval_with(&REENTRANT_ACQUIRE, make).await
+        let args = &self.inner.script_args;
+        let reply = if renew {
+            match self.handle.acquire_watchdog(args) {
+                // A handle in repeated use: the prepared command, shared.
+                Some(cmd) => client.eval_shared(&REENTRANT_ACQUIRE, cmd).await,
+                None => {
+                    let make = || acquire_cmd(args, names, owner, &args.watchdog_ms);
+                    client.eval_with(&REENTRANT_ACQUIRE, make).await
+                }
             }
-            (false, _) => {
-                let ms = millis(lease_d).to_string();
-                let make = || acquire_cmd(&self.inner, names, owner, &ms);
-                client.eval_with(&REENTRANT_ACQUIRE, make).await
-            }
+        } else {
+            let ms = millis(lease_d).to_string();
+            let make = || acquire_cmd(args, names, owner, &ms);
+            client.eval_with(&REENTRANT_ACQUIRE, make).await
         };
         let frame = match reply {
             Ok(f) => f,
@@ -443,7 +443,7 @@ impl Lock {
 
     pub(crate) async fn release(&self, token: Option<u64>) -> LockResult<bool> {
         let token = token.unwrap_or(0);
-        let make = || self.handle.release_cmd(&self.inner, token);
+        let make = || self.handle.release_cmd(&self.inner.script_args, token);
         let reply = self
             .inner
             .client

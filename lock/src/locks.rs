@@ -10,6 +10,7 @@ use keylatch_cluster::{
 };
 
 use crate::error::LockResult;
+use crate::handle::ScriptArgs;
 use crate::lock::Lock;
 use crate::waiters::WaitQueues;
 use crate::watchdog::{clamp_span, millis, Watchdog};
@@ -82,10 +83,8 @@ pub(crate) struct Inner {
     pub(crate) watchdog: Watchdog,
     pub(crate) waiters: Arc<WaitQueues>,
     pubsub: tokio::sync::OnceCell<PubSub>,
-    /// Script arguments fixed by the configuration, formatted once rather
-    /// than on every acquire and release.
-    pub(crate) watchdog_ms: String,
-    pub(crate) token_ttl_ms: String,
+    /// Script arguments fixed by the configuration and the client.
+    pub(crate) script_args: ScriptArgs,
 }
 
 impl Inner {
@@ -105,11 +104,7 @@ impl Inner {
     /// with classic PUBLISH in a cluster wakes our waiters only at their
     /// next re-check, at most [`LocksConfig::recheck`] later.)
     pub(crate) fn publish_command(&self) -> &'static str {
-        if self.client.is_cluster() {
-            "spublish"
-        } else {
-            "publish"
-        }
+        self.script_args.publish
     }
 
     /// Subscribes to an unlock channel the way releases publish on it.
@@ -237,6 +232,16 @@ impl Locks {
         invalidations: Option<tokio::sync::mpsc::UnboundedReceiver<Invalidation>>,
     ) -> Self {
         let watchdog = Watchdog::spawn(client.clone(), config.drift_permille, invalidations);
+        let script_args = ScriptArgs {
+            watchdog_ms: millis(clamp_span(config.watchdog_timeout)).to_string(),
+            token_ttl_ms: millis(config.token_idle_ttl).to_string(),
+            fencing: config.fencing,
+            publish: if client.is_cluster() {
+                "spublish"
+            } else {
+                "publish"
+            },
+        };
         Self {
             inner: Arc::new(Inner {
                 client,
@@ -245,8 +250,7 @@ impl Locks {
                 watchdog,
                 waiters: Arc::new(WaitQueues::default()),
                 pubsub: tokio::sync::OnceCell::new(),
-                watchdog_ms: millis(clamp_span(config.watchdog_timeout)).to_string(),
-                token_ttl_ms: millis(config.token_idle_ttl).to_string(),
+                script_args,
                 config,
             }),
         }

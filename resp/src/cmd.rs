@@ -35,7 +35,7 @@ pub struct Cmd {
 
 /// Where the keys are: the first few inline (a lock script has two or three, and a `Vec`
 /// per command showed up as two allocations per lock pair), the rest spilled.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 struct KeyRanges {
     inline: [(u32, u32); INLINE_KEYS],
     inline_len: u8,
@@ -45,6 +45,13 @@ struct KeyRanges {
 }
 
 const INLINE_KEYS: usize = 4;
+
+impl std::fmt::Debug for KeyRanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The ranges in use, not the unused inline slots.
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
 
 impl KeyRanges {
     fn push(&mut self, (start, end): (usize, usize)) {
