@@ -654,9 +654,25 @@ mod tests {
         }
     }
 
-    /// A confirmed watchdog hold whose renewal (sent at the returned time)
-    /// is in flight.
-    fn renewing(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
+    const LEASE: Duration = Duration::from_secs(30);
+
+    /// A watchdog with one confirmed hold on `orders`, whose renewal (sent
+    /// at the returned time, in the returned batch) is in flight.
+    fn renewing() -> (Watchdog, HoldKey, Batch, Instant) {
+        let wd = idle_watchdog();
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let (batch, sent_at) = renewal_in_flight(&wd, &key, LEASE);
+        (wd, key, batch, sent_at)
+    }
+
+    fn invalidate(wd: &Watchdog, key: &'static [u8]) {
+        invalidated(
+            &wd.shared,
+            Invalidation::Keys(vec![Bytes::from_static(key)]),
+        );
+    }
+
+    fn renewal_in_flight(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
         let t0 = Instant::now();
         wd.register(key, lease, true, None, t0);
         wd.confirm(key, t0);
@@ -672,17 +688,11 @@ mod tests {
 
     #[test]
     fn an_invalidation_during_a_renewal_forces_a_check_after_it() {
-        let wd = idle_watchdog();
-        let lease = Duration::from_secs(30);
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
-        let (batch, sent_at) = renewing(&wd, &key, lease);
+        let (wd, key, batch, sent_at) = renewing();
 
         // The key changes while the renewal is in flight: that renewal's
         // "renewed" may predate the change, so it cannot settle the hold.
-        invalidated(
-            &wd.shared,
-            Invalidation::Keys(vec![Bytes::from_static(b"orders")]),
-        );
+        invalidate(&wd, b"orders");
         apply(&wd.shared, &batch, Some(vec![1]), sent_at);
         let holds = wd.holds();
         let h = holds.get(&key).expect("still held");
@@ -695,28 +705,19 @@ mod tests {
 
     #[test]
     fn a_renewal_without_an_invalidation_waits_for_the_grid() {
-        let wd = idle_watchdog();
-        let lease = Duration::from_secs(30);
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
-        let (batch, sent_at) = renewing(&wd, &key, lease);
+        let (wd, key, batch, sent_at) = renewing();
 
         // An invalidation for another key, and one for this key arriving
         // after the renewal was applied, are not the race.
-        invalidated(
-            &wd.shared,
-            Invalidation::Keys(vec![Bytes::from_static(b"other")]),
-        );
+        invalidate(&wd, b"other");
         apply(&wd.shared, &batch, Some(vec![1]), sent_at);
         {
             let holds = wd.holds();
             let h = holds.get(&key).expect("still held");
             assert!(!h.off_grid && !h.recheck);
-            assert_eq!(h.next_renew, sent_at + lease / 3);
+            assert_eq!(h.next_renew, sent_at + LEASE / 3);
         }
-        invalidated(
-            &wd.shared,
-            Invalidation::Keys(vec![Bytes::from_static(b"orders")]),
-        );
+        invalidate(&wd, b"orders");
         let holds = wd.holds();
         let h = holds.get(&key).expect("still held");
         assert!(
@@ -727,9 +728,7 @@ mod tests {
 
     #[test]
     fn a_renewal_that_finds_the_hold_gone_fires_lost_and_forgets_it() {
-        let wd = idle_watchdog();
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
-        let (batch, sent_at) = renewing(&wd, &key, Duration::from_secs(30));
+        let (wd, key, batch, sent_at) = renewing();
         let lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         assert_eq!(lost.get(), Some(LossReason::Gone));
