@@ -9,7 +9,7 @@
 //! - [`lock`] (`keylatch-lock`): the lock family: so far the
 //!   Redisson-compatible reentrant lock with fencing tokens, a batched
 //!   watchdog and a loss signal ([`Locks`], [`Lock`], [`LockGuard`]).
-//! - [`bench`]: the lock benchmark kit (scenarios generic over a lock
+//! - [`bench`](mod@bench): the lock benchmark kit (scenarios generic over a lock
 //!   client, a log-linear histogram, text tables, an SVG CDF plot) shared by
 //!   `keylatch bench` and the comparison binary in `benches/`.
 //! - this crate: the facade users depend on, and the `keylatch` CLI.
