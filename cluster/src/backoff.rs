@@ -25,6 +25,17 @@ pub struct Backoff {
 
 impl Backoff {
     /// A backoff starting at `min`, never above `max`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::Backoff;
+    /// let mut b = Backoff::new(Duration::from_millis(50), Duration::from_millis(10));
+    /// assert_eq!(b.attempts(), 0);
+    /// // A `max` below `min` is raised to `min`.
+    /// for _ in 0..5 {
+    ///     assert!(b.next_delay() <= Duration::from_millis(50));
+    /// }
+    /// ```
     pub fn new(min: Duration, max: Duration) -> Self {
         // RandomState is seeded per process and per instance: enough entropy
         // for jitter without a dependency on a random-number crate.
@@ -38,6 +49,17 @@ impl Backoff {
     }
 
     /// The next delay; each call doubles the ceiling until `max`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::Backoff;
+    /// let mut b = Backoff::new(Duration::from_millis(10), Duration::from_millis(40));
+    /// // Ceilings 10, 20, 40, 40 ms; each delay lies in [ceiling / 2, ceiling].
+    /// for ceiling in [10, 20, 40, 40].map(Duration::from_millis) {
+    ///     let d = b.next_delay();
+    ///     assert!(d >= ceiling / 2 && d <= ceiling);
+    /// }
+    /// ```
     pub fn next_delay(&mut self) -> Duration {
         let shift = self.attempt.min(20);
         self.attempt = self.attempt.saturating_add(1);
@@ -53,11 +75,32 @@ impl Backoff {
     }
 
     /// Starts over from `min` (after a success).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::Backoff;
+    /// let mut b = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
+    /// for _ in 0..5 {
+    ///     b.next_delay();
+    /// }
+    /// b.reset();
+    /// assert_eq!(b.attempts(), 0);
+    /// assert!(b.next_delay() <= Duration::from_millis(10)); // back to `min`
+    /// ```
     pub fn reset(&mut self) {
         self.attempt = 0;
     }
 
     /// Attempts made since the last reset.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::Backoff;
+    /// let mut b = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
+    /// b.next_delay();
+    /// b.next_delay();
+    /// assert_eq!(b.attempts(), 2);
+    /// ```
     pub fn attempts(&self) -> u32 {
         self.attempt
     }

@@ -57,6 +57,15 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// One seed from a `redis://` URL.
     ///
+    /// ```
+    /// use keylatch_cluster::{ClientConfig, ClientMode};
+    /// let cfg = ClientConfig::from_url("redis://127.0.0.1:6379")?;
+    /// assert_eq!(cfg.seeds.len(), 1);
+    /// assert_eq!(cfg.mode, ClientMode::Auto); // detected on connect
+    /// assert!(ClientConfig::from_url("http://127.0.0.1").is_err());
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Config`] for a bad URL.
     pub fn from_url(url: &str) -> Result<Self> {
@@ -64,6 +73,14 @@ impl ClientConfig {
     }
 
     /// Several seeds (cluster members).
+    ///
+    /// ```
+    /// use keylatch_cluster::ClientConfig;
+    /// let cfg = ClientConfig::from_urls(&["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
+    /// assert_eq!(cfg.seeds[1].host, "10.0.0.2");
+    /// assert!(ClientConfig::from_urls(&[]).is_err());
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`Error::Config`] for a bad URL or an empty list.
@@ -82,12 +99,28 @@ impl ClientConfig {
     }
 
     /// Sets the mode.
+    ///
+    /// ```
+    /// use keylatch_cluster::{ClientConfig, ClientMode};
+    /// let cfg = ClientConfig::from_url("redis://127.0.0.1:6379")?.mode(ClientMode::Standalone);
+    /// assert_eq!(cfg.mode, ClientMode::Standalone);
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
     pub fn mode(mut self, mode: ClientMode) -> Self {
         self.mode = mode;
         self
     }
 
     /// Sets the router options.
+    ///
+    /// ```
+    /// use keylatch_cluster::{ClientConfig, RouterOptions};
+    /// let mut opts = RouterOptions::default();
+    /// opts.max_attempts = 4;
+    /// let cfg = ClientConfig::from_url("redis://127.0.0.1:7000")?.router(opts);
+    /// assert_eq!(cfg.router.max_attempts, 4);
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
     pub fn router(mut self, opts: RouterOptions) -> Self {
         self.router = opts;
         self

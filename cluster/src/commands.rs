@@ -48,18 +48,38 @@ pub struct SetOptions {
 
 impl SetOptions {
     /// Sets the write condition.
+    ///
+    /// ```
+    /// use keylatch_cluster::{SetCondition, SetOptions};
+    /// let opts = SetOptions::default().condition(SetCondition::IfPresent);
+    /// assert_eq!(opts.condition, Some(SetCondition::IfPresent));
+    /// ```
     pub fn condition(mut self, c: SetCondition) -> Self {
         self.condition = Some(c);
         self
     }
 
     /// Sets a relative expiry (`PX`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::SetOptions;
+    /// let opts = SetOptions::default().expire(Duration::from_secs(30));
+    /// assert_eq!(opts.expire, Some(Duration::from_secs(30)));
+    /// ```
     pub fn expire(mut self, ttl: Duration) -> Self {
         self.expire = Some(ttl);
         self
     }
 
     /// Keeps the key's current TTL (`KEEPTTL`).
+    ///
+    /// ```
+    /// use keylatch_cluster::SetOptions;
+    /// let opts = SetOptions::default().keep_ttl();
+    /// assert!(opts.keep_ttl);
+    /// assert_eq!(opts.expire, None);
+    /// ```
     pub fn keep_ttl(mut self) -> Self {
         self.keep_ttl = true;
         self
@@ -86,6 +106,15 @@ pub enum Ttl {
 
 impl Ttl {
     /// Interprets a `PTTL` reply.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::Ttl;
+    /// assert_eq!(Ttl::from_pttl(250), Ttl::Expires(Duration::from_millis(250)));
+    /// assert_eq!(Ttl::from_pttl(0), Ttl::Expires(Duration::ZERO));
+    /// assert_eq!(Ttl::from_pttl(-1), Ttl::Persistent);
+    /// assert_eq!(Ttl::from_pttl(-2), Ttl::Missing);
+    /// ```
     pub fn from_pttl(ms: i64) -> Self {
         match ms {
             -1 => Ttl::Persistent,

@@ -249,18 +249,38 @@ impl ConnectionConfig {
     }
 
     /// Sets the request timeout (`None`: wait forever).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::default().request_timeout(Some(Duration::from_secs(2)));
+    /// assert_eq!(cfg.request_timeout, Some(Duration::from_secs(2)));
+    /// assert_eq!(cfg.request_timeout(None).request_timeout, None);
+    /// ```
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.request_timeout = timeout;
         self
     }
 
     /// Sets the RESP version preference.
+    ///
+    /// ```
+    /// use keylatch_cluster::{ConnectionConfig, Protocol};
+    /// let cfg = ConnectionConfig::default().protocol(Protocol::Resp3);
+    /// assert_eq!(cfg.protocol, Protocol::Resp3);
+    /// ```
     pub fn protocol(mut self, protocol: Protocol) -> Self {
         self.protocol = protocol;
         self
     }
 
     /// Sets the client name sent with `HELLO … SETNAME`/`CLIENT SETNAME`.
+    ///
+    /// ```
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::default().client_name("billing-worker");
+    /// assert_eq!(cfg.client_name.as_deref(), Some("billing-worker"));
+    /// ```
     pub fn client_name(mut self, name: impl Into<String>) -> Self {
         self.client_name = Some(name.into());
         self
@@ -268,6 +288,14 @@ impl ConnectionConfig {
 
     /// Turns on `CLIENT TRACKING ON NOLOOP` (RESP3 connections) with this
     /// handler for the invalidations.
+    ///
+    /// ```
+    /// use keylatch_cluster::{ConnectionConfig, InvalidationHandler};
+    /// let (tx, _rx) = std::sync::mpsc::channel();
+    /// let handler = InvalidationHandler::new(move |inv| { let _ = tx.send(inv); });
+    /// let cfg = ConnectionConfig::default().tracking(handler.clone());
+    /// assert_eq!(cfg.tracking, Some(handler));
+    /// ```
     pub fn tracking(mut self, handler: InvalidationHandler) -> Self {
         self.tracking = Some(handler);
         self
@@ -379,12 +407,25 @@ impl ConnectionConfig {
     }
 
     /// Sets the request queue capacity (at least 1).
+    ///
+    /// ```
+    /// use keylatch_cluster::ConnectionConfig;
+    /// assert_eq!(ConnectionConfig::default().queue_capacity(256).queue_capacity, 256);
+    /// assert_eq!(ConnectionConfig::default().queue_capacity(0).queue_capacity, 1);
+    /// ```
     pub fn queue_capacity(mut self, capacity: usize) -> Self {
         self.queue_capacity = capacity.max(1);
         self
     }
 
     /// `host:port` as used by `connect` (IPv6 in brackets).
+    ///
+    /// ```
+    /// use keylatch_cluster::ConnectionConfig;
+    /// assert_eq!(ConnectionConfig::from_url("redis://cache.local")?.addr(), "cache.local:6379");
+    /// assert_eq!(ConnectionConfig::from_url("redis://[::1]:6380")?.addr(), "[::1]:6380");
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
     pub fn addr(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)

@@ -100,6 +100,13 @@ impl Error {
     }
 
     /// The server error, if this is one.
+    ///
+    /// ```
+    /// use keylatch_cluster::Error;
+    /// let e = Error::from_server_error(b"WRONGTYPE Operation against a key holding the wrong kind of value");
+    /// assert_eq!(e.as_server_error().map(|s| s.code()), Some("WRONGTYPE"));
+    /// assert!(Error::Timeout.as_server_error().is_none());
+    /// ```
     pub fn as_server_error(&self) -> Option<&ServerError> {
         match self {
             Error::Server(e) => Some(e),
@@ -251,6 +258,13 @@ pub enum ServerErrorKind {
 
 impl ServerErrorKind {
     /// Classifies an error code (the first word of the error line).
+    ///
+    /// ```
+    /// use keylatch_cluster::ServerErrorKind;
+    /// assert_eq!(ServerErrorKind::from_code(b"NOSCRIPT"), ServerErrorKind::NoScript);
+    /// // Codes without a kind of their own are `Other`.
+    /// assert_eq!(ServerErrorKind::from_code(b"WRONGTYPE"), ServerErrorKind::Other);
+    /// ```
     pub fn from_code(code: &[u8]) -> Self {
         match code {
             b"NOSCRIPT" => Self::NoScript,
@@ -323,6 +337,14 @@ pub struct ServerError {
 
 impl ServerError {
     /// Classifies a raw error line (without the leading `-`).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use keylatch_cluster::{ServerError, ServerErrorKind};
+    /// let e = ServerError::parse(Bytes::from_static(b"ERR unknown command 'FOO'"));
+    /// assert_eq!(e.kind(), ServerErrorKind::UnknownCommand);
+    /// assert_eq!(e.code(), "ERR");
+    /// ```
     pub fn parse(line: Bytes) -> Self {
         let code_end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
         let mut kind = ServerErrorKind::from_code(&line[..code_end]);
@@ -333,11 +355,26 @@ impl ServerError {
     }
 
     /// The classified kind.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use keylatch_cluster::{RetryClass, ServerError, ServerErrorKind};
+    /// let e = ServerError::parse(Bytes::from_static(b"BUSY Redis is busy running a script."));
+    /// assert_eq!(e.kind(), ServerErrorKind::Busy);
+    /// assert_eq!(e.kind().retry_class(), RetryClass::AfterBackoff);
+    /// ```
     pub fn kind(&self) -> ServerErrorKind {
         self.kind
     }
 
     /// The first word of the line (`ERR`, `WRONGTYPE`, …).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use keylatch_cluster::ServerError;
+    /// let e = ServerError::parse(Bytes::from_static(b"WRONGTYPE Operation against a key holding the wrong kind of value"));
+    /// assert_eq!(e.code(), "WRONGTYPE");
+    /// ```
     pub fn code(&self) -> &str {
         let end = self
             .line
@@ -348,16 +385,40 @@ impl ServerError {
     }
 
     /// The whole line as text (lossy for non-UTF-8 bytes).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use keylatch_cluster::ServerError;
+    /// let e = ServerError::parse(Bytes::from_static(b"NOAUTH Authentication required."));
+    /// assert_eq!(e.message(), "NOAUTH Authentication required.");
+    /// ```
     pub fn message(&self) -> String {
         String::from_utf8_lossy(&self.line).into_owned()
     }
 
     /// The raw line.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use keylatch_cluster::ServerError;
+    /// let e = ServerError::parse(Bytes::from_static(b"LOADING Redis is loading the dataset in memory"));
+    /// assert!(e.as_bytes().starts_with(b"LOADING "));
+    /// ```
     pub fn as_bytes(&self) -> &[u8] {
         &self.line
     }
 
     /// For `MOVED`/`ASK`: the slot and the `host:port` to go to.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use keylatch_cluster::ServerError;
+    /// let ask = ServerError::parse(Bytes::from_static(b"ASK 16383 [::1]:7001"));
+    /// assert_eq!(ask.redirect(), Some((16383, "[::1]:7001")));
+    /// // Only MOVED and ASK redirect.
+    /// let other = ServerError::parse(Bytes::from_static(b"ERR 1 127.0.0.1:7000"));
+    /// assert_eq!(other.redirect(), None);
+    /// ```
     pub fn redirect(&self) -> Option<(u16, &str)> {
         if !matches!(self.kind, ServerErrorKind::Moved | ServerErrorKind::Ask) {
             return None;

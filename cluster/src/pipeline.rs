@@ -26,11 +26,23 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// An empty pipeline.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// let p = Pipeline::new();
+    /// assert!(p.is_empty());
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// An empty pipeline with room for `n` commands.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// let p = Pipeline::with_capacity(16);
+    /// assert_eq!(p.len(), 0); // room, not commands
+    /// ```
     pub fn with_capacity(n: usize) -> Self {
         Self {
             cmds: Vec::with_capacity(n),
@@ -39,6 +51,16 @@ impl Pipeline {
     }
 
     /// Appends a command.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// let mut p = Pipeline::new();
+    /// for key in ["a", "b", "c"] {
+    ///     p.add(Cmd::new("INCR").key(key));
+    /// }
+    /// assert_eq!(p.len(), 3);
+    /// ```
     pub fn add(&mut self, cmd: Cmd) -> &mut Self {
         self.cmds.push(cmd);
         self
@@ -81,21 +103,54 @@ impl Pipeline {
     }
 
     /// Number of commands.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// let p = Pipeline::new().cmd(Cmd::new("PING")).cmd(Cmd::new("DBSIZE"));
+    /// assert_eq!(p.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.cmds.len()
     }
 
     /// True when there are no commands.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// let mut p = Pipeline::new();
+    /// assert!(p.is_empty());
+    /// p.add(Cmd::new("PING"));
+    /// assert!(!p.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.cmds.is_empty()
     }
 
     /// The commands, in order.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// let p = Pipeline::new().cmd(Cmd::new("GET").key("a")).cmd(Cmd::new("DBSIZE"));
+    /// let names: Vec<&[u8]> = p.cmds().iter().map(|c| c.name()).collect();
+    /// assert_eq!(names, [&b"GET"[..], b"DBSIZE"]);
+    /// ```
     pub fn cmds(&self) -> &[Cmd] {
         &self.cmds
     }
 
     /// Takes the commands out.
+    ///
+    /// ```
+    /// use keylatch_cluster::Pipeline;
+    /// use keylatch_resp::Cmd;
+    /// let p: Pipeline = ["a", "b"].into_iter().map(|k| Cmd::new("DEL").key(k)).collect();
+    /// let cmds = p.into_cmds();
+    /// assert_eq!(cmds.len(), 2);
+    /// assert_eq!(cmds[1].first_key(), Some(&b"b"[..]));
+    /// ```
     pub fn into_cmds(self) -> Vec<Cmd> {
         self.cmds
     }

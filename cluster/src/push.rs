@@ -44,6 +44,16 @@ pub struct InvalidationHandler(Arc<Callback>);
 
 impl InvalidationHandler {
     /// Wraps a callback.
+    ///
+    /// ```
+    /// use keylatch_cluster::InvalidationHandler;
+    /// // Quick and non-blocking: hand each invalidation to a channel.
+    /// let (tx, _rx) = std::sync::mpsc::channel();
+    /// let handler = InvalidationHandler::new(move |inv| { let _ = tx.send(inv); });
+    /// // Handlers compare by identity: clones are equal, other handlers are not.
+    /// assert_eq!(handler.clone(), handler);
+    /// assert_ne!(handler, InvalidationHandler::new(|_| {}));
+    /// ```
     pub fn new(f: impl Fn(Invalidation) + Send + Sync + 'static) -> Self {
         Self(Arc::new(f))
     }

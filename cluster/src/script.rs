@@ -39,16 +39,34 @@ impl Script {
     }
 
     /// The script's name.
+    ///
+    /// ```
+    /// use keylatch_cluster::Script;
+    /// static UNLOCK: Script = Script::new("unlock", "return redis.call('DEL', KEYS[1])");
+    /// assert_eq!(UNLOCK.name(), "unlock");
+    /// ```
     pub fn name(&self) -> &'static str {
         self.name
     }
 
     /// The Lua source.
+    ///
+    /// ```
+    /// use keylatch_cluster::Script;
+    /// static PONG: Script = Script::new("pong", "return 'PONG'");
+    /// assert_eq!(PONG.source(), "return 'PONG'");
+    /// ```
     pub fn source(&self) -> &'static str {
         self.source
     }
 
     /// The lowercase hex SHA-1 of the source, as `SCRIPT LOAD` returns it.
+    ///
+    /// ```
+    /// use keylatch_cluster::Script;
+    /// static ONE: Script = Script::new("one", "return 1");
+    /// assert_eq!(ONE.sha1(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    /// ```
     pub fn sha1(&self) -> &str {
         self.sha1.get_or_init(|| sha1_hex(self.source.as_bytes()))
     }
@@ -79,6 +97,13 @@ impl Script {
     }
 
     /// `SCRIPT LOAD source`.
+    ///
+    /// ```
+    /// use keylatch_cluster::Script;
+    /// static ONE: Script = Script::new("one", "return 1");
+    /// let cmd = ONE.load_cmd();
+    /// assert_eq!(cmd.args().collect::<Vec<_>>(), [&b"SCRIPT"[..], b"LOAD", b"return 1"]);
+    /// ```
     pub fn load_cmd(&self) -> Cmd {
         Cmd::new("SCRIPT").arg("LOAD").arg(self.source)
     }

@@ -16,6 +16,13 @@ pub struct Slot(u16);
 impl Slot {
     /// The slot of a key: CRC16-XMODEM of its hash tag (or of the whole key
     /// when it has none) modulo 16384.
+    ///
+    /// ```
+    /// use keylatch_cluster::Slot;
+    /// assert_eq!(Slot::of(b"foo").get(), 12182);
+    /// // Keys with the same hash tag share a slot.
+    /// assert_eq!(Slot::of(b"{order:42}:lock"), Slot::of(b"{order:42}:token"));
+    /// ```
     pub fn of(key: &[u8]) -> Self {
         let crc = crc16::State::<crc16::XMODEM>::calculate(hash_tag(key));
         Slot(crc % SLOT_COUNT)
@@ -31,6 +38,12 @@ impl Slot {
     }
 
     /// The slot number.
+    ///
+    /// ```
+    /// use keylatch_cluster::{Slot, SLOT_COUNT};
+    /// assert_eq!(Slot::new(42).map(Slot::get), Some(42));
+    /// assert!(Slot::of(b"any key").get() < SLOT_COUNT);
+    /// ```
     pub fn get(self) -> u16 {
         self.0
     }

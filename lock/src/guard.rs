@@ -71,6 +71,18 @@ impl LostToken {
     /// Resolves when the hold is known lost; stays pending for a hold that
     /// was released normally.
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use keylatch_lock::LossReason;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// // A fixed 100 ms lease is never renewed: it is lost when it runs out.
+    /// if let Some(guard) = lock.try_acquire_now(Some(Duration::from_millis(100))).await? {
+    ///     let token = guard.lost_token();
+    ///     assert_eq!(token.lost().await, LossReason::Expired);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(self) -> LossReason {
@@ -78,6 +90,18 @@ impl LostToken {
     }
 
     /// Whether the hold has been lost already.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(guard) = lock.try_acquire_now(Some(Duration::from_millis(100))).await? {
+    ///     let token = guard.lost_token();
+    ///     assert!(!token.is_lost());
+    ///     token.clone().lost().await; // the 100 ms lease runs out
+    ///     assert!(token.is_lost());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.rx.get().is_some()
     }
@@ -143,6 +167,17 @@ impl LockGuard {
 
     /// This owner's hold count right after this acquire (2 for a first
     /// re-entry, …).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let first = lock.acquire().await?;
+    /// assert_eq!(first.hold_count(), 1);
+    /// let again = lock.acquire().await?; // same owner: re-entry
+    /// assert_eq!(again.hold_count(), 2);
+    /// again.unlock().await?;
+    /// first.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> u64 {
         self.holds
     }
@@ -150,6 +185,19 @@ impl LockGuard {
     /// The fencing token of this hold (`None` when fencing is off): strictly
     /// increasing across holders of one lock name. Pass it with every write
     /// the lock protects so stale holders can be refused.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// // Fencing is on by default.
+    /// let first = lock.acquire().await?;
+    /// let earlier = first.fencing_token();
+    /// assert!(earlier.is_some());
+    /// first.unlock().await?;
+    /// let next = lock.acquire().await?;
+    /// assert!(next.fencing_token() > earlier);
+    /// next.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> Option<u64> {
         self.token
     }
@@ -157,6 +205,16 @@ impl LockGuard {
     /// When this hold ends by the local clock unless renewed: the send time
     /// of the last successful acquire or renewal + lease − drift allowance.
     /// `None` once lost or released.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// if let Some(left) = guard.remaining_lease() {
+    ///     assert!(left <= guard.lease());
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Option<Duration> {
         if self.is_lost() {
             return None;
@@ -170,11 +228,31 @@ impl LockGuard {
 
     /// The lease this hold was taken with (the watchdog timeout for
     /// watchdog holds).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(guard) = lock.try_acquire_now(Some(Duration::from_secs(10))).await? {
+    ///     assert_eq!(guard.lease(), Duration::from_secs(10));
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lease(&self) -> Duration {
         self.lease
     }
 
     /// How long ago this hold was acquired.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// tokio::time::sleep(Duration::from_millis(20)).await;
+    /// assert!(guard.held_for() >= Duration::from_millis(20));
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn held_for(&self) -> Duration {
         self.acquired_at.elapsed()
     }
@@ -182,6 +260,17 @@ impl LockGuard {
     /// Resolves when the hold is known lost: a renewal found it gone, no
     /// renewal succeeded by the local deadline, or the max hold was reached.
     /// Stays pending for a hold that ends normally (unlocked or dropped).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use keylatch_lock::LossReason;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let lock = lock.with_max_hold(Duration::from_millis(200));
+    /// let guard = lock.acquire().await?;
+    /// // Renewal stops at the max hold, and the loss is reported.
+    /// assert_eq!(guard.lost().await, LossReason::MaxHold);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -191,6 +280,16 @@ impl LockGuard {
     }
 
     /// A cloneable token for the loss signal.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// // A view of the guard's own signal, cheap to clone and hand out.
+    /// let token = guard.lost_token();
+    /// assert_eq!(token.clone().is_lost(), guard.is_lost());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> LostToken {
         LostToken {
             rx: self.lost.clone(),
@@ -198,11 +297,32 @@ impl LockGuard {
     }
 
     /// Whether the hold is known lost.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(guard) = lock.try_acquire_now(Some(Duration::from_millis(100))).await? {
+    ///     assert!(!guard.is_lost());
+    ///     guard.lost().await; // the 100 ms lease runs out
+    ///     assert!(guard.is_lost());
+    ///     assert_eq!(guard.remaining_lease(), None);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.lost.get().is_some()
     }
 
     /// The lock this guard holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// assert_eq!(guard.lock().name(), lock.name());
+    /// assert!(guard.lock().is_held_by_me().await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self) -> &Lock {
         &self.lock
     }

@@ -129,11 +129,29 @@ impl Lock {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let lock = locks.lock("invoices");
+    /// assert_eq!(lock.name(), "invoices");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.handle.names.key
     }
 
     /// The owner id this handle acts as (`<client uuid>:<n>`).
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let lock = locks.lock("invoices");
+    /// // Clones act as the same owner; a new handle is another owner.
+    /// assert_eq!(lock.clone().owner(), lock.owner());
+    /// assert_ne!(locks.lock("invoices").owner(), lock.owner());
+    /// // A handle given the id acts as this owner.
+    /// assert_eq!(locks.lock_with_owner("invoices", lock.owner()).owner(), lock.owner());
+    /// # }
+    /// ```
     pub fn owner(&self) -> &str {
         self.handle.owner()
     }

@@ -57,18 +57,40 @@ impl Default for LocksConfig {
 
 impl LocksConfig {
     /// Sets the watchdog lease.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_lock::LocksConfig;
+    /// assert_eq!(LocksConfig::default().watchdog_timeout, Duration::from_secs(30));
+    /// let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(6));
+    /// assert_eq!(cfg.watchdog_timeout, Duration::from_secs(6)); // renewed every 2 s
+    /// ```
     pub fn watchdog_timeout(mut self, d: Duration) -> Self {
         self.watchdog_timeout = crate::watchdog::clamp_span(d);
         self
     }
 
     /// Sets the longest wait between re-checks.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_lock::LocksConfig;
+    /// let cfg = LocksConfig::default().recheck(Duration::from_millis(250));
+    /// assert_eq!(cfg.recheck, Duration::from_millis(250));
+    /// ```
     pub fn recheck(mut self, d: Duration) -> Self {
         self.recheck = d;
         self
     }
 
     /// Turns fencing tokens on or off.
+    ///
+    /// ```
+    /// use keylatch_lock::LocksConfig;
+    /// assert!(LocksConfig::default().fencing); // on by default
+    /// let cfg = LocksConfig::default().fencing(false);
+    /// assert!(!cfg.fencing);
+    /// ```
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
@@ -287,11 +309,35 @@ impl Locks {
     }
 
     /// The client underneath.
+    ///
+    /// ```no_run
+    /// use keylatch_cluster::Commands;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// // Plain commands over the connections the locks use.
+    /// let client = locks.client();
+    /// client.set("orders:42:state", "paid").await?;
+    /// assert_eq!(client.get("orders:42:state").await?.as_deref(), Some(&b"paid"[..]));
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &Client {
         &self.inner.client
     }
 
     /// Renewal script calls the watchdog has made (for monitoring and tests).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use keylatch_lock::{Locks, LocksConfig};
+    /// # async fn demo(client: keylatch_cluster::Client) -> keylatch_lock::LockResult<()> {
+    /// let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(3));
+    /// let locks = Locks::new(client, cfg);
+    /// let guard = locks.lock("batch").acquire().await?;
+    /// // Renewed every third of the 3 s lease: at least once within 2 s.
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert!(locks.renewal_calls() >= 1);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn renewal_calls(&self) -> u64 {
         self.inner.watchdog.renew_calls()
     }
@@ -309,11 +355,37 @@ impl Locks {
     }
 
     /// Holds the watchdog currently watches.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// // With no other holds on this `Locks`:
+    /// let guard = locks.lock("batch").acquire().await?;
+    /// assert_eq!(locks.watched_holds(), 1);
+    /// guard.unlock().await?;
+    /// assert_eq!(locks.watched_holds(), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn watched_holds(&self) -> usize {
         self.inner.watchdog.len()
     }
 
     /// Lock names with local waiters queued right now.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let guard = locks.lock("jobs").acquire().await?;
+    /// let other = locks.lock("jobs"); // another owner
+    /// let check = async {
+    ///     tokio::time::sleep(Duration::from_millis(50)).await;
+    ///     assert_eq!(locks.queued_names(), 1); // `other` waits for "jobs"
+    /// };
+    /// let (waited, ()) = tokio::join!(other.try_acquire(Duration::from_millis(200), None), check);
+    /// assert!(waited?.is_none());
+    /// assert_eq!(locks.queued_names(), 0); // the queue left with its last waiter
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn queued_names(&self) -> usize {
         self.inner.waiters.len()
     }

@@ -41,6 +41,18 @@ impl ScenarioResult {
     /// Operations per second.
     ///
     /// See [`ScenarioResult`] for an example.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
+    /// let r = ScenarioResult {
+    ///     scenario: Scenario::Uncontended, client: "k".into(), ops: 300,
+    ///     elapsed: Duration::from_millis(1500), cpu: None, latency: Histogram::new(),
+    /// };
+    /// assert_eq!(r.rate(), 200.0);
+    /// // No time elapsed: 0, not a division by zero.
+    /// assert_eq!(ScenarioResult { elapsed: Duration::ZERO, ..r }.rate(), 0.0);
+    /// ```
     pub fn rate(&self) -> f64 {
         let s = self.elapsed.as_secs_f64();
         if s > 0.0 {
@@ -53,6 +65,20 @@ impl ScenarioResult {
     /// Process CPU per operation (`None` without a CPU reading or operations).
     ///
     /// See [`ScenarioResult`] for an example.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
+    /// let r = ScenarioResult {
+    ///     scenario: Scenario::Contended, client: "k".into(), ops: 4,
+    ///     elapsed: Duration::from_secs(1), cpu: Some(Duration::from_millis(2)),
+    ///     latency: Histogram::new(),
+    /// };
+    /// assert_eq!(r.cpu_per_op(), Some(Duration::from_micros(500)));
+    /// // No CPU reading (no `/proc`), or no operations: nothing per operation.
+    /// assert_eq!(ScenarioResult { cpu: None, ..r.clone() }.cpu_per_op(), None);
+    /// assert_eq!(ScenarioResult { ops: 0, ..r }.cpu_per_op(), None);
+    /// ```
     pub fn cpu_per_op(&self) -> Option<Duration> {
         let ops = u32::try_from(self.ops).ok().filter(|n| *n > 0)?;
         Some(self.cpu? / ops)
