@@ -40,8 +40,6 @@ pub struct ScenarioResult {
 impl ScenarioResult {
     /// Operations per second.
     ///
-    /// See [`ScenarioResult`] for an example.
-    ///
     /// ```
     /// use std::time::Duration;
     /// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
@@ -63,8 +61,6 @@ impl ScenarioResult {
     }
 
     /// Process CPU per operation (`None` without a CPU reading or operations).
-    ///
-    /// See [`ScenarioResult`] for an example.
     ///
     /// ```
     /// use std::time::Duration;
