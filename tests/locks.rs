@@ -542,6 +542,67 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
         .unwrap();
 }
 
+/// An acquire whose reply never came (the server stopped answering past the
+/// request timeout) is a typed unknown-outcome error and counts as maybe
+/// acquired: a release by owner queued behind it frees the lock as soon as
+/// the server answers again, not when the 30 s watchdog lease runs out.
+#[tokio::test]
+async fn a_timed_out_acquire_is_released_by_owner_once_the_server_answers() {
+    let server = RedisServer::start();
+    let mut cfg = keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap();
+    cfg.seeds[0] = cfg.seeds[0]
+        .clone()
+        .request_timeout(Some(Duration::from_millis(200)));
+    let client = Client::connect_with(cfg).await.unwrap();
+    let locks = Locks::new(client, LocksConfig::default());
+    let lock = locks.lock("timed-out");
+    // Scripts loaded, connection up: the paused acquire is the only unknown.
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    let token_key = "redisson_lock_token:{timed-out}";
+    let token_before: u64 = server
+        .cli(&["GET", token_key])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    server.pause().unwrap();
+    let outcome = lock.try_acquire_now(None).await;
+    server.resume().unwrap();
+    let err = outcome.expect_err("no reply within the request timeout");
+    assert!(
+        matches!(&err, LockError::Client(e) if e.is_unknown_outcome()),
+        "{err}"
+    );
+
+    // The acquire did run once the server went on (its token was issued)...
+    Soon::new(Duration::from_secs(5), Duration::from_millis(20)).until_blocking(|| {
+        let now: u64 = server
+            .cli(&["GET", token_key])
+            .map_err(|e| e.to_string())?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        if now > token_before {
+            Ok(())
+        } else {
+            Err("the paused acquire has not run yet".into())
+        }
+    });
+    // ...and the release by owner behind it freed the lock, with nothing
+    // left watched.
+    Soon::new(Duration::from_secs(5), Duration::from_millis(20))
+        .until(|| async {
+            let locked = lock.is_locked().await.map_err(|e| e.to_string())?;
+            if !locked && locks.watched_holds() == 0 {
+                Ok(())
+            } else {
+                Err(format!("locked={locked} watched={}", locks.watched_holds()))
+            }
+        })
+        .await;
+}
+
 /// Redisson's RLock scripts as published (RedissonLock.tryLockInnerAsync and
 /// unlockInnerAsync), written from its documented layout: a Java service on
 /// the same name.
