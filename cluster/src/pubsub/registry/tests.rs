@@ -34,12 +34,12 @@ fn inbox_poll(inbox: &Inbox, cx: &mut Context<'_>) -> Poll<Option<Event>> {
     inbox.poll_pop(cx)
 }
 
-fn add(
-    r: &mut Registry,
-    kind: SubscriptionKind,
-    name: &'static str,
-    id: u64,
-) -> (Arc<Inbox>, oneshot::Receiver<Result<()>>) {
+/// A listener as its `Subscription` holds it: the inbox it reads, and the
+/// receiver of its caller's confirmation.
+type Listener = (Arc<Inbox>, oneshot::Receiver<Result<()>>);
+
+/// Listener `id` joins `name` (a new `Subscription` was made).
+fn add(r: &mut Registry, kind: SubscriptionKind, name: &'static str, id: u64) -> Listener {
     let s = inbox();
     let (tx, rx) = oneshot::channel();
     r.add(
@@ -52,6 +52,45 @@ fn add(
     (s, rx)
 }
 
+/// Listener `id` leaves `name` (its `Subscription` was dropped) at `now`.
+fn leave(r: &mut Registry, kind: SubscriptionKind, name: &'static str, id: u64, now: Instant) {
+    r.remove(kind, Bytes::from_static(name.as_bytes()), id, now);
+}
+
+/// A registry lingering [`LINGER`], and the moment the test starts.
+fn registry() -> (Registry, Instant) {
+    (Registry::new(LINGER), Instant::now())
+}
+
+/// A registry lingering [`LINGER`] with one listener on each of `names`,
+/// their ids 1, 2, … in order; nothing planned yet.
+fn listening<const N: usize>(
+    names: [(SubscriptionKind, &'static str); N],
+) -> (Registry, [Listener; N]) {
+    let mut r = Registry::new(LINGER);
+    let mut id = 0;
+    let listeners = names.map(|(kind, name)| {
+        id += 1;
+        add(&mut r, kind, name, id)
+    });
+    (r, listeners)
+}
+
+/// Listener `id` on `name`, made live: its SUBSCRIBE planned at `now` and
+/// confirmed by the server.
+fn live(
+    r: &mut Registry,
+    kind: SubscriptionKind,
+    name: &'static str,
+    id: u64,
+    now: Instant,
+) -> Listener {
+    let listener = add(r, kind, name, id);
+    r.plan(now);
+    r.confirmed(kind, name.as_bytes());
+    listener
+}
+
 fn names(p: &Planned) -> Vec<&[u8]> {
     p.names.iter().map(|n| n.as_ref()).collect()
 }
@@ -62,11 +101,9 @@ fn confirmed_ok(rx: &mut oneshot::Receiver<Result<()>>) -> bool {
 
 #[test]
 fn a_name_is_subscribed_once_however_many_listen() {
-    let mut r = Registry::new(LINGER);
     let now = Instant::now();
-    let (_, mut a) = add(&mut r, Channel, "c", 1);
-    let (_, mut b) = add(&mut r, Channel, "c", 2);
-    let (_, _c) = add(&mut r, Channel, "d", 3);
+    let (mut r, [(_, mut a), (_, mut b), (_, _c)]) =
+        listening([(Channel, "c"), (Channel, "c"), (Channel, "d")]);
     let plan = r.plan(now);
     assert_eq!(plan.len(), 1);
     assert_eq!(plan[0].op, Op::Subscribe);
@@ -83,13 +120,8 @@ fn a_name_is_subscribed_once_however_many_listen() {
 
 #[test]
 fn kinds_are_separate_and_shards_go_one_per_command() {
-    let mut r = Registry::new(LINGER);
-    let _k = [
-        add(&mut r, Channel, "x", 1),
-        add(&mut r, Pattern, "x", 2),
-        add(&mut r, Shard, "x", 3),
-        add(&mut r, Shard, "y", 4),
-    ];
+    let (mut r, _listeners) =
+        listening([(Channel, "x"), (Pattern, "x"), (Shard, "x"), (Shard, "y")]);
     let plan = r.plan(Instant::now());
     let shape: Vec<_> = plan.iter().map(|p| (p.op, p.kind, p.names.len())).collect();
     assert_eq!(
@@ -119,12 +151,9 @@ fn big_batches_are_split() {
 
 #[test]
 fn last_listener_leaving_unsubscribes_after_the_linger() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
-    let (_, _rx) = add(&mut r, Channel, "c", 1);
-    r.plan(t0);
-    r.confirmed(Channel, b"c");
-    r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+    let (mut r, t0) = registry();
+    let (_, _rx) = live(&mut r, Channel, "c", 1, t0);
+    leave(&mut r, Channel, "c", 1, t0);
     assert_eq!(r.next_deadline(), Some(t0 + LINGER));
     assert!(r.plan(t0 + LINGER / 2).is_empty());
     let plan = r.plan(t0 + LINGER);
@@ -141,12 +170,9 @@ fn last_listener_leaving_unsubscribes_after_the_linger() {
 
 #[test]
 fn a_listener_during_the_linger_reuses_the_live_subscription() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
-    let (_, _rx) = add(&mut r, Channel, "c", 1);
-    r.plan(t0);
-    r.confirmed(Channel, b"c");
-    r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+    let (mut r, t0) = registry();
+    let (_, _rx) = live(&mut r, Channel, "c", 1, t0);
+    leave(&mut r, Channel, "c", 1, t0);
     let (_, mut rx2) = add(&mut r, Channel, "c", 2);
     assert!(confirmed_ok(&mut rx2));
     // The stale deadline passes without an UNSUBSCRIBE.
@@ -154,7 +180,7 @@ fn a_listener_during_the_linger_reuses_the_live_subscription() {
     assert!(r.is_live(Channel, b"c"));
     // Leaving again starts a fresh linger from that moment.
     let t1 = t0 + LINGER * 3;
-    r.remove(Channel, Bytes::from_static(b"c"), 2, t1);
+    leave(&mut r, Channel, "c", 2, t1);
     assert!(r.plan(t1 + LINGER / 2).is_empty());
     assert_eq!(r.plan(t1 + LINGER).len(), 1);
 }
@@ -163,10 +189,8 @@ fn a_listener_during_the_linger_reuses_the_live_subscription() {
 fn resubscribing_behind_an_unconfirmed_unsubscribe_waits_for_both_answers() {
     let mut r = Registry::new(Duration::ZERO);
     let t0 = Instant::now();
-    let (_, _rx) = add(&mut r, Channel, "c", 1);
-    r.plan(t0);
-    r.confirmed(Channel, b"c");
-    r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+    let (_, _rx) = live(&mut r, Channel, "c", 1, t0);
+    leave(&mut r, Channel, "c", 1, t0);
     assert_eq!(r.plan(t0)[0].op, Op::Unsubscribe);
     // A new listener while the UNSUBSCRIBE is in flight.
     let (_, mut rx) = add(&mut r, Channel, "c", 2);
@@ -182,16 +206,15 @@ fn resubscribing_behind_an_unconfirmed_unsubscribe_waits_for_both_answers() {
 
 #[test]
 fn a_listener_cancelled_before_the_write_leaves_nothing() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
+    let (mut r, t0) = registry();
     let (_, _rx) = add(&mut r, Channel, "c", 1);
-    r.remove(Channel, Bytes::from_static(b"c"), 1, t0);
+    leave(&mut r, Channel, "c", 1, t0);
     assert!(r.plan(t0).is_empty());
     assert_eq!(r.len(), 0);
     // Cancelled after the write: the confirmation comes, then the linger.
     let (_, _rx) = add(&mut r, Channel, "c", 2);
     assert_eq!(r.plan(t0).len(), 1);
-    r.remove(Channel, Bytes::from_static(b"c"), 2, t0);
+    leave(&mut r, Channel, "c", 2, t0);
     r.confirmed(Channel, b"c");
     let plan = r.plan(t0 + LINGER);
     assert_eq!(plan[0].op, Op::Unsubscribe);
@@ -201,27 +224,23 @@ fn a_listener_cancelled_before_the_write_leaves_nothing() {
 
 #[test]
 fn unknown_releases_are_ignored() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
-    let (_, _rx) = add(&mut r, Channel, "c", 1);
-    r.plan(t0);
-    r.confirmed(Channel, b"c");
-    r.remove(Channel, Bytes::from_static(b"c"), 99, t0);
-    r.remove(Pattern, Bytes::from_static(b"c"), 1, t0);
+    let (mut r, t0) = registry();
+    let (_, _rx) = live(&mut r, Channel, "c", 1, t0);
+    leave(&mut r, Channel, "c", 99, t0);
+    leave(&mut r, Pattern, "c", 1, t0);
     assert!(r.is_live(Channel, b"c"));
     assert_eq!(r.next_deadline(), None);
 }
 
 #[test]
 fn reconnect_resubscribes_and_gaps_only_listeners_already_handed_out() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
+    let (mut r, t0) = registry();
     let (old, _rx) = add(&mut r, Channel, "c", 1);
     let (_, _rx2) = add(&mut r, Pattern, "idle*", 2);
     r.plan(t0);
     r.confirmed(Channel, b"c");
     r.confirmed(Pattern, b"idle*");
-    r.remove(Pattern, Bytes::from_static(b"idle*"), 2, t0); // lingering
+    leave(&mut r, Pattern, "idle*", 2, t0); // lingering
     r.disconnected();
     assert_eq!(r.len(), 1, "lingering names are forgotten");
     // A subscribe arriving while disconnected waits for the reconnect.
@@ -237,8 +256,7 @@ fn reconnect_resubscribes_and_gaps_only_listeners_already_handed_out() {
 
 #[test]
 fn refused_subscribe_fails_waiters_and_ends_listeners() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
+    let (mut r, t0) = registry();
     let (s, mut rx) = add(&mut r, Channel, "c", 1);
     r.plan(t0);
     let err = Error::from_server_error(b"NOPERM no");
@@ -254,11 +272,8 @@ fn refused_subscribe_fails_waiters_and_ends_listeners() {
 
 #[test]
 fn server_dropped_shard_channel_is_resubscribed_with_a_gap() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
-    let (s, _rx) = add(&mut r, Shard, "s", 1);
-    r.plan(t0);
-    r.confirmed(Shard, b"s");
+    let (mut r, t0) = registry();
+    let (s, _rx) = live(&mut r, Shard, "s", 1, t0);
     r.server_dropped(Shard, b"s");
     let plan = r.plan(t0);
     assert_eq!((plan[0].op, plan[0].kind), (Op::Subscribe, Shard));
@@ -268,10 +283,8 @@ fn server_dropped_shard_channel_is_resubscribed_with_a_gap() {
 
 #[test]
 fn delivery_reaches_every_listener_of_the_name_only() {
-    let mut r = Registry::new(LINGER);
-    let (a, _ra) = add(&mut r, Channel, "c", 1);
-    let (b, _rb) = add(&mut r, Channel, "c", 2);
-    let (p, _rp) = add(&mut r, Pattern, "c", 3);
+    let (r, [(a, _ra), (b, _rb), (p, _rp)]) =
+        listening([(Channel, "c"), (Channel, "c"), (Pattern, "c")]);
     let ev = Event::Message {
         channel: Bytes::from_static(b"c"),
         pattern: None,
@@ -286,12 +299,7 @@ fn delivery_reaches_every_listener_of_the_name_only() {
 
 #[test]
 fn shard_channels_of_one_slot_share_a_command() {
-    let mut r = Registry::new(LINGER);
-    let _k = [
-        add(&mut r, Shard, "{a}1", 1),
-        add(&mut r, Shard, "{b}1", 2),
-        add(&mut r, Shard, "{a}2", 3),
-    ];
+    let (mut r, _listeners) = listening([(Shard, "{a}1"), (Shard, "{b}1"), (Shard, "{a}2")]);
     let plan = r.plan(Instant::now());
     let mut groups: Vec<Vec<&[u8]>> = plan.iter().map(names).collect();
     groups.sort();
@@ -337,11 +345,8 @@ fn adopted_listeners_get_a_gap_once_live_and_waiters_only_their_confirmation() {
 
 #[test]
 fn adopting_into_a_live_name_answers_at_once() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
-    let (_, _rx) = add(&mut r, Shard, "s", 1);
-    r.plan(t0);
-    r.confirmed(Shard, b"s");
+    let (mut r, t0) = registry();
+    let (_, _rx) = live(&mut r, Shard, "s", 1, t0);
     let (m, mut rx) = moving(Shard, "s", 2, 3);
     let s = Arc::clone(&m.listeners[1].1);
     r.adopt(m);
@@ -352,8 +357,7 @@ fn adopting_into_a_live_name_answers_at_once() {
 
 #[test]
 fn refused_and_dropped_names_are_handed_back_not_failed() {
-    let mut r = Registry::new(LINGER);
-    let t0 = Instant::now();
+    let (mut r, t0) = registry();
     let (s, mut rx) = add(&mut r, Shard, "s", 1);
     r.plan(t0);
     let m = r.refused(Shard, b"s").unwrap();
@@ -381,11 +385,8 @@ fn refused_and_dropped_names_are_handed_back_not_failed() {
 
 #[test]
 fn retain_hands_back_rejected_names_and_unsubscribes_them_after_the_linger() {
-    let mut r = Registry::new(LINGER);
     let t0 = Instant::now();
-    let (_, _a) = add(&mut r, Shard, "keep", 1);
-    let (_, _b) = add(&mut r, Shard, "go", 2);
-    let (_, _c) = add(&mut r, Channel, "c", 3);
+    let (mut r, _listeners) = listening([(Shard, "keep"), (Shard, "go"), (Channel, "c")]);
     r.plan(t0);
     r.confirmed(Shard, b"keep");
     r.confirmed(Shard, b"go");
