@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands, Connection};
 use keylatch_harness::RedisServer;
-use keylatch_lock::{LockError, Locks, LocksConfig, LossReason};
+use keylatch_lock::{Lock, LockError, LockGuard, Locks, LocksConfig, LossReason};
 use keylatch_resp::{Cmd, Frame};
 
 mod common;
@@ -22,6 +22,42 @@ fn cfg() -> LocksConfig {
 
 async fn locks(server: &RedisServer, cfg: LocksConfig) -> Locks {
     Locks::new(Client::connect(&server.url()).await.unwrap(), cfg)
+}
+
+/// A fresh server and one `Locks` client on it. The test keeps the server
+/// bound (as `_server` where it is not used) to its end: dropping it kills
+/// the process.
+async fn server_with_locks(cfg: LocksConfig) -> (RedisServer, Locks) {
+    let server = RedisServer::start();
+    let locks = locks(&server, cfg).await;
+    (server, locks)
+}
+
+/// A fresh server and two `Locks` clients on it with the same `cfg`, each
+/// its own owner, as two processes would be.
+async fn server_with_two_locks(cfg: LocksConfig) -> (RedisServer, Locks, Locks) {
+    let server = RedisServer::start();
+    let a = locks(&server, cfg.clone()).await;
+    let b = locks(&server, cfg).await;
+    (server, a, b)
+}
+
+/// `lock` is free: it is taken at once and released without error.
+async fn acquire_now_and_unlock(lock: &Lock) {
+    lock.try_acquire_now(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// The loss `guard` reports; panics with `what` unless it comes within 5 s.
+async fn lost_within_5s(guard: &LockGuard, what: &str) -> LossReason {
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect(what)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,9 +103,7 @@ async fn mutual_exclusion_from_histories_with_rising_tokens() {
 
 #[tokio::test]
 async fn reentrancy_ownership_and_handover_by_owner_id() {
-    let server = RedisServer::start();
-    let a = locks(&server, cfg()).await;
-    let b = locks(&server, cfg()).await;
+    let (_server, a, b) = server_with_two_locks(cfg()).await;
     let lock = a.lock("reentrant");
     let g1 = lock.acquire().await.unwrap();
     let g2 = lock.clone().acquire().await.unwrap();
@@ -106,10 +140,9 @@ async fn reentrancy_ownership_and_handover_by_owner_id() {
 /// heals NOSCRIPT after the server lost its scripts.
 #[tokio::test]
 async fn every_lock_path_reloads_flushed_scripts() {
-    let server = RedisServer::start();
     // A 30 s watchdog: no renewal (another script call meeting NOSCRIPT)
     // can fall inside the test and move the counts.
-    let locks = locks(&server, LocksConfig::default()).await;
+    let (server, locks) = server_with_locks(LocksConfig::default()).await;
     let lock = locks.lock("flushed");
     let noscripts = || {
         common::info_count(
@@ -153,9 +186,7 @@ async fn every_lock_path_reloads_flushed_scripts() {
 
 #[tokio::test]
 async fn fixed_lease_expires_and_a_waiter_gets_it() {
-    let server = RedisServer::start();
-    let a = locks(&server, cfg()).await;
-    let b = locks(&server, cfg()).await;
+    let (_server, a, b) = server_with_two_locks(cfg()).await;
     let held = a
         .lock("leased")
         .try_acquire_now(Some(Duration::from_millis(400)))
@@ -184,12 +215,9 @@ async fn fixed_lease_expires_and_a_waiter_gets_it() {
 
 #[tokio::test]
 async fn watchdog_keeps_a_hold_for_three_leases_with_batched_renewals() {
-    let server = RedisServer::start();
-    let locks = locks(
-        &server,
-        LocksConfig::default().watchdog_timeout(Duration::from_millis(600)),
-    )
-    .await;
+    let (_server, locks) =
+        server_with_locks(LocksConfig::default().watchdog_timeout(Duration::from_millis(600)))
+            .await;
     let guards = futures_all(
         (0..150)
             .map(|i| {
@@ -262,14 +290,11 @@ async fn a_vanished_holder_frees_the_lock_within_one_lease() {
 
 #[tokio::test]
 async fn lost_fires_when_the_key_is_deleted_behind_the_holder() {
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (server, locks) = server_with_locks(cfg()).await;
     let guard = locks.lock("victim").acquire().await.unwrap();
     let deleted = Instant::now();
     server.cli(&["DEL", "victim"]).unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .expect("lost() fires");
+    let reason = lost_within_5s(&guard, "lost() fires").await;
     assert_eq!(reason, LossReason::Gone);
     eprintln!(
         "outside DEL → lost(): {:?} (watchdog lease 900 ms)",
@@ -313,9 +338,7 @@ async fn with_client_tracking_a_deleted_lock_is_lost_at_once_not_at_renewal() {
                 .await
                 .unwrap();
         }
-        let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
-            .await
-            .expect("lost() fires from the invalidation push");
+        let reason = lost_within_5s(&guard, "lost() fires from the invalidation push").await;
         assert_eq!(reason, LossReason::Gone);
         eprintln!(
             "client tracking: {} behind the holder → lost(): {:?}",
@@ -340,9 +363,7 @@ async fn with_client_tracking_a_deleted_lock_is_lost_at_once_not_at_renewal() {
     let outsider = Connection::connect(&server.url()).await.unwrap();
     let changed = Instant::now();
     outsider.del(["tracked3"]).await.unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .expect("lost() fires after a reconnect too");
+    let reason = lost_within_5s(&guard, "lost() fires after a reconnect too").await;
     assert_eq!(reason, LossReason::Gone);
     eprintln!(
         "client tracking after reconnect: DEL → lost(): {:?}",
@@ -359,8 +380,7 @@ async fn with_client_tracking_a_deleted_lock_is_lost_at_once_not_at_renewal() {
 
 #[tokio::test]
 async fn lost_fires_by_lease_end_when_the_server_is_paused() {
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (server, locks) = server_with_locks(cfg()).await;
     let guard = locks.lock("paused").acquire().await.unwrap();
     let acquired = Instant::now();
     // The local deadline counts from before the acquire was sent, less the
@@ -388,17 +408,14 @@ async fn lost_fires_by_lease_end_when_the_server_is_paused() {
 
 #[tokio::test]
 async fn max_hold_stops_renewal_and_fires_lost() {
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (_server, locks) = server_with_locks(cfg()).await;
     let guard = locks
         .lock("bounded")
         .with_max_hold(Duration::from_millis(500))
         .acquire()
         .await
         .unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .unwrap();
+    let reason = lost_within_5s(&guard, "lost() fires at the max hold").await;
     assert_eq!(reason, LossReason::MaxHold);
     // Renewal stopped: the key ends with its lease.
     Soon::new(Duration::from_secs(5), Duration::from_millis(50))
@@ -410,14 +427,12 @@ async fn max_hold_stops_renewal_and_fires_lost() {
 
 #[tokio::test]
 async fn a_waiter_wakes_on_the_unlock_message_not_its_timeout() {
-    let server = RedisServer::start();
     // Rechecks every 30 s and a 30 s watchdog lease: within the 20 s wait,
     // only the unlock message can wake the waiter.
     let slow = LocksConfig::default()
         .watchdog_timeout(Duration::from_secs(30))
         .recheck(Duration::from_secs(30));
-    let a = locks(&server, slow.clone()).await;
-    let b = locks(&server, slow).await;
+    let (_server, a, b) = server_with_two_locks(slow).await;
     let guard = a.lock("handoff").acquire().await.unwrap();
     let waiter = tokio::spawn(async move {
         let g = b
@@ -461,9 +476,7 @@ async fn without_a_subscription_the_waiter_polls_and_still_acquires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_at_any_point_leaves_nothing_behind() {
-    let server = RedisServer::start();
-    let a = locks(&server, cfg()).await;
-    let b = locks(&server, cfg()).await;
+    let (server, a, b) = server_with_two_locks(cfg()).await;
     let lock = b.lock("cancel-me");
     let holder = a.lock("cancel-me");
     let mut rng = 0x2545_f491_4f6c_dd1du64;
@@ -533,13 +546,7 @@ async fn cancellation_at_any_point_leaves_nothing_behind() {
         })
         .await;
     // And it can be taken normally afterwards.
-    lock.try_acquire_now(None)
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    acquire_now_and_unlock(&lock).await;
 }
 
 /// An acquire whose reply never came (the server stopped answering past the
@@ -673,12 +680,9 @@ fn rss_kib() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
-    let server = RedisServer::start();
-    let locks = locks(
-        &server,
-        LocksConfig::default().watchdog_timeout(Duration::from_millis(3000)),
-    )
-    .await;
+    let (_server, locks) =
+        server_with_locks(LocksConfig::default().watchdog_timeout(Duration::from_millis(3000)))
+            .await;
     let rss_before = rss_kib();
     let mut tasks = Vec::new();
     for chunk in 0..20 {
@@ -736,8 +740,7 @@ async fn ten_thousand_holds_renew_in_at_most_a_hundred_calls_per_round() {
 #[tokio::test]
 async fn replica_sync_policy_releases_and_reports_too_few_acks() {
     use keylatch_lock::ReplicaSync;
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (_server, locks) = server_with_locks(cfg()).await;
     let lock = locks
         .lock("synced")
         .with_replica_sync(ReplicaSync::AtLeast {
@@ -767,27 +770,18 @@ async fn replica_sync_policy_releases_and_reports_too_few_acks() {
         .with_replica_sync(ReplicaSync::AllReplicas {
             timeout: Duration::from_millis(100),
         });
-    all.try_acquire_now(None)
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    acquire_now_and_unlock(&all).await;
 }
 
 #[tokio::test]
 async fn a_stale_guard_never_touches_a_newer_hold_of_the_same_owner() {
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (_server, locks) = server_with_locks(cfg()).await;
     let lock = locks.lock("generations");
     let old = lock.acquire().await.unwrap();
     // The hold is taken away; the watchdog notices and forgets it.
     locks.lock("generations").force_unlock().await.unwrap();
     assert_eq!(
-        tokio::time::timeout(Duration::from_secs(5), old.lost())
-            .await
-            .unwrap(),
+        lost_within_5s(&old, "the taken hold is noticed lost").await,
         LossReason::Gone
     );
     // Same owner (a clone) acquires again: a new hold with a new token.
@@ -805,8 +799,7 @@ async fn a_stale_guard_never_touches_a_newer_hold_of_the_same_owner() {
 
 #[tokio::test]
 async fn a_short_lease_re_entry_does_not_cut_a_longer_hold_short() {
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (_server, locks) = server_with_locks(cfg()).await;
     let lock = locks.lock("mixed-leases");
     let long = lock.acquire().await.unwrap(); // watchdog, 900 ms, renewed
     let short = lock
@@ -827,8 +820,7 @@ async fn a_short_lease_re_entry_does_not_cut_a_longer_hold_short() {
 
 #[tokio::test]
 async fn unbounded_durations_are_clamped_not_panics() {
-    let server = RedisServer::start();
-    let locks = locks(&server, cfg()).await;
+    let (_server, locks) = server_with_locks(cfg()).await;
     let g = locks
         .lock("forever")
         .with_max_hold(Duration::MAX)
