@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands, Connection};
-use keylatch_harness::RedisServer;
+use keylatch_harness::{rss_kib, RedisServer};
 use keylatch_lock::{Lock, LockError, LockGuard, Locks, LocksConfig, LossReason};
 use keylatch_resp::{Cmd, Frame};
 
@@ -667,15 +667,6 @@ async fn interoperates_with_redissons_scripts() {
         .await
         .unwrap();
     assert_eq!(r, Frame::Null);
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

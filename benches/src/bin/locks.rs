@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use keylatch_benches::{arg, for_seconds, process_cpu, redis_benchmark, stopped, summarise};
 use keylatch_cluster::{Client, Commands, SetCondition, SetOptions};
+use keylatch_harness::rss_kib;
 use keylatch_lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 use keylatch_lock::{Locks, LocksConfig};
 
@@ -594,15 +595,6 @@ async fn contended_polling(client: &Client, seconds: u64) -> f64 {
         h.await.expect("task");
     }
     count.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64()
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
 }
 
 /// (renewal calls over 3 intervals, per interval, RSS growth in KiB).

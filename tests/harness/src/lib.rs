@@ -12,6 +12,8 @@
 //! - [`TlsCerts`] (`tls.rs`): a throwaway CA, server and client certificate
 //!   made with the `openssl` CLI, for TLS-only servers
 //!   ([`ServerBuilder::tls`]) and clusters ([`ClusterBuilder::tls`]).
+//! - [`rss_kib`] (`memory.rs`): this process' resident memory, for the lock
+//!   tests and benchmarks that report what many holds cost the client.
 //!
 //! The harness is synchronous and std-only on purpose: it must not depend on
 //! the client under test, and the demo binary and the benchmark crate use it too.
@@ -36,6 +38,7 @@
 
 mod cluster;
 mod masters;
+mod memory;
 mod parse;
 mod server;
 mod slot;
@@ -43,6 +46,7 @@ mod tls;
 
 pub use cluster::{ClusterBuilder, ClusterNode, FailoverMode, RedisCluster};
 pub use masters::Masters;
+pub use memory::rss_kib;
 pub use server::{
     cli_binary, free_port, ping, redis_cli, redis_cli_timeout, server_binary, RedisServer,
     ServerBuilder, TempDir, CLI_TIMEOUT,
