@@ -1,7 +1,10 @@
 //! Shared helpers for keylatch's benchmark binaries: latency summaries,
-//! process CPU time, redis-benchmark runs, and ratio tables.
+//! process CPU time, redis-benchmark runs, ratio tables, command-line
+//! options, and the server to measure.
 
+use std::fmt::Debug;
 use std::future::Future;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -136,4 +139,58 @@ pub fn arg(name: &str, default: u64) -> u64 {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The command line of a binary whose every option is a `--name value`
+/// pair. Unlike [`arg`], it is strict: a mistyped option or value stops the
+/// run instead of silently measuring with the default.
+pub struct Flags(Vec<(String, String)>);
+
+impl Flags {
+    /// Reads the command line; panics on a flag without a value or one not
+    /// in `known`.
+    pub fn parse(known: &[&str]) -> Flags {
+        let mut pairs = Vec::new();
+        let mut args = std::env::args().skip(1);
+        while let Some(name) = args.next() {
+            let value = args
+                .next()
+                .unwrap_or_else(|| panic!("{name} needs a value"));
+            assert!(known.contains(&name.as_str()), "unknown argument {name}");
+            pairs.push((name, value));
+        }
+        Flags(pairs)
+    }
+
+    /// The value after flag `name` (its last one when given twice), if any.
+    pub fn text(&self, name: &str) -> Option<String> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// The number after flag `name`, or `default`; panics naming the flag
+    /// when its value is not a number.
+    pub fn number<T>(&self, name: &str, default: T) -> T
+    where
+        T: FromStr,
+        T::Err: Debug,
+    {
+        self.text(name).map_or(default, |v| v.parse().expect(name))
+    }
+}
+
+/// The URL of the server to measure: `url` when given, else that of a
+/// redis-server started here, which runs as long as the returned server
+/// is kept.
+pub fn url_or_local_server(url: Option<&str>) -> (String, Option<keylatch_harness::RedisServer>) {
+    match url {
+        Some(url) => (url.to_owned(), None),
+        None => {
+            let server = keylatch_harness::RedisServer::start();
+            (server.url(), Some(server))
+        }
+    }
 }

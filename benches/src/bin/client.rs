@@ -14,7 +14,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{for_seconds, redis_benchmark, stopped, summarise, us, Summary};
+use keylatch_benches::{
+    for_seconds, redis_benchmark, stopped, summarise, url_or_local_server, us, Flags, Summary,
+};
 use keylatch_cluster::{Commands, Connection};
 
 #[derive(Clone)]
@@ -61,30 +63,26 @@ struct Opts {
 }
 
 fn parse() -> Opts {
-    let mut o = Opts {
-        url: None,
-        rounds: 3,
-        seq: 20_000,
-        seconds: 3,
-        tasks: 64,
-        runtime: "multi".to_owned(),
-        only: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let v = args.next().unwrap_or_else(|| panic!("{a} needs a value"));
-        match a.as_str() {
-            "--url" => o.url = Some(v),
-            "--rounds" => o.rounds = v.parse().expect("--rounds"),
-            "--seq" => o.seq = v.parse().expect("--seq"),
-            "--seconds" => o.seconds = v.parse().expect("--seconds"),
-            "--tasks" => o.tasks = v.parse().expect("--tasks"),
-            "--runtime" => o.runtime = v,
-            "--only" => o.only = Some(v),
-            _ => panic!("unknown argument {a}"),
-        }
+    let flags = Flags::parse(&[
+        "--url",
+        "--rounds",
+        "--seq",
+        "--seconds",
+        "--tasks",
+        "--runtime",
+        "--only",
+    ]);
+    Opts {
+        url: flags.text("--url"),
+        rounds: flags.number("--rounds", 3),
+        seq: flags.number("--seq", 20_000),
+        seconds: flags.number("--seconds", 3),
+        tasks: flags.number("--tasks", 64),
+        runtime: flags
+            .text("--runtime")
+            .unwrap_or_else(|| "multi".to_owned()),
+        only: flags.text("--only"),
     }
-    o
 }
 
 fn main() {
@@ -99,14 +97,7 @@ fn main() {
             .build(),
     }
     .expect("runtime");
-    let server;
-    let url = match &opts.url {
-        Some(u) => u.clone(),
-        None => {
-            server = keylatch_harness::RedisServer::start();
-            server.url()
-        }
-    };
+    let (url, _server) = url_or_local_server(opts.url.as_deref());
     let port: u16 = url
         .rsplit(':')
         .next()

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_core::Stream;
-use keylatch_benches::{summarise, us, Summary};
+use keylatch_benches::{summarise, url_or_local_server, us, Flags, Summary};
 use keylatch_cluster::{
     Commands, Connection, ConnectionConfig, Event, Pipeline, PubSub, PubSubConfig,
 };
@@ -64,28 +64,22 @@ struct Opts {
 }
 
 fn parse() -> Opts {
-    let mut o = Opts {
-        url: None,
-        rounds: 3,
-        seq: 20_000,
-        burst: 20_000,
-        fanout: 100,
-        fanout_msgs: 2_000,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let v = args.next().unwrap_or_else(|| panic!("{a} needs a value"));
-        match a.as_str() {
-            "--url" => o.url = Some(v),
-            "--rounds" => o.rounds = v.parse().expect("--rounds"),
-            "--seq" => o.seq = v.parse().expect("--seq"),
-            "--burst" => o.burst = v.parse().expect("--burst"),
-            "--fanout" => o.fanout = v.parse().expect("--fanout"),
-            "--fanout-msgs" => o.fanout_msgs = v.parse().expect("--fanout-msgs"),
-            _ => panic!("unknown argument {a}"),
-        }
+    let flags = Flags::parse(&[
+        "--url",
+        "--rounds",
+        "--seq",
+        "--burst",
+        "--fanout",
+        "--fanout-msgs",
+    ]);
+    Opts {
+        url: flags.text("--url"),
+        rounds: flags.number("--rounds", 3),
+        seq: flags.number("--seq", 20_000),
+        burst: flags.number("--burst", 20_000),
+        fanout: flags.number("--fanout", 100),
+        fanout_msgs: flags.number("--fanout-msgs", 2_000),
     }
-    o
 }
 
 fn main() {
@@ -95,14 +89,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let server;
-    let url = match &opts.url {
-        Some(u) => u.clone(),
-        None => {
-            server = keylatch_harness::RedisServer::start();
-            server.url()
-        }
-    };
+    let (url, _server) = url_or_local_server(opts.url.as_deref());
     // Run inside a spawned task, as application code does (see client.rs).
     let opts = Arc::new(opts);
     rt.block_on(async move {
