@@ -4,7 +4,9 @@
 -- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
 -- KEYS[3]  the fencing counter, redisson_lock_token:{name}
 -- ARGV[1]  the unlock message ("0", as Redisson sends)
--- ARGV[2]  lease in milliseconds, restored while holds remain
+-- ARGV[2]  lease in milliseconds: while holds remain, the key lives at least
+--          this long (a longer expiry, from a re-entry with a longer lease,
+--          is kept: cutting it short would end that hold early)
 -- ARGV[3]  owner id
 -- ARGV[4]  the publish command: "publish" or "spublish" (sharded, in a cluster)
 -- ARGV[5]  the fencing token of the hold being released, or "0" to skip the check
@@ -26,7 +28,9 @@ if ARGV[5] ~= '0' then
 end
 local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if counter > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+    end
     return 0
 end
 redis.call('del', KEYS[1])

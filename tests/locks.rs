@@ -833,3 +833,158 @@ async fn unbounded_durations_are_clamped_not_panics() {
     assert!(g.lock().is_held_by_me().await.unwrap());
     g.unlock().await.unwrap();
 }
+
+// Holds and their deadlines across re-entries, failed attempts and handles
+// sharing one owner.
+
+/// A failed acquire (a definite error, not a lost reply) leaves nothing
+/// watched: a leaked entry would later fire `lost()` on a hold released
+/// normally, or start a max hold early.
+#[tokio::test]
+async fn a_failed_acquire_leaves_no_watchdog_entry() {
+    let (server, locks) = server_with_locks(cfg()).await;
+    // Not a hash: the script's HEXISTS fails with WRONGTYPE.
+    server.cli(&["SET", "not-a-lock", "x"]).unwrap();
+    let lock = locks.lock("not-a-lock");
+    let err = lock.try_acquire_now(None).await.unwrap_err();
+    assert!(matches!(err, LockError::Client(_)), "{err}");
+    assert_eq!(
+        locks.watched_holds(),
+        0,
+        "the failed attempt's entry is gone"
+    );
+    server.cli(&["DEL", "not-a-lock"]).unwrap();
+    let g = lock.try_acquire_now(None).await.unwrap().expect("free now");
+    g.unlock().await.unwrap();
+    assert_eq!(locks.watched_holds(), 0);
+}
+
+/// A re-entry with a shorter lease does not extend the key's expiry, so it
+/// must not move the hold's local deadline either.
+#[tokio::test]
+async fn a_shorter_re_entry_does_not_move_the_deadline() {
+    let (_server, locks) = server_with_locks(cfg()).await;
+    let lock = locks.lock("deadline");
+    let outer = lock
+        .try_acquire_now(Some(Duration::from_secs(3)))
+        .await
+        .unwrap()
+        .expect("free");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let inner = lock
+        .try_acquire_now(Some(Duration::from_millis(500)))
+        .await
+        .unwrap()
+        .expect("re-entry");
+    assert_eq!(inner.hold_count(), 2);
+    let server_ttl = lock.remaining_ttl().await.unwrap().expect("expires");
+    let local = inner.remaining_lease().expect("held");
+    // The key still expires ~3 s after the first acquire (~2 s from now);
+    // the local deadline must not be later than that.
+    assert!(
+        local <= server_ttl,
+        "local {local:?} > server {server_ttl:?}"
+    );
+    assert!(local < Duration::from_millis(2100), "{local:?}");
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+}
+
+/// Releasing a re-entry restores at least the watchdog lease but never cuts
+/// a longer fixed lease short: the remaining hold's guard still counts on it.
+#[tokio::test]
+async fn releasing_a_re_entry_keeps_a_longer_lease() {
+    let (_server, locks) = server_with_locks(cfg()).await;
+    let lock = locks.lock("long-lease");
+    let outer = lock
+        .try_acquire_now(Some(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("free");
+    let inner = lock
+        .try_acquire_now(Some(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("re-entry");
+    inner.unlock().await.unwrap();
+    // The watchdog lease here is 900 ms; the outer hold has ~20 s.
+    let ttl = lock.remaining_ttl().await.unwrap().expect("expires");
+    assert!(ttl > Duration::from_secs(15), "{ttl:?}");
+    assert!(outer.remaining_lease().expect("held") <= ttl);
+    outer.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+/// With client tracking, a fixed-lease hold deleted behind its holder is lost
+/// at once too, not when its lease would have ended.
+#[tokio::test]
+async fn with_tracking_a_deleted_fixed_lease_hold_is_lost_at_once() {
+    let server = RedisServer::start();
+    let cfg = keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap();
+    let locks = Locks::connect_with(cfg, LocksConfig::default())
+        .await
+        .unwrap();
+    let lock = locks.lock("fixed-tracked");
+    let guard = lock
+        .try_acquire_now(Some(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .expect("free");
+    // Tracked after 20 ms; give the tracked read time to go out.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deleted = Instant::now();
+    server.cli(&["DEL", "fixed-tracked"]).unwrap();
+    let reason = lost_within_5s(&guard, "a 30 s fixed lease lost within 5 s of the DEL").await;
+    assert_eq!(reason, LossReason::Gone);
+    eprintln!("fixed lease, DEL → lost(): {:?}", deleted.elapsed());
+    assert_eq!(locks.watched_holds(), 0);
+}
+
+/// A second handle acting as the same owner (`lock_with_owner`), whose
+/// attempts are cancelled, never releases the first handle's hold: whether a
+/// cancelled attempt may release by owner is decided across every handle of
+/// the owner in this process.
+#[tokio::test]
+async fn a_cancelled_attempt_of_another_handle_keeps_the_owners_hold() {
+    let (_server, locks) = server_with_locks(LocksConfig::default()).await;
+    let first = locks.lock("one-owner");
+    let guard = first.acquire().await.unwrap();
+    let second = locks.lock_with_owner("one-owner", first.owner());
+    for i in 0..60u64 {
+        // Cancelled at scattered points: in the first poll (zero budget on
+        // this one-thread runtime), in flight, or with the reply on its way.
+        // (The decision itself is unit-tested in the watchdog.)
+        let budget = Duration::from_micros(i * 37 % 400 * (i % 2));
+        let _ = tokio::time::timeout(budget, second.try_acquire_now(None)).await;
+        assert!(
+            first.is_held_by_me().await.unwrap(),
+            "round {i}: the first handle's hold was released"
+        );
+    }
+    assert!(!guard.is_lost());
+    drop(guard);
+}
+
+/// A hold that vanished behind its guard (no tracking here) and was taken
+/// afresh by a clone of the handle is reported lost to the old guard at once:
+/// the clone's acquire brings a new fencing token, not a re-entry.
+#[tokio::test]
+async fn a_clone_that_takes_a_vanished_hold_afresh_tells_the_old_guard() {
+    let (server, locks) = server_with_locks(LocksConfig::default()).await;
+    let lock = locks.lock("vanished");
+    let old = lock.acquire().await.unwrap();
+    server.cli(&["DEL", "vanished"]).unwrap();
+    let fresh = lock.clone().acquire().await.unwrap();
+    assert_eq!(fresh.hold_count(), 1, "a new hold, not a re-entry");
+    assert_ne!(fresh.fencing_token(), old.fencing_token());
+    let reason = lost_within_5s(&old, "the old guard learns at once").await;
+    assert_eq!(reason, LossReason::Gone);
+    assert!(!fresh.is_lost());
+    // The old guard's release is refused by its token; the new hold stays.
+    let err = old.unlock().await.unwrap_err();
+    assert!(matches!(err, LockError::NotOwner { .. }), "{err}");
+    assert!(lock.is_held_by_me().await.unwrap());
+    fresh.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(locks.watched_holds(), 0);
+}

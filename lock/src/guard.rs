@@ -1,7 +1,6 @@
 //! `LockGuard`: one hold, its fencing token, and the signal that it was lost.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
@@ -131,8 +130,9 @@ impl LockGuard {
     /// Releases this hold: stops renewal first, then runs the release
     /// script (the last hold deletes the key and wakes waiters).
     ///
-    /// A release carries the hold's fencing token, so a late or retried
-    /// release cannot end a newer hold taken after this one expired.
+    /// With fencing on (the default), a release carries the hold's fencing
+    /// token, so a late or retried release cannot end a newer hold taken
+    /// after this one expired; with fencing off it releases by owner.
     ///
     /// ```no_run
     /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
@@ -160,8 +160,7 @@ impl LockGuard {
             self.lock
                 .inner
                 .watchdog
-                .deregister(&self.lock.handle.hold, self.generation);
-            self.lock.handle.local_holds.fetch_sub(1, Ordering::AcqRel);
+                .deregister(&self.lock.handle.hold, self.generation, true);
         }
     }
 

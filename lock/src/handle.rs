@@ -8,7 +8,7 @@
 //! its last argument (the hold's fencing token), so its head is built once
 //! and copied.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use keylatch_resp::Cmd;
@@ -35,13 +35,6 @@ pub(crate) struct Handle {
     pub(crate) names: LockNames,
     /// The watchdog's key for this owner's hold (name, owner, hash, slot).
     pub(crate) hold: HoldKey,
-    /// Holds this owner has through this process, to tell a first acquire
-    /// from a re-entry when an outcome is unknown.
-    pub(crate) local_holds: AtomicU64,
-    /// Acquire attempts of this owner in flight: a cancelled attempt
-    /// releases by owner only when it was the only one and no hold exists,
-    /// or it could end a clone's fresh hold.
-    pub(crate) in_flight: AtomicU64,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
     /// Boxed: one pointer in the many handles that never prepare.
@@ -60,8 +53,6 @@ impl Handle {
         Self {
             names,
             hold,
-            local_holds: AtomicU64::new(0),
-            in_flight: AtomicU64::new(0),
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
         }

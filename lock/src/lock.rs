@@ -1,7 +1,6 @@
 //! `Lock`: a handle on one reentrant lock as one owner, and the acquire path.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -272,21 +271,37 @@ impl Lock {
             },
             None => queued.await,
         };
-        let mut sub = match self.inner.pubsub().await {
-            Some(hub) => match self.inner.subscribe(hub, &self.handle.names.channel).await {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!(lock = %self.handle.names.key, error = %e,
-                        "no unlock subscription; waiting by polling instead");
+        let setup = async {
+            match self.inner.pubsub().await {
+                Some(hub) => match self.inner.subscribe(hub, &self.handle.names.channel).await {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::warn!(lock = %self.handle.names.key, error = %e,
+                            "no unlock subscription; waiting by polling instead");
+                        None
+                    }
+                },
+                None => {
+                    tracing::warn!(lock = %self.handle.names.key,
+                        "pub/sub hub unavailable; waiting by polling instead");
                     None
                 }
-            },
-            None => {
-                tracing::warn!(lock = %self.handle.names.key,
-                    "pub/sub hub unavailable; waiting by polling instead");
-                None
             }
         };
+        // Setting up the subscription (perhaps connecting the hub) counts
+        // against the wait, and never holds up polling longer than a
+        // re-check interval: past that, poll instead.
+        let mut limit = Instant::now() + self.inner.config.recheck;
+        if let Some(d) = deadline {
+            limit = limit.min(d);
+        }
+        let mut sub = tokio::time::timeout_at(limit.into(), setup)
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!(lock = %self.handle.names.key,
+                    "unlock subscription not ready in time; waiting by polling instead");
+                None
+            });
         let mut poll = Duration::from_millis(10);
         loop {
             let pttl = match self.attempt(lease).await? {
@@ -335,11 +350,10 @@ impl Lock {
         let key: HoldKey = self.handle.hold.clone();
         // One clock read serves as registration and send time.
         let sent_at = Instant::now();
-        let (lost, generation) =
-            self.inner
-                .watchdog
-                .register(&key, lease_d, renew, self.max_hold, sent_at);
-        self.handle.in_flight.fetch_add(1, Ordering::AcqRel);
+        let generation = self
+            .inner
+            .watchdog
+            .register(&key, lease_d, renew, self.max_hold, sent_at);
         let mut in_flight = InFlight {
             lock: self,
             key: Some(key.clone()),
@@ -362,6 +376,7 @@ impl Lock {
             let make = || acquire_cmd(args, names, owner, &ms);
             client.eval_with(&REENTRANT_ACQUIRE, make).await
         };
+        let watchdog = &self.inner.watchdog;
         let frame = match reply {
             Ok(f) => f,
             Err(e) if e.is_unknown_outcome() => {
@@ -370,22 +385,36 @@ impl Lock {
             }
             Err(e) => {
                 in_flight.settle();
+                watchdog.deregister(&key, generation, false);
                 return Err(e.into());
             }
         };
-        in_flight.settle();
+        // A reply of another shape leaves the outcome unknown, as a lost
+        // reply does: `in_flight` handles it on drop.
         let (holds, value) = parse_pair(&frame)?;
+        // Disarmed, but its reference stays in the entry until the guard
+        // takes it over (or it is dropped below), so a clone's cancelled
+        // attempt never sees this owner without a hold in between.
+        in_flight.settle();
         if holds <= 0 {
-            self.inner.watchdog.deregister(&key, generation);
+            watchdog.deregister(&key, generation, false);
             return Ok(Attempt::Held(value));
         }
-        self.inner.watchdog.confirm(&key, sent_at);
-        self.handle.local_holds.fetch_add(1, Ordering::AcqRel);
+        let token = value.max(0).unsigned_abs();
+        let (lost, generation) = watchdog.confirm(
+            &key,
+            generation,
+            sent_at,
+            lease_d,
+            renew,
+            self.max_hold,
+            token,
+        );
         let guard = LockGuard::new(
             self.clone(),
             generation,
             holds.unsigned_abs(),
-            (cfg.fencing && value > 0).then_some(value.unsigned_abs()),
+            (cfg.fencing && token > 0).then_some(token),
             lease_d,
             lost,
         );
@@ -565,7 +594,9 @@ impl Lock {
 
     /// Deletes the lock whoever holds it and wakes waiters. `true` when
     /// there was a lock. The holder learns of it through
-    /// [`LockGuard::lost`] at its next renewal.
+    /// [`LockGuard::lost`]: at once when its [`Locks`](crate::Locks) tracks
+    /// keys ([`Locks::connect`](crate::Locks::connect)), else at its next
+    /// renewal (a fixed lease: when the lease ends).
     ///
     /// ```no_run
     /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
@@ -604,20 +635,26 @@ struct InFlight<'a> {
 }
 
 impl InFlight<'_> {
-    /// The outcome is known; the caller takes over.
+    /// The outcome is known; the caller takes over the attempt's reference.
     fn settle(&mut self) {
-        if self.key.take().is_some() {
-            self.lock.handle.in_flight.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.key = None;
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
-        let others = self.lock.handle.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
-        self.lock.inner.watchdog.deregister(&key, self.generation);
-        if others > 0 || self.lock.handle.local_holds.load(Ordering::Acquire) > 0 {
+        // Released by owner only when this owner has nothing else here (no
+        // guard, no other attempt, across every handle acting as it): a
+        // release could otherwise end a hold someone here relies on. The
+        // count lives in the watchdog entry, under its lock, so two
+        // attempts cancelled at once cannot both miss each other.
+        if !self
+            .lock
+            .inner
+            .watchdog
+            .deregister(&key, self.generation, false)
+        {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

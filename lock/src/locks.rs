@@ -70,7 +70,8 @@ impl LocksConfig {
         self
     }
 
-    /// Sets the longest wait between re-checks.
+    /// Sets the longest wait between re-checks (at least 1 ms: zero would
+    /// make waiters retry without a pause).
     ///
     /// ```
     /// use std::time::Duration;
@@ -79,7 +80,7 @@ impl LocksConfig {
     /// assert_eq!(cfg.recheck, Duration::from_millis(250));
     /// ```
     pub fn recheck(mut self, d: Duration) -> Self {
-        self.recheck = d;
+        self.recheck = d.max(MIN_RECHECK);
         self
     }
 
@@ -96,6 +97,9 @@ impl LocksConfig {
         self
     }
 }
+
+/// The shortest re-check interval a waiter uses.
+const MIN_RECHECK: Duration = Duration::from_millis(1);
 
 pub(crate) struct Inner {
     pub(crate) client: Client,
@@ -198,8 +202,9 @@ impl Locks {
     /// Connects a client of its own (standalone or cluster) with
     /// client-side tracking on (RESP3), so a lock deleted or overwritten
     /// behind its holder is noticed as soon as the server's invalidation
-    /// arrives, not at the next renewal. Holds younger than 20 ms are not
-    /// tracked (a tracked read costs the server a command).
+    /// arrives, not at the next renewal (fixed-lease holds too: they are
+    /// checked then, not only when their lease ends). Holds younger than
+    /// 20 ms are not tracked (a tracked read costs the server a command).
     ///
     /// ```no_run
     /// use keylatch_lock::{Locks, LocksConfig};
@@ -253,6 +258,9 @@ impl Locks {
         config: LocksConfig,
         invalidations: Option<tokio::sync::mpsc::UnboundedReceiver<Invalidation>>,
     ) -> Self {
+        // The field is public too: the floor holds however it was set.
+        let mut config = config;
+        config.recheck = config.recheck.max(MIN_RECHECK);
         let watchdog = Watchdog::spawn(client.clone(), config.drift_permille, invalidations);
         let script_args = ScriptArgs {
             watchdog_ms: millis(clamp_span(config.watchdog_timeout)).to_string(),

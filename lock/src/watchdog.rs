@@ -65,6 +65,10 @@ struct Hold {
     renew: bool,
     /// Guards and acquires in flight that refer to this hold.
     refs: usize,
+    /// Of those, the guards: holds this process knows it has.
+    guards: usize,
+    /// The fencing token of the hold the guards share (0: fencing off).
+    token: u64,
     /// Tells this entry from a later one for the same (name, owner): an
     /// entry removed on loss and registered again is a different hold, and
     /// the old guard's deregistration must not touch the new one.
@@ -89,6 +93,39 @@ struct Hold {
     tracked: bool,
     confirmed_at: Instant,
     lost: LossRef,
+}
+
+impl Hold {
+    fn new(
+        key: &HoldKey,
+        lease: Duration,
+        renew: bool,
+        max_hold: Option<Duration>,
+        now: Instant,
+    ) -> Self {
+        static GENERATION: AtomicU64 = AtomicU64::new(1);
+        let lease = clamp_span(lease);
+        Self {
+            slot: key.slot(),
+            lease,
+            renew,
+            refs: 0,
+            guards: 0,
+            token: 0,
+            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+            confirmed: false,
+            registered_at: now,
+            max_hold: max_hold.map(clamp_span),
+            last_ok_sent: now,
+            next_renew: now + lease / 3,
+            renewing: false,
+            off_grid: false,
+            recheck: false,
+            tracked: false,
+            confirmed_at: now,
+            lost: LossSignal::new(),
+        }
+    }
 }
 
 pub(crate) struct Shared {
@@ -140,7 +177,10 @@ impl Watchdog {
     }
 
     /// Registers (or re-references) a hold before its acquire is sent.
-    /// Returns the receiver of its loss signal.
+    /// Returns the entry's generation. The lease and the watchdog flag of an
+    /// entry that is already held change only when an acquire succeeds
+    /// ([`confirm`](Self::confirm)): an attempt that fails must not move the
+    /// hold's deadline.
     pub(crate) fn register(
         &self,
         key: &HoldKey,
@@ -148,66 +188,90 @@ impl Watchdog {
         renew: bool,
         max_hold: Option<Duration>,
         now: Instant,
-    ) -> (LossRef, u64) {
-        static GENERATION: AtomicU64 = AtomicU64::new(1);
-        let lease = clamp_span(lease);
-        let max_hold = max_hold.map(clamp_span);
+    ) -> u64 {
         let mut holds = self.holds();
-        let hold = holds.entry(key.clone()).or_insert_with(|| Hold {
-            slot: key.slot(),
-            lease,
-            renew,
-            refs: 0,
-            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
-            confirmed: false,
-            registered_at: now,
-            max_hold,
-            last_ok_sent: now,
-            next_renew: now + lease / 3,
-            renewing: false,
-            off_grid: false,
-            recheck: false,
-            tracked: false,
-            confirmed_at: now,
-            lost: LossSignal::new(),
-        });
-        // A re-entry never shortens the key's expiry (the script only
-        // extends it), so the entry keeps the longest lease and renews if
-        // any hold asked for the watchdog.
-        hold.lease = hold.lease.max(lease);
-        hold.renew |= renew;
+        let hold = holds
+            .entry(key.clone())
+            .or_insert_with(|| Hold::new(key, lease, renew, max_hold, now));
         hold.refs += 1;
-        (Arc::clone(&hold.lost), hold.generation)
+        hold.generation
     }
 
-    /// The acquire sent at `sent_at` succeeded.
-    pub(crate) fn confirm(&self, key: &HoldKey, sent_at: Instant) {
-        let mut holds = self.holds();
-        let mut first_due = None;
-        if let Some(h) = holds.get_mut(key) {
-            if !h.confirmed || sent_at > h.last_ok_sent {
-                h.last_ok_sent = sent_at;
-                h.next_renew = sent_at + h.lease / 3;
-            }
-            if !h.confirmed {
-                // The send time stands in for the reply's: tracking starts
-                // a round trip sooner, which is harmless.
-                h.confirmed_at = sent_at;
-            }
-            h.confirmed = true;
-            // The latest the task may look at this hold: its overdue time
-            // (it is normally renewed earlier, by the next grid round, which
-            // the task wakes for anyway), its deadline, or its max hold.
-            let mut due = overdue(h).min(local_deadline(&self.shared, h));
-            if let Some(m) = h.max_hold {
-                due = due.min(h.registered_at + m);
-            }
-            if self.shared.tracking && !h.tracked {
-                due = due.min(h.confirmed_at + TRACK_AFTER);
-            }
-            first_due = Some(due);
+    /// The acquire sent at `sent_at` with `lease` succeeded with fencing
+    /// token `token` (0 with fencing off); a guard now refers to the entry.
+    /// Returns the loss signal and generation for the new guard.
+    ///
+    /// A re-entry moves the local deadline only when its lease is at least
+    /// the hold's: the script never shortens the key's expiry, so a shorter
+    /// re-entry leaves the expiry where it was. A token other than the one
+    /// the entry's guards share means this acquire started a new hold: the
+    /// old one vanished behind them (deleted, expired, or taken and released
+    /// by another owner) before the watchdog noticed. Those guards are told
+    /// now, and the new hold gets a signal of its own. (A re-entry keeps its
+    /// hold's token, whatever order clones' replies are handled in.)
+    #[allow(clippy::too_many_arguments)] // one call site, each argument named there
+    pub(crate) fn confirm(
+        &self,
+        key: &HoldKey,
+        generation: u64,
+        sent_at: Instant,
+        lease: Duration,
+        renew: bool,
+        max_hold: Option<Duration>,
+        token: u64,
+    ) -> (LossRef, u64) {
+        let lease = clamp_span(lease);
+        let mut map = self.holds();
+        let h = map
+            .entry(key.clone())
+            .or_insert_with(|| Hold::new(key, lease, renew, max_hold, sent_at));
+        if h.generation != generation {
+            // The entry this attempt registered with was lost and removed
+            // meanwhile: the new hold joins (or starts) the current entry.
+            h.refs += 1;
         }
-        drop(holds);
+        if h.confirmed && h.guards > 0 && token != 0 && h.token != 0 && token != h.token {
+            let old = std::mem::replace(&mut h.lost, LossSignal::new());
+            old.fire(LossReason::Gone);
+            h.confirmed = false;
+            h.registered_at = sent_at;
+        }
+        let first = !h.confirmed;
+        if first {
+            h.token = token;
+            h.lease = lease;
+            h.renew = renew;
+            h.last_ok_sent = sent_at;
+            h.next_renew = sent_at + lease / 3;
+            // The send time stands in for the reply's: tracking starts a
+            // round trip sooner, which is harmless.
+            h.confirmed_at = sent_at;
+            h.tracked = false;
+        } else {
+            if lease >= h.lease {
+                h.lease = lease;
+                if sent_at > h.last_ok_sent {
+                    h.last_ok_sent = sent_at;
+                    h.next_renew = sent_at + lease / 3;
+                }
+            }
+            h.renew |= renew;
+        }
+        h.confirmed = true;
+        h.guards += 1;
+        let lost = Arc::clone(&h.lost);
+        let generation = h.generation;
+        // The latest the task may look at this hold: its overdue time (it is
+        // normally renewed earlier, by the next grid round, which the task
+        // wakes for anyway), its deadline, or its max hold.
+        let mut due = overdue(h).min(local_deadline(&self.shared, h));
+        if let Some(m) = h.max_hold {
+            due = due.min(h.registered_at + m);
+        }
+        if self.shared.tracking && !h.tracked {
+            due = due.min(h.confirmed_at + TRACK_AFTER);
+        }
+        drop(map);
         // Wake the task only if it would otherwise sleep past this hold: a
         // wake-up per acquire would cost a task switch on the hot path.
         let planned = *self
@@ -215,26 +279,37 @@ impl Watchdog {
             .planned_wake
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if first_due.is_some_and(|d| d < planned) {
+        if due < planned {
             self.shared.wake.notify_one();
         }
+        (lost, generation)
     }
 
-    /// Drops one reference; the hold stops being renewed at zero.
-    pub(crate) fn deregister(&self, key: &HoldKey, generation: u64) {
+    /// Drops one reference (`guard`: a guard's, else an attempt's); the hold
+    /// stops being watched at zero. Returns whether this owner has nothing
+    /// left in this process (no guard, no other attempt) on the lock: only
+    /// then may a maybe-acquired attempt release by owner without ending a
+    /// hold that someone here still relies on.
+    pub(crate) fn deregister(&self, key: &HoldKey, generation: u64, guard: bool) -> bool {
         let mut holds = self.holds();
-        if let Some(h) = holds.get_mut(key) {
-            if h.generation != generation {
-                // That hold was lost and its entry replaced by a newer one.
-                return;
-            }
-            h.refs = h.refs.saturating_sub(1);
-            if h.refs == 0 {
-                // A second lookup, but a cheap one (the hash is precomputed);
-                // `entry` would need an owned key, two reference counts.
-                holds.remove(key);
-            }
+        let Some(h) = holds.get_mut(key) else {
+            return true;
+        };
+        if h.generation != generation {
+            // That hold was lost and its entry replaced by a newer one.
+            return false;
         }
+        h.refs = h.refs.saturating_sub(1);
+        if guard {
+            h.guards = h.guards.saturating_sub(1);
+        }
+        if h.refs == 0 {
+            // A second lookup, but a cheap one (the hash is precomputed);
+            // `entry` would need an owned key, two reference counts.
+            holds.remove(key);
+            return true;
+        }
+        false
     }
 
     /// When the current hold's lease runs out by the local clock (send time
@@ -260,10 +335,17 @@ impl Watchdog {
     }
 }
 
+/// A hold picked for a call, with its entry's generation then.
+type Planned = (HoldKey, u64);
+
 /// One renewal call's worth of holds.
 struct Batch {
     lease: Duration,
     keys: Vec<HoldKey>,
+    /// The generation of each key's entry when the batch was planned: a
+    /// reply applies only to that entry, never to a newer hold of the same
+    /// (name, owner) registered after a loss.
+    generations: Vec<u64>,
     /// In a cluster, the keys span several slots of one node.
     cross_slot: bool,
 }
@@ -282,7 +364,7 @@ async fn run(
         // must wake the task (it may not be in this plan).
         *me.planned_wake.lock().unwrap_or_else(|p| p.into_inner()) =
             now + Duration::from_secs(3600);
-        let (batches, to_track, wake) = plan(&me, &client, now, &mut grid);
+        let (batches, to_track, to_check, wake) = plan(&me, &client, now, &mut grid);
         if !batches.is_empty() {
             me.renew_rounds.fetch_add(1, Ordering::Relaxed);
         }
@@ -296,6 +378,11 @@ async fn run(
         if !to_track.is_empty() {
             let client = client.clone();
             tokio::spawn(async move { track(&client, to_track).await });
+        }
+        if !to_check.is_empty() {
+            let me = Arc::clone(&me);
+            let client = client.clone();
+            tokio::spawn(async move { check_fixed(&me, &client, to_check).await });
         }
         let next = match (wake.renew, wake.urgent) {
             (Some(r), Some(u)) => Some(r.min(u)),
@@ -356,6 +443,36 @@ async fn track(client: &Client, keys: Vec<String>) {
     let _ = client.pipeline(p).await;
 }
 
+/// Fixed-lease holds an invalidation pointed at: each is looked up (HEXISTS
+/// of its owner, not renewed) and, if gone, lost now rather than when its
+/// lease would have ended. An error leaves the hold to its lease deadline.
+async fn check_fixed(shared: &Shared, client: &Client, keys: Vec<Planned>) {
+    let p: Pipeline = keys
+        .iter()
+        .map(|(k, _)| Cmd::new("HEXISTS").key(&**k.name()).arg(&**k.owner()))
+        .collect();
+    let replies = client.pipeline(p).await.ok();
+    let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
+    for (i, (key, generation)) in keys.iter().enumerate() {
+        let Some(h) = holds.get_mut(key) else {
+            continue;
+        };
+        if h.generation != *generation {
+            continue;
+        }
+        h.renewing = false;
+        // Changed again while the check was in flight: check once more.
+        h.off_grid = std::mem::take(&mut h.recheck);
+        let reply = replies.as_ref().and_then(|r| r.get(i));
+        if let Some(Ok(Frame::Integer(0))) = reply {
+            h.lost.fire(LossReason::Gone);
+            holds.remove(key);
+        }
+    }
+    drop(holds);
+    shared.wake.notify_one();
+}
+
 /// Signals losses that are due and groups due renewals by (slot, lease).
 /// When the task should look again: the first renewal due, the first loss
 /// deadline or max hold.
@@ -377,13 +494,14 @@ fn plan(
     client: &Client,
     now: Instant,
     grid: &mut Grid,
-) -> (Vec<Batch>, Vec<String>, Wake) {
+) -> (Vec<Batch>, Vec<String>, Vec<Planned>, Wake) {
     let mut to_track = Vec::new();
+    let mut to_check = Vec::new();
     let cluster = client.is_cluster();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
     // Grouped by node (standalone: one group), falling back to the slot when
     // the node is unknown for now.
-    let mut groups: HashMap<(Option<String>, u16, Duration), Vec<HoldKey>> = HashMap::new();
+    let mut groups: HashMap<(Option<String>, u16, Duration), Vec<Planned>> = HashMap::new();
     let mut wake = Wake::default();
     let mut dead = Vec::new();
     // Leases with renewable holds; a lease seen for the first time starts
@@ -420,6 +538,13 @@ fn plan(
         if h.renew && !seen.contains(&h.lease) {
             seen.push(h.lease);
         }
+        if !h.renew && h.off_grid && !h.renewing {
+            // A fixed lease is never renewed, but an invalidation asks
+            // whether the hold still stands: one HEXISTS, no new expiry.
+            h.renewing = true;
+            h.off_grid = false;
+            to_check.push((key.clone(), h.generation));
+        }
         if h.renew && !h.renewing {
             let round = *grid.entry(h.lease).or_insert(now);
             // In a grid round every hold renewed at least half an interval
@@ -436,7 +561,10 @@ fn plan(
                         None => (None, h.slot, h.lease),
                     }
                 };
-                groups.entry(group).or_default().push(key.clone());
+                groups
+                    .entry(group)
+                    .or_default()
+                    .push((key.clone(), h.generation));
             } else if h.off_grid {
                 wake.renew = earliest(wake.renew, early(h));
             } else {
@@ -471,12 +599,13 @@ fn plan(
         for chunk in keys.chunks(RENEW_BATCH) {
             batches.push(Batch {
                 lease,
-                keys: chunk.to_vec(),
+                keys: chunk.iter().map(|(k, _)| k.clone()).collect(),
+                generations: chunk.iter().map(|&(_, g)| g).collect(),
                 cross_slot: cluster && node.is_some(),
             });
         }
     }
-    (batches, to_track, wake)
+    (batches, to_track, to_check, wake)
 }
 
 async fn renew(shared: &Shared, client: &Client, batch: Batch) {
@@ -561,6 +690,10 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
         let Some(h) = holds.get_mut(key) else {
             continue;
         };
+        if batch.generations.get(i) != Some(&h.generation) {
+            // A newer hold of this owner: the reply was about the old one.
+            continue;
+        }
         h.renewing = false;
         h.off_grid = false;
         let recheck = std::mem::take(&mut h.recheck);
@@ -674,13 +807,14 @@ mod tests {
 
     fn renewal_in_flight(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
         let t0 = Instant::now();
-        wd.register(key, lease, true, None, t0);
-        wd.confirm(key, t0);
+        let generation = wd.register(key, lease, true, None, t0);
+        wd.confirm(key, generation, t0, lease, true, None, 1);
         let sent_at = Instant::now();
         wd.holds().get_mut(key).expect("registered").renewing = true;
         let batch = Batch {
             lease,
             keys: vec![key.clone()],
+            generations: vec![generation],
             cross_slot: false,
         };
         (batch, sent_at)
@@ -724,6 +858,45 @@ mod tests {
             h.off_grid && !h.recheck,
             "checked now, no second check owed"
         );
+    }
+
+    #[test]
+    fn an_attempt_may_release_by_owner_only_when_the_owner_has_nothing_else_here() {
+        let wd = idle_watchdog();
+        let lease = Duration::from_secs(30);
+        // Two handles acting as one owner: equal keys, separate strings.
+        let first = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let second = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let now = Instant::now();
+        let g = wd.register(&first, lease, true, None, now);
+        let (_, g) = wd.confirm(&first, g, now, lease, true, None, 7);
+        // The second handle's attempt is cancelled: the first's guard holds.
+        let attempt = wd.register(&second, lease, true, None, now);
+        assert_eq!(attempt, g, "one entry per owner, whichever handle");
+        assert!(!wd.deregister(&second, attempt, false), "a guard remains");
+        // Two attempts, no guard: only the last one out may release.
+        assert!(wd.deregister(&first, g, true), "the guard was the last");
+        let a = wd.register(&first, lease, true, None, now);
+        let b = wd.register(&second, lease, true, None, now);
+        assert!(!wd.deregister(&first, a, false));
+        assert!(wd.deregister(&second, b, false));
+        assert_eq!(wd.len(), 0);
+    }
+
+    #[test]
+    fn a_reply_for_an_older_entry_leaves_the_newer_hold_alone() {
+        let (wd, key, batch, sent_at) = renewing();
+        let old_lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
+        // The hold is lost and forgotten, and the owner takes the lock again.
+        wd.holds().remove(&key);
+        let now = Instant::now();
+        let g = wd.register(&key, LEASE, true, None, now);
+        let (new_lost, _) = wd.confirm(&key, g, now, LEASE, true, None, 9);
+        // The old renewal's reply ("gone") arrives now.
+        apply(&wd.shared, &batch, Some(vec![0]), sent_at);
+        assert_eq!(new_lost.get(), None, "the new hold is not the one gone");
+        assert_eq!(old_lost.get(), None, "nor was the old signal fired here");
+        assert_eq!(wd.len(), 1);
     }
 
     #[test]
