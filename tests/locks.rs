@@ -206,10 +206,9 @@ async fn fixed_lease_expires_and_a_waiter_gets_it() {
     );
     // The holder's loss signal fired by the end of its lease.
     assert_eq!(held.lost().await, LossReason::Expired);
-    assert!(matches!(
-        held.unlock().await,
-        Err(LockError::NotOwner { .. })
-    ));
+    // Its unlock says so, as its own typed error.
+    let err = held.unlock().await.unwrap_err();
+    assert!(matches!(err, LockError::Expired { .. }), "{err}");
     got.unlock().await.unwrap();
 }
 
@@ -980,9 +979,10 @@ async fn a_clone_that_takes_a_vanished_hold_afresh_tells_the_old_guard() {
     let reason = lost_within_5s(&old, "the old guard learns at once").await;
     assert_eq!(reason, LossReason::Gone);
     assert!(!fresh.is_lost());
-    // The old guard's release is refused by its token; the new hold stays.
+    // The old guard's release is refused by its token (its hold ended: it
+    // was lost); the new hold stays.
     let err = old.unlock().await.unwrap_err();
-    assert!(matches!(err, LockError::NotOwner { .. }), "{err}");
+    assert!(matches!(err, LockError::Expired { .. }), "{err}");
     assert!(lock.is_held_by_me().await.unwrap());
     fresh.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());

@@ -12,6 +12,8 @@ pub type LockResult<T> = std::result::Result<T, LockError>;
 /// use keylatch_lock::LockError;
 /// let e = LockError::NotOwner { name: "orders".into() };
 /// assert!(e.to_string().contains("orders"));
+/// let e = LockError::Expired { name: "orders".into() };
+/// assert!(e.to_string().contains("already ended"));
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -21,6 +23,16 @@ pub enum LockError {
     /// Unlock or extend by an owner that does not hold the lock (it expired,
     /// was force-unlocked, or was never held by this owner). Nothing changed.
     NotOwner {
+        /// The lock's name.
+        name: String,
+    },
+    /// [`LockGuard::unlock`](crate::LockGuard::unlock) of a hold that had
+    /// already ended: its lease ran out, or it was lost
+    /// ([`LockGuard::lost`](crate::LockGuard::lost) fired or was due).
+    /// Nothing changed. (A hold that ended otherwise, e.g. force-unlocked or
+    /// released through another handle of its owner, is
+    /// [`NotOwner`](Self::NotOwner).)
+    Expired {
         /// The lock's name.
         name: String,
     },
@@ -44,6 +56,12 @@ impl fmt::Display for LockError {
                 write!(
                     f,
                     "lock {name:?} is not held by this owner (expired or never held)"
+                )
+            }
+            LockError::Expired { name } => {
+                write!(
+                    f,
+                    "the hold on lock {name:?} had already ended (lease ran out or lost)"
                 )
             }
             LockError::ReplicaSync { acked, wanted } => write!(

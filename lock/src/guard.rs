@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::error::LockResult;
+use crate::error::{LockError, LockResult};
 use crate::lock::{Lock, LostRx};
 use crate::watchdog::LossReason;
 
@@ -141,17 +141,25 @@ impl LockGuard {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::NotOwner`](crate::LockError::NotOwner) when the hold had
-    /// already expired or been taken (nothing changes);
-    /// [`LockError::Client`](crate::LockError::Client) when Redis could not
-    /// be reached (the lock then ends with its lease).
+    /// Nothing changes on the server in the first two cases.
+    /// [`LockError::Expired`] when the hold had already ended: its lease ran
+    /// out or it was lost (by the local deadline or the loss signal).
+    /// [`LockError::NotOwner`] when it was ended otherwise (force-unlocked,
+    /// deleted, or released through another handle of its owner).
+    /// [`LockError::Client`] when Redis could not be reached (the lock then
+    /// ends with its lease).
     ///
     /// # Cancel safety
     /// Cancel safe: renewal has already stopped; a release that was written
     /// still runs, one that was not leaves the lock to end with its lease.
     pub async fn unlock(mut self) -> LockResult<()> {
+        // Judged before deregistering, which forgets the hold's deadline.
+        let ended = self.is_lost() || self.remaining_lease().map_or(true, |d| d.is_zero());
         self.finish();
-        self.lock.release(self.token).await.map(drop)
+        match self.lock.release(self.token).await {
+            Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
+            other => other.map(drop),
+        }
     }
 
     fn finish(&mut self) {

@@ -215,7 +215,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
                 // behind us) and the loss signal had not fired yet: the
                 // command may have overlapped another holder, which the
                 // caller must hear about more than the command's own code.
-                Err(LockError::NotOwner { .. }) => Err(Failure {
+                Err(LockError::NotOwner { .. } | LockError::Expired { .. }) => Err(Failure {
                     code: EXIT_LOST,
                     message: format!(
                         "lock {:?} was lost before the command finished (it exited {code})",
