@@ -6,12 +6,15 @@
 -- ARGV[1+i]  the owner id holding KEYS[i]
 --
 -- Returns  an array: element i is 1 when KEYS[i] is still held by ARGV[1+i]
---          and its lease was reset, 0 when that hold is gone (expired,
+--          and now lives at least the lease (a longer expiry, from a
+--          re-entry with a longer lease, is kept), 0 when that hold is gone (expired,
 --          deleted, or taken by another owner): the holder has lost it.
 local out = {}
 for i, key in ipairs(KEYS) do
     if redis.call('hexists', key, ARGV[i + 1]) == 1 then
-        redis.call('pexpire', key, ARGV[1])
+        if redis.call('pttl', key) < tonumber(ARGV[1]) then
+            redis.call('pexpire', key, ARGV[1])
+        end
         out[i] = 1
     else
         out[i] = 0

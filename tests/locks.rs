@@ -988,3 +988,41 @@ async fn a_clone_that_takes_a_vanished_hold_afresh_tells_the_old_guard() {
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(locks.watched_holds(), 0);
 }
+
+/// The watchdog's renewal never shortens a key's expiry: a renewal planned
+/// with a shorter lease, racing a re-entry with a longer one, must not cut the
+/// longer hold short.
+#[tokio::test]
+async fn a_renewal_never_shortens_a_longer_expiry() {
+    use keylatch_lock::scripts::REENTRANT_RENEW;
+    let (server, locks) = server_with_locks(cfg()).await;
+    server.cli(&["HSET", "long-held", "c:1", "1"]).unwrap();
+    server.cli(&["PEXPIRE", "long-held", "20000"]).unwrap();
+    let reply = locks
+        .client()
+        .eval_script(&REENTRANT_RENEW, &["long-held"], &["900", "c:1"])
+        .await
+        .unwrap();
+    assert_eq!(reply, Frame::Array(vec![Frame::Integer(1)]), "still held");
+    let ttl: u64 = server
+        .cli(&["PTTL", "long-held"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl > 15_000, "{ttl} ms left");
+    // A short expiry is extended as before.
+    server.cli(&["PEXPIRE", "long-held", "100"]).unwrap();
+    locks
+        .client()
+        .eval_script(&REENTRANT_RENEW, &["long-held"], &["900", "c:1"])
+        .await
+        .unwrap();
+    let ttl: u64 = server
+        .cli(&["PTTL", "long-held"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl > 500, "{ttl} ms left");
+}

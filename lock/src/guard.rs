@@ -344,7 +344,8 @@ impl Drop for LockGuard {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let lock = self.lock.clone();
             let token = self.token;
-            rt.spawn(async move {
+            // Queued before this task's next request (a re-acquire, say).
+            crate::lock::spawn_queued(&rt, async move {
                 let _ = lock.release(token).await;
             });
         }

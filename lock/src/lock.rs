@@ -291,6 +291,7 @@ impl Lock {
         // Setting up the subscription (perhaps connecting the hub) counts
         // against the wait, and never holds up polling longer than a
         // re-check interval: past that, poll instead.
+        // (`recheck` is clamped to ten years, so this cannot overflow.)
         let mut limit = Instant::now() + self.inner.config.recheck;
         if let Some(d) = deadline {
             limit = limit.min(d);
@@ -659,12 +660,35 @@ impl Drop for InFlight<'_> {
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let lock = self.lock.clone();
-            rt.spawn(async move {
-                // Queued after the acquire on the same connection, so it runs
-                // after it; "not owner" just means the acquire never ran.
+            // Queued after the acquire on the same connection, so it runs
+            // after it ("not owner" just means the acquire never ran), and
+            // queued now, so it also runs before any acquire this owner
+            // sends next: a fresh hold taken then is not released by it.
+            spawn_queued(&rt, async move {
                 let _ = lock.release(None).await;
             });
         }
+    }
+}
+
+/// Runs `fut` in the background after polling it once here, so whatever it
+/// sends first is on the connection's queue before the caller sends anything
+/// else (on a cluster, once the node's connection is up). A plain spawn
+/// could run after the caller's next request.
+pub(crate) fn spawn_queued(
+    rt: &tokio::runtime::Handle,
+    fut: impl Future<Output = ()> + Send + 'static,
+) {
+    /// The first poll's waker: the spawned task polls again with its own.
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let mut fut = Box::pin(fut);
+    let waker = std::task::Waker::from(Arc::new(Noop));
+    let mut cx = std::task::Context::from_waker(&waker);
+    if fut.as_mut().poll(&mut cx).is_pending() {
+        rt.spawn(fut);
     }
 }
 

@@ -80,7 +80,7 @@ impl LocksConfig {
     /// assert_eq!(cfg.recheck, Duration::from_millis(250));
     /// ```
     pub fn recheck(mut self, d: Duration) -> Self {
-        self.recheck = d.max(MIN_RECHECK);
+        self.recheck = clamp_span(d.max(MIN_RECHECK));
         self
     }
 
@@ -260,7 +260,7 @@ impl Locks {
     ) -> Self {
         // The field is public too: the floor holds however it was set.
         let mut config = config;
-        config.recheck = config.recheck.max(MIN_RECHECK);
+        config.recheck = clamp_span(config.recheck.max(MIN_RECHECK));
         let watchdog = Watchdog::spawn(client.clone(), config.drift_permille, invalidations);
         let script_args = ScriptArgs {
             watchdog_ms: millis(clamp_span(config.watchdog_timeout)).to_string(),

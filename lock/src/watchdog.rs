@@ -69,6 +69,10 @@ struct Hold {
     guards: usize,
     /// The fencing token of the hold the guards share (0: fencing off).
     token: u64,
+    /// Which hold this is: new with the entry, and again when a new hold
+    /// replaces a vanished one under the same entry. Renewal replies and
+    /// checks apply only to the epoch they were planned for.
+    epoch: u64,
     /// Tells this entry from a later one for the same (name, owner): an
     /// entry removed on loss and registered again is a different hold, and
     /// the old guard's deregistration must not touch the new one.
@@ -95,6 +99,12 @@ struct Hold {
     lost: LossRef,
 }
 
+/// Generations and epochs: unique for the process's life.
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 impl Hold {
     fn new(
         key: &HoldKey,
@@ -103,8 +113,8 @@ impl Hold {
         max_hold: Option<Duration>,
         now: Instant,
     ) -> Self {
-        static GENERATION: AtomicU64 = AtomicU64::new(1);
         let lease = clamp_span(lease);
+        let generation = next_id();
         Self {
             slot: key.slot(),
             lease,
@@ -112,7 +122,8 @@ impl Hold {
             refs: 0,
             guards: 0,
             token: 0,
-            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+            epoch: generation,
+            generation,
             confirmed: false,
             registered_at: now,
             max_hold: max_hold.map(clamp_span),
@@ -231,16 +242,29 @@ impl Watchdog {
             h.refs += 1;
         }
         if h.confirmed && h.guards > 0 && token != 0 && h.token != 0 && token != h.token {
+            if token < h.token {
+                // This reply is about a hold older than the one the guards
+                // share (tokens only rise): that hold is gone already.
+                h.guards += 1;
+                let gone = LossSignal::new();
+                gone.fire(LossReason::Gone);
+                return (gone, h.generation);
+            }
+            // A new hold: the one the guards shared vanished behind them.
             let old = std::mem::replace(&mut h.lost, LossSignal::new());
             old.fire(LossReason::Gone);
+            h.epoch = next_id();
             h.confirmed = false;
-            h.registered_at = sent_at;
         }
-        let first = !h.confirmed;
+        // No guard left means no hold left here: this is a first hold even
+        // on an entry that was confirmed before.
+        let first = !h.confirmed || h.guards == 0;
         if first {
             h.token = token;
             h.lease = lease;
             h.renew = renew;
+            h.max_hold = max_hold.map(clamp_span);
+            h.registered_at = sent_at;
             h.last_ok_sent = sent_at;
             h.next_renew = sent_at + lease / 3;
             // The send time stands in for the reply's: tracking starts a
@@ -248,12 +272,17 @@ impl Watchdog {
             h.confirmed_at = sent_at;
             h.tracked = false;
         } else {
-            if lease >= h.lease {
+            if lease > h.lease {
+                // The key now lives at least `lease` from this send (the
+                // script and renewals never shorten it): the deadline counts
+                // from here, even if a renewal with the shorter lease was
+                // sent later.
                 h.lease = lease;
-                if sent_at > h.last_ok_sent {
-                    h.last_ok_sent = sent_at;
-                    h.next_renew = sent_at + lease / 3;
-                }
+                h.last_ok_sent = sent_at;
+                h.next_renew = sent_at + lease / 3;
+            } else if lease == h.lease && sent_at > h.last_ok_sent {
+                h.last_ok_sent = sent_at;
+                h.next_renew = sent_at + lease / 3;
             }
             h.renew |= renew;
         }
@@ -335,17 +364,16 @@ impl Watchdog {
     }
 }
 
-/// A hold picked for a call, with its entry's generation then.
+/// A hold picked for a call, with its epoch then.
 type Planned = (HoldKey, u64);
 
 /// One renewal call's worth of holds.
 struct Batch {
     lease: Duration,
     keys: Vec<HoldKey>,
-    /// The generation of each key's entry when the batch was planned: a
-    /// reply applies only to that entry, never to a newer hold of the same
-    /// (name, owner) registered after a loss.
-    generations: Vec<u64>,
+    /// Each hold's epoch when the batch was planned: a reply applies only to
+    /// that hold, never to a newer one of the same (name, owner).
+    epochs: Vec<u64>,
     /// In a cluster, the keys span several slots of one node.
     cross_slot: bool,
 }
@@ -453,11 +481,13 @@ async fn check_fixed(shared: &Shared, client: &Client, keys: Vec<Planned>) {
         .collect();
     let replies = client.pipeline(p).await.ok();
     let mut holds = shared.holds.lock().unwrap_or_else(|p| p.into_inner());
-    for (i, (key, generation)) in keys.iter().enumerate() {
+    for (i, (key, epoch)) in keys.iter().enumerate() {
         let Some(h) = holds.get_mut(key) else {
             continue;
         };
-        if h.generation != *generation {
+        if h.epoch != *epoch {
+            // About an older hold; the current one is checked on its own.
+            h.renewing = false;
             continue;
         }
         h.renewing = false;
@@ -543,7 +573,7 @@ fn plan(
             // whether the hold still stands: one HEXISTS, no new expiry.
             h.renewing = true;
             h.off_grid = false;
-            to_check.push((key.clone(), h.generation));
+            to_check.push((key.clone(), h.epoch));
         }
         if h.renew && !h.renewing {
             let round = *grid.entry(h.lease).or_insert(now);
@@ -564,7 +594,7 @@ fn plan(
                 groups
                     .entry(group)
                     .or_default()
-                    .push((key.clone(), h.generation));
+                    .push((key.clone(), h.epoch));
             } else if h.off_grid {
                 wake.renew = earliest(wake.renew, early(h));
             } else {
@@ -600,7 +630,7 @@ fn plan(
             batches.push(Batch {
                 lease,
                 keys: chunk.iter().map(|(k, _)| k.clone()).collect(),
-                generations: chunk.iter().map(|&(_, g)| g).collect(),
+                epochs: chunk.iter().map(|&(_, e)| e).collect(),
                 cross_slot: cluster && node.is_some(),
             });
         }
@@ -690,8 +720,11 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
         let Some(h) = holds.get_mut(key) else {
             continue;
         };
-        if batch.generations.get(i) != Some(&h.generation) {
+        if batch.epochs.get(i) != Some(&h.epoch) {
             // A newer hold of this owner: the reply was about the old one.
+            // The new hold gets a renewal of its own soon.
+            h.renewing = false;
+            h.off_grid = true;
             continue;
         }
         h.renewing = false;
@@ -704,6 +737,14 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
                 // node that fails fast does not make the task spin.
                 h.next_renew =
                     Instant::now() + (h.lease / 10).min(Duration::from_millis(500)) + h.lease / 6;
+                h.off_grid = true;
+            }
+            Some(1) if batch.lease < h.lease => {
+                // The hold's lease grew (a longer re-entry) while this
+                // renewal with the old one was in flight: it guarantees only
+                // the old lease, so the deadline stays; renew with the new
+                // lease now.
+                h.next_renew = Instant::now();
                 h.off_grid = true;
             }
             Some(1) => {
@@ -810,11 +851,16 @@ mod tests {
         let generation = wd.register(key, lease, true, None, t0);
         wd.confirm(key, generation, t0, lease, true, None, 1);
         let sent_at = Instant::now();
-        wd.holds().get_mut(key).expect("registered").renewing = true;
+        let epoch = {
+            let mut holds = wd.holds();
+            let h = holds.get_mut(key).expect("registered");
+            h.renewing = true;
+            h.epoch
+        };
         let batch = Batch {
             lease,
             keys: vec![key.clone()],
-            generations: vec![generation],
+            epochs: vec![epoch],
             cross_slot: false,
         };
         (batch, sent_at)
@@ -897,6 +943,71 @@ mod tests {
         assert_eq!(new_lost.get(), None, "the new hold is not the one gone");
         assert_eq!(old_lost.get(), None, "nor was the old signal fired here");
         assert_eq!(wd.len(), 1);
+    }
+
+    #[test]
+    fn a_renewal_with_a_lease_grown_meanwhile_does_not_move_the_deadline() {
+        let (wd, key, batch, renewal_sent) = renewing();
+        // A clone re-enters with a longer fixed lease while the renewal
+        // (with the 30 s lease) is in flight; its reply is handled first.
+        let longer = LEASE * 4;
+        let g = wd.register(&key, longer, false, None, Instant::now());
+        let reentry_sent = Instant::now();
+        let (lost, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1);
+        apply(&wd.shared, &batch, Some(vec![1]), renewal_sent);
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("held");
+        assert_eq!(h.lease, longer);
+        // Counted from the re-entry's send, which guaranteed the longer
+        // lease; the renewal guaranteed only the shorter one.
+        assert_eq!(h.last_ok_sent, reentry_sent);
+        assert!(h.off_grid, "renewed again at once with the longer lease");
+        assert_eq!(lost.get(), None);
+    }
+
+    #[test]
+    fn a_new_token_replaces_the_hold_and_old_replies_skip_it() {
+        let (wd, key, batch, sent_at) = renewing();
+        let old_lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
+        // The hold vanished and a clone took the lock afresh (token 2 > 1).
+        let now = Instant::now();
+        let g = wd.register(&key, LEASE, true, None, now);
+        let (new_lost, _) = wd.confirm(&key, g, now, LEASE, true, None, 2);
+        assert_eq!(old_lost.get(), Some(LossReason::Gone), "old guards told");
+        // The old hold's renewal comes back "gone": about the old hold only.
+        apply(&wd.shared, &batch, Some(vec![0]), sent_at);
+        assert_eq!(new_lost.get(), None, "the new hold stands");
+        assert_eq!(wd.len(), 1);
+        // A late reply for an even older token (1) is a hold already gone:
+        // its guard is told at once, the current hold is untouched.
+        let g = wd.register(&key, LEASE, true, None, now);
+        let (stale, _) = wd.confirm(&key, g, now, LEASE, true, None, 1);
+        assert_eq!(stale.get(), Some(LossReason::Gone));
+        assert_eq!(new_lost.get(), None);
+        assert_eq!(wd.holds().get(&key).expect("held").token, 2);
+    }
+
+    #[test]
+    fn a_hold_after_every_guard_left_starts_afresh_without_false_losses() {
+        let wd = idle_watchdog();
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let t0 = Instant::now();
+        let g = wd.register(&key, LEASE, true, None, t0);
+        let (_, g) = wd.confirm(&key, g, t0, LEASE, true, None, 1);
+        // A clone's attempt is in flight when the guard unlocks.
+        let attempt = wd.register(&key, LEASE, true, None, t0);
+        assert!(!wd.deregister(&key, g, true), "the attempt remains");
+        // Its reply: a fresh hold with a new token, not a re-entry.
+        let t1 = Instant::now();
+        let (fresh, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
+        // Then a normal re-entry with that same token.
+        let (again, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
+        assert_eq!(fresh.get(), None);
+        assert_eq!(again.get(), None);
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("held");
+        assert_eq!(h.token, 2);
+        assert_eq!(h.registered_at, t1, "max hold counts from the new hold");
     }
 
     #[test]
