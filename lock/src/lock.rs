@@ -685,11 +685,16 @@ pub(crate) fn spawn_queued(
         fn wake(self: Arc<Self>) {}
     }
     let mut fut = Box::pin(fut);
-    let waker = std::task::Waker::from(Arc::new(Noop));
-    let mut cx = std::task::Context::from_waker(&waker);
-    if fut.as_mut().poll(&mut cx).is_pending() {
-        rt.spawn(fut);
+    // Not while unwinding: a poll that panics then (a runtime shutting
+    // down) would abort the process. The spawn alone is still best effort.
+    if !std::thread::panicking() {
+        let waker = std::task::Waker::from(Arc::new(Noop));
+        let mut cx = std::task::Context::from_waker(&waker);
+        if fut.as_mut().poll(&mut cx).is_ready() {
+            return;
+        }
     }
+    rt.spawn(fut);
 }
 
 fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {

@@ -99,6 +99,16 @@ struct Hold {
     lost: LossRef,
 }
 
+/// Signals a lost hold; forgets its entry only when nothing counts in it.
+fn retire_or_remove(holds: &mut HoldMap<Hold>, key: &HoldKey, why: LossReason) {
+    if let Some(h) = holds.get_mut(key) {
+        h.retire(why);
+        if h.refs == 0 {
+            holds.remove(key);
+        }
+    }
+}
+
 /// Generations and epochs: unique for the process's life.
 fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -106,6 +116,21 @@ fn next_id() -> u64 {
 }
 
 impl Hold {
+    /// The hold is lost: its guards are told, and the entry stops being
+    /// renewed but stays while guards or attempts still count in it, so a
+    /// cancelled attempt cannot conclude that this owner has nothing here
+    /// (and release a fresh hold another attempt is taking). The next hold
+    /// under it starts with a new epoch and signal.
+    fn retire(&mut self, why: LossReason) {
+        let old = std::mem::replace(&mut self.lost, LossSignal::new());
+        old.fire(why);
+        self.epoch = next_id();
+        self.confirmed = false;
+        self.renewing = false;
+        self.off_grid = false;
+        self.recheck = false;
+    }
+
     fn new(
         key: &HoldKey,
         lease: Duration,
@@ -251,14 +276,18 @@ impl Watchdog {
                 return (gone, h.generation);
             }
             // A new hold: the one the guards shared vanished behind them.
-            let old = std::mem::replace(&mut h.lost, LossSignal::new());
-            old.fire(LossReason::Gone);
-            h.epoch = next_id();
-            h.confirmed = false;
+            h.retire(LossReason::Gone);
         }
         // No guard left means no hold left here: this is a first hold even
-        // on an entry that was confirmed before.
-        let first = !h.confirmed || h.guards == 0;
+        // on an entry that was confirmed before. It gets an epoch and a
+        // signal of its own: replies planned for the old hold must not touch
+        // it, and the old guards' tokens (released normally) stay pending.
+        if h.confirmed && h.guards == 0 {
+            h.epoch = next_id();
+            h.lost = LossSignal::new();
+            h.confirmed = false;
+        }
+        let first = !h.confirmed;
         if first {
             h.token = token;
             h.lease = lease;
@@ -358,9 +387,9 @@ impl Watchdog {
         self.shared.renew_rounds.load(Ordering::Relaxed)
     }
 
-    /// Holds currently watched.
+    /// Holds currently watched (confirmed and not lost).
     pub(crate) fn len(&self) -> usize {
-        self.holds().len()
+        self.holds().values().filter(|h| h.confirmed).count()
     }
 }
 
@@ -416,10 +445,18 @@ async fn run(
             (Some(r), Some(u)) => Some(r.min(u)),
             (r, u) => r.or(u),
         };
+        // Renewals may wait 5 ms more (no spinning on near-due rounds); a
+        // loss deadline may not: with a short lease, 5 ms would outrun the
+        // drift allowance (2 ms + 1 %).
+        let floor = if next.is_some() && next == wake.urgent {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(5)
+        };
         let sleep = next
             .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(1))
-            .clamp(Duration::from_millis(5), Duration::from_secs(1));
+            .clamp(floor, Duration::from_secs(1));
         *me.planned_wake.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now() + sleep;
         // `me` stays alive through the sleep; the loop's upgrade ends the
         // task within a second of the last handle going away.
@@ -495,8 +532,7 @@ async fn check_fixed(shared: &Shared, client: &Client, keys: Vec<Planned>) {
         h.off_grid = std::mem::take(&mut h.recheck);
         let reply = replies.as_ref().and_then(|r| r.get(i));
         if let Some(Ok(Frame::Integer(0))) = reply {
-            h.lost.fire(LossReason::Gone);
-            holds.remove(key);
+            retire_or_remove(&mut holds, key, LossReason::Gone);
         }
     }
     drop(holds);
@@ -543,15 +579,13 @@ fn plan(
         }
         if let Some(max) = h.max_hold {
             if now >= h.registered_at + max {
-                h.lost.fire(LossReason::MaxHold);
-                dead.push(key.clone());
+                dead.push((key.clone(), LossReason::MaxHold));
                 continue;
             }
         }
         let deadline = local_deadline(shared, h);
         if now >= deadline {
-            h.lost.fire(LossReason::Expired);
-            dead.push(key.clone());
+            dead.push((key.clone(), LossReason::Expired));
             continue;
         }
         wake.urgent = earliest(wake.urgent, deadline);
@@ -607,8 +641,8 @@ fn plan(
             wake.urgent = earliest(wake.urgent, h.registered_at + m);
         }
     }
-    for k in dead {
-        holds.remove(&k);
+    for (k, why) in dead {
+        retire_or_remove(&mut holds, &k, why);
     }
     drop(holds);
     grid.retain(|lease, _| seen.contains(lease));
@@ -758,10 +792,7 @@ fn apply(shared: &Shared, batch: &Batch, results: Option<Vec<i64>>, sent_at: Ins
                     h.off_grid = true;
                 }
             }
-            Some(_) => {
-                h.lost.fire(LossReason::Gone);
-                holds.remove(key);
-            }
+            Some(_) => retire_or_remove(&mut holds, key, LossReason::Gone),
         }
     }
     drop(holds);
@@ -1016,6 +1047,27 @@ mod tests {
         let lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         assert_eq!(lost.get(), Some(LossReason::Gone));
-        assert_eq!(wd.len(), 0);
+        assert_eq!(wd.len(), 0, "no longer watched");
+        // Forgotten once its guard is gone.
+        let generation = wd.holds().get(&key).expect("kept for its guard").generation;
+        assert!(wd.deregister(&key, generation, true));
+        assert!(wd.holds().is_empty());
+    }
+
+    #[test]
+    fn a_lost_entry_keeps_counting_attempts_so_none_releases_a_fresh_hold() {
+        let (wd, key, batch, sent_at) = renewing();
+        let now = Instant::now();
+        // Two attempts of clones in flight when the renewal finds it gone.
+        let b = wd.register(&key, LEASE, true, None, now);
+        let c = wd.register(&key, LEASE, true, None, now);
+        apply(&wd.shared, &batch, Some(vec![0]), sent_at);
+        // C is cancelled before it was written: B still counts, so C must
+        // not release by owner (B may be taking a fresh hold right now).
+        assert!(!wd.deregister(&key, c, false));
+        // B's fresh hold is watched again, under a new epoch.
+        let (lost, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2);
+        assert_eq!(lost.get(), None);
+        assert_eq!(wd.len(), 1);
     }
 }
