@@ -30,6 +30,8 @@ use crate::watchdog::LossReason;
 pub struct LockGuard {
     lock: Lock,
     generation: u64,
+    /// Which hold under the watchdog entry this guard is one of.
+    epoch: u64,
     holds: u64,
     token: Option<u64>,
     lease: Duration,
@@ -110,6 +112,7 @@ impl LockGuard {
     pub(crate) fn new(
         lock: Lock,
         generation: u64,
+        epoch: u64,
         holds: u64,
         token: Option<u64>,
         lease: Duration,
@@ -118,6 +121,7 @@ impl LockGuard {
         Self {
             lock,
             generation,
+            epoch,
             holds,
             token,
             lease,
@@ -165,10 +169,11 @@ impl LockGuard {
     fn finish(&mut self) {
         if !self.done {
             self.done = true;
-            self.lock
-                .inner
-                .watchdog
-                .deregister(&self.lock.handle.hold, self.generation, true);
+            self.lock.inner.watchdog.deregister(
+                &self.lock.handle.hold,
+                self.generation,
+                Some(self.epoch),
+            );
         }
     }
 

@@ -386,7 +386,7 @@ impl Lock {
             }
             Err(e) => {
                 in_flight.settle();
-                watchdog.deregister(&key, generation, false);
+                watchdog.deregister(&key, generation, None);
                 return Err(e.into());
             }
         };
@@ -398,11 +398,11 @@ impl Lock {
         // attempt never sees this owner without a hold in between.
         in_flight.settle();
         if holds <= 0 {
-            watchdog.deregister(&key, generation, false);
+            watchdog.deregister(&key, generation, None);
             return Ok(Attempt::Held(value));
         }
         let token = value.max(0).unsigned_abs();
-        let (lost, generation) = watchdog.confirm(
+        let (lost, generation, epoch) = watchdog.confirm(
             &key,
             generation,
             sent_at,
@@ -414,6 +414,7 @@ impl Lock {
         let guard = LockGuard::new(
             self.clone(),
             generation,
+            epoch,
             holds.unsigned_abs(),
             (cfg.fencing && token > 0).then_some(token),
             lease_d,
@@ -654,7 +655,7 @@ impl Drop for InFlight<'_> {
             .lock
             .inner
             .watchdog
-            .deregister(&key, self.generation, false)
+            .deregister(&key, self.generation, None)
         {
             return;
         }

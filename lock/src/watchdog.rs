@@ -65,8 +65,11 @@ struct Hold {
     renew: bool,
     /// Guards and acquires in flight that refer to this hold.
     refs: usize,
-    /// Of those, the guards: holds this process knows it has.
+    /// Of those, the guards of the current hold (this epoch).
     guards: usize,
+    /// Of those, guards of holds lost before this epoch: they still count
+    /// in `refs` until they are dropped, but hold nothing.
+    stale: usize,
     /// The fencing token of the hold the guards share (0: fencing off).
     token: u64,
     /// Which hold this is: new with the entry, and again when a new hold
@@ -124,11 +127,32 @@ impl Hold {
     fn retire(&mut self, why: LossReason) {
         let old = std::mem::replace(&mut self.lost, LossSignal::new());
         old.fire(why);
-        self.epoch = next_id();
+        self.stale += std::mem::take(&mut self.guards);
+        self.new_epoch();
         self.confirmed = false;
+    }
+
+    /// A new hold under this entry: replies and checks planned for the old
+    /// one must not touch it.
+    fn new_epoch(&mut self) {
+        self.epoch = next_id();
         self.renewing = false;
         self.off_grid = false;
         self.recheck = false;
+    }
+
+    /// The current hold's last guard is gone (it is being released): stop
+    /// watching it. Its signal is set aside unfired, so the tokens of guards
+    /// released normally stay pending; a later hold starts afresh.
+    fn end_hold(&mut self) {
+        self.lost = LossSignal::new();
+        self.new_epoch();
+        self.confirmed = false;
+    }
+
+    /// Acquire attempts in flight (references that are no guard).
+    fn attempts(&self) -> usize {
+        self.refs.saturating_sub(self.guards + self.stale)
     }
 
     fn new(
@@ -146,6 +170,7 @@ impl Hold {
             renew,
             refs: 0,
             guards: 0,
+            stale: 0,
             token: 0,
             epoch: generation,
             generation,
@@ -235,7 +260,7 @@ impl Watchdog {
 
     /// The acquire sent at `sent_at` with `lease` succeeded with fencing
     /// token `token` (0 with fencing off); a guard now refers to the entry.
-    /// Returns the loss signal and generation for the new guard.
+    /// Returns the loss signal, generation and epoch for the new guard.
     ///
     /// A re-entry moves the local deadline only when its lease is at least
     /// the hold's: the script never shortens the key's expiry, so a shorter
@@ -255,7 +280,7 @@ impl Watchdog {
         renew: bool,
         max_hold: Option<Duration>,
         token: u64,
-    ) -> (LossRef, u64) {
+    ) -> (LossRef, u64, u64) {
         let lease = clamp_span(lease);
         let mut map = self.holds();
         let h = map
@@ -269,24 +294,18 @@ impl Watchdog {
         if h.confirmed && h.guards > 0 && token != 0 && h.token != 0 && token != h.token {
             if token < h.token {
                 // This reply is about a hold older than the one the guards
-                // share (tokens only rise): that hold is gone already.
-                h.guards += 1;
+                // share (tokens only rise): that hold is gone already, and
+                // its guard is stale from the start.
+                h.stale += 1;
                 let gone = LossSignal::new();
                 gone.fire(LossReason::Gone);
-                return (gone, h.generation);
+                return (gone, h.generation, 0);
             }
             // A new hold: the one the guards shared vanished behind them.
             h.retire(LossReason::Gone);
         }
-        // No guard left means no hold left here: this is a first hold even
-        // on an entry that was confirmed before. It gets an epoch and a
-        // signal of its own: replies planned for the old hold must not touch
-        // it, and the old guards' tokens (released normally) stay pending.
-        if h.confirmed && h.guards == 0 {
-            h.epoch = next_id();
-            h.lost = LossSignal::new();
-            h.confirmed = false;
-        }
+        // An entry whose hold ended (released, or lost) is unconfirmed:
+        // this is a first hold, under the new epoch and signal set then.
         let first = !h.confirmed;
         if first {
             h.token = token;
@@ -319,6 +338,7 @@ impl Watchdog {
         h.guards += 1;
         let lost = Arc::clone(&h.lost);
         let generation = h.generation;
+        let epoch = h.epoch;
         // The latest the task may look at this hold: its overdue time (it is
         // normally renewed earlier, by the next grid round, which the task
         // wakes for anyway), its deadline, or its max hold.
@@ -340,15 +360,21 @@ impl Watchdog {
         if due < planned {
             self.shared.wake.notify_one();
         }
-        (lost, generation)
+        (lost, generation, epoch)
     }
 
-    /// Drops one reference (`guard`: a guard's, else an attempt's); the hold
-    /// stops being watched at zero. Returns whether this owner has nothing
-    /// left in this process (no guard, no other attempt) on the lock: only
-    /// then may a maybe-acquired attempt release by owner without ending a
-    /// hold that someone here still relies on.
-    pub(crate) fn deregister(&self, key: &HoldKey, generation: u64, guard: bool) -> bool {
+    /// Drops one reference: an attempt's (`guard_epoch: None`) or a guard's
+    /// (the epoch its hold had); the hold stops being watched at zero.
+    /// Returns whether this owner has nothing left in this process (no
+    /// guard, no other attempt) on the lock: only then may a maybe-acquired
+    /// attempt release by owner without ending a hold that someone here
+    /// still relies on.
+    pub(crate) fn deregister(
+        &self,
+        key: &HoldKey,
+        generation: u64,
+        guard_epoch: Option<u64>,
+    ) -> bool {
         let mut holds = self.holds();
         let Some(h) = holds.get_mut(key) else {
             return true;
@@ -358,8 +384,18 @@ impl Watchdog {
             return false;
         }
         h.refs = h.refs.saturating_sub(1);
-        if guard {
-            h.guards = h.guards.saturating_sub(1);
+        match guard_epoch {
+            Some(e) if e == h.epoch => {
+                h.guards = h.guards.saturating_sub(1);
+                if h.guards == 0 {
+                    // Deregistered before its release is sent: no renewal
+                    // may follow, even while stale guards or attempts keep
+                    // the entry.
+                    h.end_hold();
+                }
+            }
+            Some(_) => h.stale = h.stale.saturating_sub(1),
+            None => {}
         }
         if h.refs == 0 {
             // A second lookup, but a cheap one (the hash is precomputed);
@@ -387,9 +423,13 @@ impl Watchdog {
         self.shared.renew_rounds.load(Ordering::Relaxed)
     }
 
-    /// Holds currently watched (confirmed and not lost).
+    /// Entries with a live hold or an acquire in flight (a lost hold kept
+    /// only for its dropped-later guards does not count).
     pub(crate) fn len(&self) -> usize {
-        self.holds().values().filter(|h| h.confirmed).count()
+        self.holds()
+            .values()
+            .filter(|h| h.confirmed || h.attempts() > 0)
+            .count()
     }
 }
 
@@ -946,17 +986,20 @@ mod tests {
         let second = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let now = Instant::now();
         let g = wd.register(&first, lease, true, None, now);
-        let (_, g) = wd.confirm(&first, g, now, lease, true, None, 7);
+        let (_, g, epoch) = wd.confirm(&first, g, now, lease, true, None, 7);
         // The second handle's attempt is cancelled: the first's guard holds.
         let attempt = wd.register(&second, lease, true, None, now);
         assert_eq!(attempt, g, "one entry per owner, whichever handle");
-        assert!(!wd.deregister(&second, attempt, false), "a guard remains");
+        assert!(!wd.deregister(&second, attempt, None), "a guard remains");
         // Two attempts, no guard: only the last one out may release.
-        assert!(wd.deregister(&first, g, true), "the guard was the last");
+        assert!(
+            wd.deregister(&first, g, Some(epoch)),
+            "the guard was the last"
+        );
         let a = wd.register(&first, lease, true, None, now);
         let b = wd.register(&second, lease, true, None, now);
-        assert!(!wd.deregister(&first, a, false));
-        assert!(wd.deregister(&second, b, false));
+        assert!(!wd.deregister(&first, a, None));
+        assert!(wd.deregister(&second, b, None));
         assert_eq!(wd.len(), 0);
     }
 
@@ -968,7 +1011,7 @@ mod tests {
         wd.holds().remove(&key);
         let now = Instant::now();
         let g = wd.register(&key, LEASE, true, None, now);
-        let (new_lost, _) = wd.confirm(&key, g, now, LEASE, true, None, 9);
+        let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 9);
         // The old renewal's reply ("gone") arrives now.
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         assert_eq!(new_lost.get(), None, "the new hold is not the one gone");
@@ -984,7 +1027,7 @@ mod tests {
         let longer = LEASE * 4;
         let g = wd.register(&key, longer, false, None, Instant::now());
         let reentry_sent = Instant::now();
-        let (lost, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1);
+        let (lost, _, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1);
         apply(&wd.shared, &batch, Some(vec![1]), renewal_sent);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
@@ -1003,7 +1046,7 @@ mod tests {
         // The hold vanished and a clone took the lock afresh (token 2 > 1).
         let now = Instant::now();
         let g = wd.register(&key, LEASE, true, None, now);
-        let (new_lost, _) = wd.confirm(&key, g, now, LEASE, true, None, 2);
+        let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 2);
         assert_eq!(old_lost.get(), Some(LossReason::Gone), "old guards told");
         // The old hold's renewal comes back "gone": about the old hold only.
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
@@ -1012,7 +1055,7 @@ mod tests {
         // A late reply for an even older token (1) is a hold already gone:
         // its guard is told at once, the current hold is untouched.
         let g = wd.register(&key, LEASE, true, None, now);
-        let (stale, _) = wd.confirm(&key, g, now, LEASE, true, None, 1);
+        let (stale, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 1);
         assert_eq!(stale.get(), Some(LossReason::Gone));
         assert_eq!(new_lost.get(), None);
         assert_eq!(wd.holds().get(&key).expect("held").token, 2);
@@ -1024,21 +1067,55 @@ mod tests {
         let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let t0 = Instant::now();
         let g = wd.register(&key, LEASE, true, None, t0);
-        let (_, g) = wd.confirm(&key, g, t0, LEASE, true, None, 1);
+        let (_, g, epoch) = wd.confirm(&key, g, t0, LEASE, true, None, 1);
         // A clone's attempt is in flight when the guard unlocks.
         let attempt = wd.register(&key, LEASE, true, None, t0);
-        assert!(!wd.deregister(&key, g, true), "the attempt remains");
+        assert!(!wd.deregister(&key, g, Some(epoch)), "the attempt remains");
         // Its reply: a fresh hold with a new token, not a re-entry.
         let t1 = Instant::now();
-        let (fresh, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
+        let (fresh, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
         // Then a normal re-entry with that same token.
-        let (again, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
+        let (again, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
         assert_eq!(fresh.get(), None);
         assert_eq!(again.get(), None);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
         assert_eq!(h.token, 2);
         assert_eq!(h.registered_at, t1, "max hold counts from the new hold");
+    }
+
+    #[test]
+    fn a_hold_released_while_a_lost_guard_lives_is_no_longer_renewed() {
+        let (wd, key, batch, sent_at) = renewing();
+        // The first hold is lost; its guard lives on (stale).
+        apply(&wd.shared, &batch, Some(vec![0]), sent_at);
+        // A clone takes a fresh hold A and unlocks it.
+        let t1 = Instant::now();
+        let a = wd.register(&key, LEASE, true, None, t1);
+        let (a_lost, g, a_epoch) = wd.confirm(&key, a, t1, LEASE, true, None, 2);
+        assert_eq!(wd.len(), 1);
+        assert!(
+            !wd.deregister(&key, g, Some(a_epoch)),
+            "the stale guard stays"
+        );
+        {
+            let holds = wd.holds();
+            let h = holds.get(&key).expect("kept for the stale guard");
+            assert!(!h.confirmed, "released: not renewed any more");
+        }
+        assert_eq!(wd.len(), 0);
+        assert_eq!(a_lost.get(), None, "a normal release is no loss");
+        // With fencing off (token 0), a fresh hold B after that is a first
+        // hold: its own lease, deadline base and max-hold start.
+        let t2 = Instant::now();
+        let b = wd.register(&key, LEASE / 2, false, None, t2);
+        let (b_lost, _, _) = wd.confirm(&key, b, t2, LEASE / 2, false, None, 0);
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("held");
+        assert_eq!((h.lease, h.renew), (LEASE / 2, false));
+        assert_eq!((h.last_ok_sent, h.registered_at), (t2, t2));
+        assert_eq!((h.guards, h.stale), (1, 1));
+        assert_eq!(b_lost.get(), None);
     }
 
     #[test]
@@ -1050,7 +1127,7 @@ mod tests {
         assert_eq!(wd.len(), 0, "no longer watched");
         // Forgotten once its guard is gone.
         let generation = wd.holds().get(&key).expect("kept for its guard").generation;
-        assert!(wd.deregister(&key, generation, true));
+        assert!(wd.deregister(&key, generation, Some(batch.epochs[0])));
         assert!(wd.holds().is_empty());
     }
 
@@ -1064,9 +1141,9 @@ mod tests {
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         // C is cancelled before it was written: B still counts, so C must
         // not release by owner (B may be taking a fresh hold right now).
-        assert!(!wd.deregister(&key, c, false));
+        assert!(!wd.deregister(&key, c, None));
         // B's fresh hold is watched again, under a new epoch.
-        let (lost, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2);
+        let (lost, _, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2);
         assert_eq!(lost.get(), None);
         assert_eq!(wd.len(), 1);
     }
