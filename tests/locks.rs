@@ -1026,3 +1026,36 @@ async fn a_renewal_never_shortens_a_longer_expiry() {
         .unwrap();
     assert!(ttl > 500, "{ttl} ms left");
 }
+
+/// With fencing off there is no token to tell holds apart, so a guard whose
+/// hold was lost must not release by owner while a clone holds the lock
+/// afresh: its unlock says the hold had ended, and the clone keeps its hold.
+#[tokio::test]
+async fn without_fencing_a_lost_guard_never_releases_a_clones_fresh_hold() {
+    let server = RedisServer::start();
+    let cfg = keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap();
+    let locks = Locks::connect_with(cfg, LocksConfig::default().fencing(false))
+        .await
+        .unwrap();
+    let lock = locks.lock("no-fencing");
+    let old = lock.acquire().await.unwrap();
+    assert_eq!(old.fencing_token(), None);
+    // Tracked after 20 ms; then deleted behind the holder.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.cli(&["DEL", "no-fencing"]).unwrap();
+    assert_eq!(
+        lost_within_5s(&old, "the DEL is noticed").await,
+        LossReason::Gone
+    );
+    let fresh = lock.clone().acquire().await.unwrap();
+    assert_eq!(fresh.hold_count(), 1);
+    let err = old.unlock().await.unwrap_err();
+    assert!(matches!(err, LockError::Expired { .. }), "{err}");
+    assert!(
+        lock.is_held_by_me().await.unwrap(),
+        "the clone still holds it"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    fresh.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

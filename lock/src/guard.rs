@@ -32,6 +32,8 @@ pub struct LockGuard {
     generation: u64,
     /// Which hold under the watchdog entry this guard is one of.
     epoch: u64,
+    /// Taken under the watchdog (no fixed lease).
+    renew: bool,
     holds: u64,
     token: Option<u64>,
     lease: Duration,
@@ -109,10 +111,12 @@ impl LostToken {
 }
 
 impl LockGuard {
+    #[allow(clippy::too_many_arguments)] // one call site, each argument named there
     pub(crate) fn new(
         lock: Lock,
         generation: u64,
         epoch: u64,
+        renew: bool,
         holds: u64,
         token: Option<u64>,
         lease: Duration,
@@ -122,6 +126,7 @@ impl LockGuard {
             lock,
             generation,
             epoch,
+            renew,
             holds,
             token,
             lease,
@@ -159,22 +164,33 @@ impl LockGuard {
     pub async fn unlock(mut self) -> LockResult<()> {
         // Judged before deregistering, which forgets the hold's deadline.
         let ended = self.is_lost() || self.remaining_lease().map_or(true, |d| d.is_zero());
-        self.finish();
+        if !self.finish() {
+            return Err(LockError::Expired {
+                name: self.lock.name().to_owned(),
+            });
+        }
         match self.lock.release(self.token).await {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),
         }
     }
 
-    fn finish(&mut self) {
-        if !self.done {
-            self.done = true;
-            self.lock.inner.watchdog.deregister(
-                &self.lock.handle.hold,
-                self.generation,
-                Some(self.epoch),
-            );
+    /// Stops watching this hold. Returns whether a release may be sent:
+    /// not for a hold already lost while this owner has something else here
+    /// and there is no fencing token to tell the holds apart (fencing off),
+    /// since a release by owner could end that other hold (a clone's fresh
+    /// one, say).
+    fn finish(&mut self) -> bool {
+        if self.done {
+            return false;
         }
+        self.done = true;
+        let left = self.lock.inner.watchdog.deregister(
+            &self.lock.handle.hold,
+            self.generation,
+            Some((self.epoch, self.renew)),
+        );
+        !(self.token.is_none() && left.stale && !left.nothing)
     }
 
     /// This owner's hold count right after this acquire (2 for a first
@@ -342,10 +358,9 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.done {
+        if !self.finish() {
             return;
         }
-        self.finish();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let lock = self.lock.clone();
             let token = self.token;

@@ -415,6 +415,7 @@ impl Lock {
             self.clone(),
             generation,
             epoch,
+            renew,
             holds.unsigned_abs(),
             (cfg.fencing && token > 0).then_some(token),
             lease_d,
@@ -656,6 +657,7 @@ impl Drop for InFlight<'_> {
             .inner
             .watchdog
             .deregister(&key, self.generation, None)
+            .nothing
         {
             return;
         }

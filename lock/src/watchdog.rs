@@ -70,6 +70,10 @@ struct Hold {
     /// Of those, guards of holds lost before this epoch: they still count
     /// in `refs` until they are dropped, but hold nothing.
     stale: usize,
+    /// Of the current guards, those taken under the watchdog: the hold is
+    /// renewed while there is one (a watchdog re-entry on a fixed lease
+    /// renews it only until that re-entry is released).
+    renewers: usize,
     /// The fencing token of the hold the guards share (0: fencing off).
     token: u64,
     /// Which hold this is: new with the entry, and again when a new hold
@@ -136,6 +140,7 @@ impl Hold {
     /// one must not touch it.
     fn new_epoch(&mut self) {
         self.epoch = next_id();
+        self.renewers = 0;
         self.renewing = false;
         self.off_grid = false;
         self.recheck = false;
@@ -171,6 +176,7 @@ impl Hold {
             refs: 0,
             guards: 0,
             stale: 0,
+            renewers: 0,
             token: 0,
             epoch: generation,
             generation,
@@ -332,10 +338,13 @@ impl Watchdog {
                 h.last_ok_sent = sent_at;
                 h.next_renew = sent_at + lease / 3;
             }
-            h.renew |= renew;
         }
         h.confirmed = true;
         h.guards += 1;
+        if renew {
+            h.renewers += 1;
+        }
+        h.renew = h.renewers > 0;
         let lost = Arc::clone(&h.lost);
         let generation = h.generation;
         let epoch = h.epoch;
@@ -363,30 +372,38 @@ impl Watchdog {
         (lost, generation, epoch)
     }
 
-    /// Drops one reference: an attempt's (`guard_epoch: None`) or a guard's
-    /// (the epoch its hold had); the hold stops being watched at zero.
-    /// Returns whether this owner has nothing left in this process (no
-    /// guard, no other attempt) on the lock: only then may a maybe-acquired
-    /// attempt release by owner without ending a hold that someone here
-    /// still relies on.
+    /// Drops one reference: an attempt's (`guard: None`) or a guard's (the
+    /// epoch its hold had, and whether it was taken under the watchdog); the
+    /// hold stops being watched when its last guard is gone.
     pub(crate) fn deregister(
         &self,
         key: &HoldKey,
         generation: u64,
-        guard_epoch: Option<u64>,
-    ) -> bool {
+        guard: Option<(u64, bool)>,
+    ) -> Left {
         let mut holds = self.holds();
         let Some(h) = holds.get_mut(key) else {
-            return true;
+            return Left {
+                nothing: true,
+                stale: false,
+            };
         };
         if h.generation != generation {
             // That hold was lost and its entry replaced by a newer one.
-            return false;
+            return Left {
+                nothing: false,
+                stale: true,
+            };
         }
         h.refs = h.refs.saturating_sub(1);
-        match guard_epoch {
-            Some(e) if e == h.epoch => {
+        let mut stale = false;
+        match guard {
+            Some((epoch, renew)) if epoch == h.epoch => {
                 h.guards = h.guards.saturating_sub(1);
+                if renew {
+                    h.renewers = h.renewers.saturating_sub(1);
+                    h.renew = h.renewers > 0;
+                }
                 if h.guards == 0 {
                     // Deregistered before its release is sent: no renewal
                     // may follow, even while stale guards or attempts keep
@@ -394,16 +411,25 @@ impl Watchdog {
                     h.end_hold();
                 }
             }
-            Some(_) => h.stale = h.stale.saturating_sub(1),
+            Some(_) => {
+                h.stale = h.stale.saturating_sub(1);
+                stale = true;
+            }
             None => {}
         }
         if h.refs == 0 {
             // A second lookup, but a cheap one (the hash is precomputed);
             // `entry` would need an owned key, two reference counts.
             holds.remove(key);
-            return true;
+            return Left {
+                nothing: true,
+                stale,
+            };
         }
-        false
+        Left {
+            nothing: false,
+            stale,
+        }
     }
 
     /// When the current hold's lease runs out by the local clock (send time
@@ -431,6 +457,17 @@ impl Watchdog {
             .filter(|h| h.confirmed || h.attempts() > 0)
             .count()
     }
+}
+
+/// What a deregistration left behind.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Left {
+    /// This owner has nothing left in this process on the lock (no guard,
+    /// no attempt): only then may a maybe-acquired attempt release by owner
+    /// without ending a hold that someone here relies on.
+    pub(crate) nothing: bool,
+    /// The reference was a guard of a hold already lost.
+    pub(crate) stale: bool,
 }
 
 /// A hold picked for a call, with its epoch then.
@@ -990,16 +1027,19 @@ mod tests {
         // The second handle's attempt is cancelled: the first's guard holds.
         let attempt = wd.register(&second, lease, true, None, now);
         assert_eq!(attempt, g, "one entry per owner, whichever handle");
-        assert!(!wd.deregister(&second, attempt, None), "a guard remains");
+        assert!(
+            !wd.deregister(&second, attempt, None).nothing,
+            "a guard remains"
+        );
         // Two attempts, no guard: only the last one out may release.
         assert!(
-            wd.deregister(&first, g, Some(epoch)),
+            wd.deregister(&first, g, Some((epoch, true))).nothing,
             "the guard was the last"
         );
         let a = wd.register(&first, lease, true, None, now);
         let b = wd.register(&second, lease, true, None, now);
-        assert!(!wd.deregister(&first, a, None));
-        assert!(wd.deregister(&second, b, None));
+        assert!(!wd.deregister(&first, a, None).nothing);
+        assert!(wd.deregister(&second, b, None).nothing);
         assert_eq!(wd.len(), 0);
     }
 
@@ -1070,7 +1110,10 @@ mod tests {
         let (_, g, epoch) = wd.confirm(&key, g, t0, LEASE, true, None, 1);
         // A clone's attempt is in flight when the guard unlocks.
         let attempt = wd.register(&key, LEASE, true, None, t0);
-        assert!(!wd.deregister(&key, g, Some(epoch)), "the attempt remains");
+        assert!(
+            !wd.deregister(&key, g, Some((epoch, true))).nothing,
+            "the attempt remains"
+        );
         // Its reply: a fresh hold with a new token, not a re-entry.
         let t1 = Instant::now();
         let (fresh, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
@@ -1095,7 +1138,7 @@ mod tests {
         let (a_lost, g, a_epoch) = wd.confirm(&key, a, t1, LEASE, true, None, 2);
         assert_eq!(wd.len(), 1);
         assert!(
-            !wd.deregister(&key, g, Some(a_epoch)),
+            !wd.deregister(&key, g, Some((a_epoch, true))).nothing,
             "the stale guard stays"
         );
         {
@@ -1119,6 +1162,24 @@ mod tests {
     }
 
     #[test]
+    fn a_watchdog_re_entry_renews_a_fixed_lease_only_until_it_is_released() {
+        let wd = idle_watchdog();
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let t0 = Instant::now();
+        let f = wd.register(&key, LEASE, false, None, t0);
+        let (_, g, epoch) = wd.confirm(&key, f, t0, LEASE, false, None, 1);
+        assert!(!wd.holds().get(&key).expect("held").renew, "a fixed lease");
+        let w = wd.register(&key, LEASE, true, None, t0);
+        let _ = wd.confirm(&key, w, t0, LEASE, true, None, 1);
+        assert!(wd.holds().get(&key).expect("held").renew, "renewed for W");
+        // W unlocks: F is a fixed lease again, and still held.
+        assert!(!wd.deregister(&key, g, Some((epoch, true))).nothing);
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("held");
+        assert!(!h.renew && h.confirmed);
+    }
+
+    #[test]
     fn a_renewal_that_finds_the_hold_gone_fires_lost_and_forgets_it() {
         let (wd, key, batch, sent_at) = renewing();
         let lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
@@ -1127,7 +1188,10 @@ mod tests {
         assert_eq!(wd.len(), 0, "no longer watched");
         // Forgotten once its guard is gone.
         let generation = wd.holds().get(&key).expect("kept for its guard").generation;
-        assert!(wd.deregister(&key, generation, Some(batch.epochs[0])));
+        assert!(
+            wd.deregister(&key, generation, Some((batch.epochs[0], true)))
+                .nothing
+        );
         assert!(wd.holds().is_empty());
     }
 
@@ -1141,7 +1205,7 @@ mod tests {
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         // C is cancelled before it was written: B still counts, so C must
         // not release by owner (B may be taking a fresh hold right now).
-        assert!(!wd.deregister(&key, c, None));
+        assert!(!wd.deregister(&key, c, None).nothing);
         // B's fresh hold is watched again, under a new epoch.
         let (lost, _, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2);
         assert_eq!(lost.get(), None);
