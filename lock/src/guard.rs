@@ -72,7 +72,9 @@ pub struct LostToken {
 
 impl LostToken {
     /// Resolves when the hold is known lost; stays pending for a hold that
-    /// was released normally.
+    /// was released normally. Re-entries share their hold's signal: a guard
+    /// unlocked while a re-entry of the same hold lives on sees that hold's
+    /// later loss too.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -288,6 +290,7 @@ impl LockGuard {
     /// Resolves when the hold is known lost: a renewal found it gone, no
     /// renewal succeeded by the local deadline, or the max hold was reached.
     /// Stays pending for a hold that ends normally (unlocked or dropped).
+    /// Re-entries share their hold's signal (see [`LostToken::lost`]).
     ///
     /// ```no_run
     /// use std::time::Duration;

@@ -410,6 +410,7 @@ impl Lock {
             renew,
             self.max_hold,
             token,
+            holds.unsigned_abs(),
         );
         let guard = LockGuard::new(
             self.clone(),

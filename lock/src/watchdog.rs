@@ -70,6 +70,14 @@ struct Hold {
     /// Of those, guards of holds lost before this epoch: they still count
     /// in `refs` until they are dropped, but hold nothing.
     stale: usize,
+    /// The hold count this process believes the server has for the current
+    /// hold (the largest count an acquire reported, less releases since):
+    /// with fencing off, a reply of 1 while this is 1 means the hold
+    /// vanished and this acquire took a new one.
+    seen_holds: u64,
+    /// The token of the last hold found gone: a late reply carrying it is
+    /// about a hold that no longer exists.
+    gone_token: u64,
     /// Of the current guards, those taken under the watchdog: the hold is
     /// renewed while there is one (a watchdog re-entry on a fixed lease
     /// renews it only until that re-entry is released).
@@ -131,6 +139,9 @@ impl Hold {
     fn retire(&mut self, why: LossReason) {
         let old = std::mem::replace(&mut self.lost, LossSignal::new());
         old.fire(why);
+        if self.token != 0 {
+            self.gone_token = self.token;
+        }
         self.stale += std::mem::take(&mut self.guards);
         self.new_epoch();
         self.confirmed = false;
@@ -141,6 +152,7 @@ impl Hold {
     fn new_epoch(&mut self) {
         self.epoch = next_id();
         self.renewers = 0;
+        self.seen_holds = 0;
         self.renewing = false;
         self.off_grid = false;
         self.recheck = false;
@@ -177,6 +189,8 @@ impl Hold {
             guards: 0,
             stale: 0,
             renewers: 0,
+            seen_holds: 0,
+            gone_token: 0,
             token: 0,
             epoch: generation,
             generation,
@@ -265,7 +279,8 @@ impl Watchdog {
     }
 
     /// The acquire sent at `sent_at` with `lease` succeeded with fencing
-    /// token `token` (0 with fencing off); a guard now refers to the entry.
+    /// token `token` (0 with fencing off), leaving this owner `holds` holds;
+    /// a guard now refers to the entry.
     /// Returns the loss signal, generation and epoch for the new guard.
     ///
     /// A re-entry moves the local deadline only when its lease is at least
@@ -286,6 +301,7 @@ impl Watchdog {
         renew: bool,
         max_hold: Option<Duration>,
         token: u64,
+        holds: u64,
     ) -> (LossRef, u64, u64) {
         let lease = clamp_span(lease);
         let mut map = self.holds();
@@ -297,17 +313,26 @@ impl Watchdog {
             // meanwhile: the new hold joins (or starts) the current entry.
             h.refs += 1;
         }
-        if h.confirmed && h.guards > 0 && token != 0 && h.token != 0 && token != h.token {
-            if token < h.token {
-                // This reply is about a hold older than the one the guards
-                // share (tokens only rise): that hold is gone already, and
-                // its guard is stale from the start.
-                h.stale += 1;
-                let gone = LossSignal::new();
-                gone.fire(LossReason::Gone);
-                return (gone, h.generation, 0);
-            }
-            // A new hold: the one the guards shared vanished behind them.
+        if token != 0 && (token < h.token || token == h.gone_token) {
+            // This reply is about a hold older than the entry's latest, or
+            // one already found gone (tokens only rise): that hold no longer
+            // exists, and its guard is stale from the start.
+            h.stale += 1;
+            let gone = LossSignal::new();
+            gone.fire(LossReason::Gone);
+            return (gone, h.generation, 0);
+        }
+        let replaced = if token != 0 {
+            // A newer token: a new hold.
+            h.token != 0 && token > h.token
+        } else {
+            // Fencing off: a re-entry reports at least 2, and clones' earlier
+            // replies can only report less than the count already seen. A 1
+            // while this process believes the count is 1 is a new hold.
+            holds == 1 && h.seen_holds == 1
+        };
+        if h.confirmed && replaced {
+            // The hold the guards shared vanished behind them.
             h.retire(LossReason::Gone);
         }
         // An entry whose hold ended (released, or lost) is unconfirmed:
@@ -339,6 +364,7 @@ impl Watchdog {
                 h.next_renew = sent_at + lease / 3;
             }
         }
+        h.seen_holds = h.seen_holds.max(holds);
         h.confirmed = true;
         h.guards += 1;
         if renew {
@@ -400,6 +426,7 @@ impl Watchdog {
         match guard {
             Some((epoch, renew)) if epoch == h.epoch => {
                 h.guards = h.guards.saturating_sub(1);
+                h.seen_holds = h.seen_holds.saturating_sub(1);
                 if renew {
                     h.renewers = h.renewers.saturating_sub(1);
                     h.renew = h.renewers > 0;
@@ -957,7 +984,7 @@ mod tests {
     fn renewal_in_flight(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
         let t0 = Instant::now();
         let generation = wd.register(key, lease, true, None, t0);
-        wd.confirm(key, generation, t0, lease, true, None, 1);
+        wd.confirm(key, generation, t0, lease, true, None, 1, 1);
         let sent_at = Instant::now();
         let epoch = {
             let mut holds = wd.holds();
@@ -1023,7 +1050,7 @@ mod tests {
         let second = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let now = Instant::now();
         let g = wd.register(&first, lease, true, None, now);
-        let (_, g, epoch) = wd.confirm(&first, g, now, lease, true, None, 7);
+        let (_, g, epoch) = wd.confirm(&first, g, now, lease, true, None, 7, 1);
         // The second handle's attempt is cancelled: the first's guard holds.
         let attempt = wd.register(&second, lease, true, None, now);
         assert_eq!(attempt, g, "one entry per owner, whichever handle");
@@ -1051,7 +1078,7 @@ mod tests {
         wd.holds().remove(&key);
         let now = Instant::now();
         let g = wd.register(&key, LEASE, true, None, now);
-        let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 9);
+        let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 9, 1);
         // The old renewal's reply ("gone") arrives now.
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         assert_eq!(new_lost.get(), None, "the new hold is not the one gone");
@@ -1067,7 +1094,7 @@ mod tests {
         let longer = LEASE * 4;
         let g = wd.register(&key, longer, false, None, Instant::now());
         let reentry_sent = Instant::now();
-        let (lost, _, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1);
+        let (lost, _, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1, 2);
         apply(&wd.shared, &batch, Some(vec![1]), renewal_sent);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
@@ -1086,7 +1113,7 @@ mod tests {
         // The hold vanished and a clone took the lock afresh (token 2 > 1).
         let now = Instant::now();
         let g = wd.register(&key, LEASE, true, None, now);
-        let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 2);
+        let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 2, 1);
         assert_eq!(old_lost.get(), Some(LossReason::Gone), "old guards told");
         // The old hold's renewal comes back "gone": about the old hold only.
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
@@ -1095,7 +1122,7 @@ mod tests {
         // A late reply for an even older token (1) is a hold already gone:
         // its guard is told at once, the current hold is untouched.
         let g = wd.register(&key, LEASE, true, None, now);
-        let (stale, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 1);
+        let (stale, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 1, 1);
         assert_eq!(stale.get(), Some(LossReason::Gone));
         assert_eq!(new_lost.get(), None);
         assert_eq!(wd.holds().get(&key).expect("held").token, 2);
@@ -1107,7 +1134,7 @@ mod tests {
         let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let t0 = Instant::now();
         let g = wd.register(&key, LEASE, true, None, t0);
-        let (_, g, epoch) = wd.confirm(&key, g, t0, LEASE, true, None, 1);
+        let (_, g, epoch) = wd.confirm(&key, g, t0, LEASE, true, None, 1, 1);
         // A clone's attempt is in flight when the guard unlocks.
         let attempt = wd.register(&key, LEASE, true, None, t0);
         assert!(
@@ -1116,9 +1143,9 @@ mod tests {
         );
         // Its reply: a fresh hold with a new token, not a re-entry.
         let t1 = Instant::now();
-        let (fresh, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
+        let (fresh, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2, 1);
         // Then a normal re-entry with that same token.
-        let (again, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2);
+        let (again, _, _) = wd.confirm(&key, attempt, t1, LEASE, true, None, 2, 2);
         assert_eq!(fresh.get(), None);
         assert_eq!(again.get(), None);
         let holds = wd.holds();
@@ -1135,7 +1162,7 @@ mod tests {
         // A clone takes a fresh hold A and unlocks it.
         let t1 = Instant::now();
         let a = wd.register(&key, LEASE, true, None, t1);
-        let (a_lost, g, a_epoch) = wd.confirm(&key, a, t1, LEASE, true, None, 2);
+        let (a_lost, g, a_epoch) = wd.confirm(&key, a, t1, LEASE, true, None, 2, 1);
         assert_eq!(wd.len(), 1);
         assert!(
             !wd.deregister(&key, g, Some((a_epoch, true))).nothing,
@@ -1152,7 +1179,7 @@ mod tests {
         // hold: its own lease, deadline base and max-hold start.
         let t2 = Instant::now();
         let b = wd.register(&key, LEASE / 2, false, None, t2);
-        let (b_lost, _, _) = wd.confirm(&key, b, t2, LEASE / 2, false, None, 0);
+        let (b_lost, _, _) = wd.confirm(&key, b, t2, LEASE / 2, false, None, 0, 1);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
         assert_eq!((h.lease, h.renew), (LEASE / 2, false));
@@ -1167,16 +1194,66 @@ mod tests {
         let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let t0 = Instant::now();
         let f = wd.register(&key, LEASE, false, None, t0);
-        let (_, g, epoch) = wd.confirm(&key, f, t0, LEASE, false, None, 1);
+        let (_, g, epoch) = wd.confirm(&key, f, t0, LEASE, false, None, 1, 1);
         assert!(!wd.holds().get(&key).expect("held").renew, "a fixed lease");
         let w = wd.register(&key, LEASE, true, None, t0);
-        let _ = wd.confirm(&key, w, t0, LEASE, true, None, 1);
+        let _ = wd.confirm(&key, w, t0, LEASE, true, None, 1, 2);
         assert!(wd.holds().get(&key).expect("held").renew, "renewed for W");
         // W unlocks: F is a fixed lease again, and still held.
         assert!(!wd.deregister(&key, g, Some((epoch, true))).nothing);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
         assert!(!h.renew && h.confirmed);
+    }
+
+    #[test]
+    fn without_fencing_a_second_fresh_hold_is_a_vanished_one_not_a_re_entry() {
+        let wd = idle_watchdog();
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let t0 = Instant::now();
+        let g = wd.register(&key, LEASE, true, None, t0);
+        let (first, _, _) = wd.confirm(&key, g, t0, LEASE, true, None, 0, 1);
+        // Clones' replies out of order: the re-entry's (2) before the earlier
+        // fresh one (1) must not look like a vanished hold.
+        let b = wd.register(&key, LEASE, true, None, t0);
+        let c = wd.register(&key, LEASE, true, None, t0);
+        let _ = wd.confirm(&key, c, t0, LEASE, true, None, 0, 3);
+        let _ = wd.confirm(&key, b, t0, LEASE, true, None, 0, 2);
+        assert_eq!(first.get(), None);
+        // All three released; a new first hold (1), then the key vanishes
+        // and a clone's acquire reports 1 again: the hold was replaced.
+        let epoch = wd.holds().get(&key).expect("held").epoch;
+        for _ in 0..3 {
+            let gen = wd.holds().get(&key).expect("held").generation;
+            wd.deregister(&key, gen, Some((epoch, true)));
+        }
+        let t1 = Instant::now();
+        let d = wd.register(&key, LEASE, true, None, t1);
+        let (held, _, _) = wd.confirm(&key, d, t1, LEASE, true, None, 0, 1);
+        let e = wd.register(&key, LEASE / 2, false, None, t1);
+        let t2 = Instant::now();
+        let (fresh, _, _) = wd.confirm(&key, e, t2, LEASE / 2, false, None, 0, 1);
+        assert_eq!(held.get(), Some(LossReason::Gone), "the old hold vanished");
+        assert_eq!(fresh.get(), None);
+        let holds = wd.holds();
+        let h = holds.get(&key).expect("held");
+        assert_eq!(
+            (h.lease, h.last_ok_sent),
+            (LEASE / 2, t2),
+            "its own deadline"
+        );
+    }
+
+    #[test]
+    fn a_late_reply_for_a_gone_token_is_stale_even_on_an_unconfirmed_entry() {
+        let (wd, key, batch, sent_at) = renewing();
+        // A re-entry of token 1 is in flight when the hold is found gone.
+        let late = wd.register(&key, LEASE, true, None, Instant::now());
+        apply(&wd.shared, &batch, Some(vec![0]), sent_at);
+        let (lost, _, epoch) = wd.confirm(&key, late, Instant::now(), LEASE, true, None, 1, 2);
+        assert_eq!(lost.get(), Some(LossReason::Gone), "that hold is gone");
+        assert_eq!(epoch, 0);
+        assert_eq!(wd.len(), 0, "nothing live is watched");
     }
 
     #[test]
@@ -1207,7 +1284,7 @@ mod tests {
         // not release by owner (B may be taking a fresh hold right now).
         assert!(!wd.deregister(&key, c, None).nothing);
         // B's fresh hold is watched again, under a new epoch.
-        let (lost, _, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2);
+        let (lost, _, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2, 1);
         assert_eq!(lost.get(), None);
         assert_eq!(wd.len(), 1);
     }
