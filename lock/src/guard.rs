@@ -191,6 +191,7 @@ impl LockGuard {
             &self.lock.handle.hold,
             self.generation,
             Some((self.epoch, self.renew)),
+            false,
         );
         !(self.token.is_none() && left.stale && !left.nothing)
     }

@@ -349,12 +349,22 @@ impl Lock {
             None => (crate::watchdog::clamp_span(cfg.watchdog_timeout), true),
         };
         let key: HoldKey = self.handle.hold.clone();
-        // One clock read serves as registration and send time.
-        let sent_at = Instant::now();
-        let generation = self
-            .inner
-            .watchdog
-            .register(&key, lease_d, renew, self.max_hold, sent_at);
+        let watchdog = &self.inner.watchdog;
+        let (generation, sent_at) = loop {
+            // Created before the check, so a release finishing in between
+            // still wakes it.
+            let released = watchdog.released();
+            // One clock read serves as registration and send time.
+            let sent_at = Instant::now();
+            match watchdog.register(&key, lease_d, renew, self.max_hold, sent_at) {
+                Ok(generation) => break (generation, sent_at),
+                // A release by owner after a cancelled attempt of this owner
+                // is on its way: it must reach the server before this
+                // acquire, or it could end the hold this acquire takes. It
+                // is bounded by its request timeout.
+                Err(_) => released.await,
+            }
+        };
         let mut in_flight = InFlight {
             lock: self,
             key: Some(key.clone()),
@@ -377,7 +387,6 @@ impl Lock {
             let make = || acquire_cmd(args, names, owner, &ms);
             client.eval_with(&REENTRANT_ACQUIRE, make).await
         };
-        let watchdog = &self.inner.watchdog;
         let frame = match reply {
             Ok(f) => f,
             Err(e) if e.is_unknown_outcome() => {
@@ -386,7 +395,7 @@ impl Lock {
             }
             Err(e) => {
                 in_flight.settle();
-                watchdog.deregister(&key, generation, None);
+                watchdog.deregister(&key, generation, None, false);
                 return Err(e.into());
             }
         };
@@ -398,7 +407,7 @@ impl Lock {
         // attempt never sees this owner without a hold in between.
         in_flight.settle();
         if holds <= 0 {
-            watchdog.deregister(&key, generation, None);
+            watchdog.deregister(&key, generation, None, false);
             return Ok(Attempt::Held(value));
         }
         let token = value.max(0).unsigned_abs();
@@ -653,25 +662,41 @@ impl Drop for InFlight<'_> {
         // release could otherwise end a hold someone here relies on. The
         // count lives in the watchdog entry, under its lock, so two
         // attempts cancelled at once cannot both miss each other.
+        // Without a runtime no release can be sent, so none is announced.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.lock
+                .inner
+                .watchdog
+                .deregister(&key, self.generation, None, false);
+            return;
+        };
+        // When nothing is left, the entry stays marked as releasing until the
+        // release is done: attempts of this owner that start meanwhile wait,
+        // so the release cannot end a hold one of them takes.
         if !self
             .lock
             .inner
             .watchdog
-            .deregister(&key, self.generation, None)
+            .deregister(&key, self.generation, None, true)
             .nothing
         {
             return;
         }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let lock = self.lock.clone();
-            // Queued after the acquire on the same connection, so it runs
-            // after it ("not owner" just means the acquire never ran), and
-            // queued now, so it also runs before any acquire this owner
-            // sends next: a fresh hold taken then is not released by it.
-            spawn_queued(&rt, async move {
-                let _ = lock.release(None).await;
-            });
+        /// Lets waiting attempts go on when the release is done, or dropped
+        /// unsent (a runtime shutting down): they must never wait forever.
+        struct Done(Lock);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.inner.watchdog.release_done(&self.0.handle.hold);
+            }
         }
+        let done = Done(self.lock.clone());
+        // Queued after the acquire on the same connection, so it runs after
+        // it ("not owner" just means the acquire never ran).
+        spawn_queued(&rt, async move {
+            let _ = done.0.release(None).await;
+            drop(done);
+        });
     }
 }
 

@@ -78,6 +78,9 @@ struct Hold {
     /// The token of the last hold found gone: a late reply carrying it is
     /// about a hold that no longer exists.
     gone_token: u64,
+    /// A release by owner (after a cancelled attempt) is on its way: new
+    /// attempts wait for it, or it could end the hold they take.
+    releasing: bool,
     /// Of the current guards, those taken under the watchdog: the hold is
     /// renewed while there is one (a watchdog re-entry on a fixed lease
     /// renews it only until that re-entry is released).
@@ -191,6 +194,7 @@ impl Hold {
             renewers: 0,
             seen_holds: 0,
             gone_token: 0,
+            releasing: false,
             token: 0,
             epoch: generation,
             generation,
@@ -219,6 +223,8 @@ pub(crate) struct Shared {
     pub(crate) renew_calls: AtomicU64,
     /// Rounds that sent at least one renewal.
     pub(crate) renew_rounds: AtomicU64,
+    /// Woken when a release by owner that attempts wait for is done.
+    released: Notify,
     /// Invalidation pushes arrive (client tracking is on): holds older than
     /// [`TRACK_AFTER`] get a tracked read.
     tracking: bool,
@@ -247,6 +253,7 @@ impl Watchdog {
             planned_wake: Mutex::new(Instant::now()),
             renew_calls: AtomicU64::new(0),
             renew_rounds: AtomicU64::new(0),
+            released: Notify::new(),
             tracking: invalidations.is_some(),
         });
         tokio::spawn(run(Arc::downgrade(&shared), client, invalidations));
@@ -262,6 +269,10 @@ impl Watchdog {
     /// entry that is already held change only when an acquire succeeds
     /// ([`confirm`](Self::confirm)): an attempt that fails must not move the
     /// hold's deadline.
+    ///
+    /// `Err` while a release by owner of this hold is on its way: wait with
+    /// [`released`](Self::released) (created before this call) and try
+    /// again.
     pub(crate) fn register(
         &self,
         key: &HoldKey,
@@ -269,13 +280,36 @@ impl Watchdog {
         renew: bool,
         max_hold: Option<Duration>,
         now: Instant,
-    ) -> u64 {
+    ) -> Result<u64, ReleasePending> {
         let mut holds = self.holds();
         let hold = holds
             .entry(key.clone())
             .or_insert_with(|| Hold::new(key, lease, renew, max_hold, now));
+        if hold.releasing {
+            return Err(ReleasePending);
+        }
         hold.refs += 1;
-        hold.generation
+        Ok(hold.generation)
+    }
+
+    /// Resolves after the next release by owner that attempts wait for is
+    /// done (create it before calling [`register`](Self::register)).
+    pub(crate) fn released(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.released.notified()
+    }
+
+    /// The release by owner that [`deregister`](Self::deregister) started
+    /// (`release_if_last`) is done, or will not be sent: attempts may go on.
+    pub(crate) fn release_done(&self, key: &HoldKey) {
+        let mut holds = self.holds();
+        if let Some(h) = holds.get_mut(key) {
+            h.releasing = false;
+            if h.refs == 0 {
+                holds.remove(key);
+            }
+        }
+        drop(holds);
+        self.shared.released.notify_waiters();
     }
 
     /// The acquire sent at `sent_at` with `lease` succeeded with fencing
@@ -401,14 +435,27 @@ impl Watchdog {
     /// Drops one reference: an attempt's (`guard: None`) or a guard's (the
     /// epoch its hold had, and whether it was taken under the watchdog); the
     /// hold stops being watched when its last guard is gone.
+    ///
+    /// With `release_if_last`, when nothing is left the entry is kept,
+    /// marked as releasing, until [`release_done`](Self::release_done): the
+    /// caller sends a release by owner, and attempts registering meanwhile
+    /// wait for it (decided under the same lock, so none slips in between).
     pub(crate) fn deregister(
         &self,
         key: &HoldKey,
         generation: u64,
         guard: Option<(u64, bool)>,
+        release_if_last: bool,
     ) -> Left {
         let mut holds = self.holds();
         let Some(h) = holds.get_mut(key) else {
+            if release_if_last {
+                // Gone (lost and forgotten): mark it all the same, so the
+                // release goes out before any new attempt's acquire.
+                let mut marker = Hold::new(key, Duration::ZERO, false, None, Instant::now());
+                marker.releasing = true;
+                holds.insert(key.clone(), marker);
+            }
             return Left {
                 nothing: true,
                 stale: false,
@@ -445,9 +492,13 @@ impl Watchdog {
             None => {}
         }
         if h.refs == 0 {
-            // A second lookup, but a cheap one (the hash is precomputed);
-            // `entry` would need an owned key, two reference counts.
-            holds.remove(key);
+            if release_if_last {
+                h.releasing = true;
+            } else {
+                // A second lookup, but a cheap one (the hash is precomputed);
+                // `entry` would need an owned key, two reference counts.
+                holds.remove(key);
+            }
             return Left {
                 nothing: true,
                 stale,
@@ -485,6 +536,10 @@ impl Watchdog {
             .count()
     }
 }
+
+/// A release by owner of this hold is on its way; see [`Watchdog::register`].
+#[derive(Debug)]
+pub(crate) struct ReleasePending;
 
 /// What a deregistration left behind.
 #[derive(Clone, Copy, Debug, Default)]
@@ -958,6 +1013,7 @@ mod tests {
                 planned_wake: Mutex::new(Instant::now()),
                 renew_calls: AtomicU64::new(0),
                 renew_rounds: AtomicU64::new(0),
+                released: Notify::new(),
                 tracking: true,
             }),
         }
@@ -983,7 +1039,9 @@ mod tests {
 
     fn renewal_in_flight(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
         let t0 = Instant::now();
-        let generation = wd.register(key, lease, true, None, t0);
+        let generation = wd
+            .register(key, lease, true, None, t0)
+            .expect("no release pending");
         wd.confirm(key, generation, t0, lease, true, None, 1, 1);
         let sent_at = Instant::now();
         let epoch = {
@@ -1049,24 +1107,32 @@ mod tests {
         let first = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let second = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let now = Instant::now();
-        let g = wd.register(&first, lease, true, None, now);
+        let g = wd
+            .register(&first, lease, true, None, now)
+            .expect("no release pending");
         let (_, g, epoch) = wd.confirm(&first, g, now, lease, true, None, 7, 1);
         // The second handle's attempt is cancelled: the first's guard holds.
-        let attempt = wd.register(&second, lease, true, None, now);
+        let attempt = wd
+            .register(&second, lease, true, None, now)
+            .expect("no release pending");
         assert_eq!(attempt, g, "one entry per owner, whichever handle");
         assert!(
-            !wd.deregister(&second, attempt, None).nothing,
+            !wd.deregister(&second, attempt, None, false).nothing,
             "a guard remains"
         );
         // Two attempts, no guard: only the last one out may release.
         assert!(
-            wd.deregister(&first, g, Some((epoch, true))).nothing,
+            wd.deregister(&first, g, Some((epoch, true)), false).nothing,
             "the guard was the last"
         );
-        let a = wd.register(&first, lease, true, None, now);
-        let b = wd.register(&second, lease, true, None, now);
-        assert!(!wd.deregister(&first, a, None).nothing);
-        assert!(wd.deregister(&second, b, None).nothing);
+        let a = wd
+            .register(&first, lease, true, None, now)
+            .expect("no release pending");
+        let b = wd
+            .register(&second, lease, true, None, now)
+            .expect("no release pending");
+        assert!(!wd.deregister(&first, a, None, false).nothing);
+        assert!(wd.deregister(&second, b, None, false).nothing);
         assert_eq!(wd.len(), 0);
     }
 
@@ -1077,7 +1143,9 @@ mod tests {
         // The hold is lost and forgotten, and the owner takes the lock again.
         wd.holds().remove(&key);
         let now = Instant::now();
-        let g = wd.register(&key, LEASE, true, None, now);
+        let g = wd
+            .register(&key, LEASE, true, None, now)
+            .expect("no release pending");
         let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 9, 1);
         // The old renewal's reply ("gone") arrives now.
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
@@ -1092,7 +1160,9 @@ mod tests {
         // A clone re-enters with a longer fixed lease while the renewal
         // (with the 30 s lease) is in flight; its reply is handled first.
         let longer = LEASE * 4;
-        let g = wd.register(&key, longer, false, None, Instant::now());
+        let g = wd
+            .register(&key, longer, false, None, Instant::now())
+            .expect("no release pending");
         let reentry_sent = Instant::now();
         let (lost, _, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1, 2);
         apply(&wd.shared, &batch, Some(vec![1]), renewal_sent);
@@ -1112,7 +1182,9 @@ mod tests {
         let old_lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
         // The hold vanished and a clone took the lock afresh (token 2 > 1).
         let now = Instant::now();
-        let g = wd.register(&key, LEASE, true, None, now);
+        let g = wd
+            .register(&key, LEASE, true, None, now)
+            .expect("no release pending");
         let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 2, 1);
         assert_eq!(old_lost.get(), Some(LossReason::Gone), "old guards told");
         // The old hold's renewal comes back "gone": about the old hold only.
@@ -1121,7 +1193,9 @@ mod tests {
         assert_eq!(wd.len(), 1);
         // A late reply for an even older token (1) is a hold already gone:
         // its guard is told at once, the current hold is untouched.
-        let g = wd.register(&key, LEASE, true, None, now);
+        let g = wd
+            .register(&key, LEASE, true, None, now)
+            .expect("no release pending");
         let (stale, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 1, 1);
         assert_eq!(stale.get(), Some(LossReason::Gone));
         assert_eq!(new_lost.get(), None);
@@ -1133,12 +1207,16 @@ mod tests {
         let wd = idle_watchdog();
         let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let t0 = Instant::now();
-        let g = wd.register(&key, LEASE, true, None, t0);
+        let g = wd
+            .register(&key, LEASE, true, None, t0)
+            .expect("no release pending");
         let (_, g, epoch) = wd.confirm(&key, g, t0, LEASE, true, None, 1, 1);
         // A clone's attempt is in flight when the guard unlocks.
-        let attempt = wd.register(&key, LEASE, true, None, t0);
+        let attempt = wd
+            .register(&key, LEASE, true, None, t0)
+            .expect("no release pending");
         assert!(
-            !wd.deregister(&key, g, Some((epoch, true))).nothing,
+            !wd.deregister(&key, g, Some((epoch, true)), false).nothing,
             "the attempt remains"
         );
         // Its reply: a fresh hold with a new token, not a re-entry.
@@ -1161,11 +1239,13 @@ mod tests {
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         // A clone takes a fresh hold A and unlocks it.
         let t1 = Instant::now();
-        let a = wd.register(&key, LEASE, true, None, t1);
+        let a = wd
+            .register(&key, LEASE, true, None, t1)
+            .expect("no release pending");
         let (a_lost, g, a_epoch) = wd.confirm(&key, a, t1, LEASE, true, None, 2, 1);
         assert_eq!(wd.len(), 1);
         assert!(
-            !wd.deregister(&key, g, Some((a_epoch, true))).nothing,
+            !wd.deregister(&key, g, Some((a_epoch, true)), false).nothing,
             "the stale guard stays"
         );
         {
@@ -1178,7 +1258,9 @@ mod tests {
         // With fencing off (token 0), a fresh hold B after that is a first
         // hold: its own lease, deadline base and max-hold start.
         let t2 = Instant::now();
-        let b = wd.register(&key, LEASE / 2, false, None, t2);
+        let b = wd
+            .register(&key, LEASE / 2, false, None, t2)
+            .expect("no release pending");
         let (b_lost, _, _) = wd.confirm(&key, b, t2, LEASE / 2, false, None, 0, 1);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
@@ -1193,14 +1275,18 @@ mod tests {
         let wd = idle_watchdog();
         let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let t0 = Instant::now();
-        let f = wd.register(&key, LEASE, false, None, t0);
+        let f = wd
+            .register(&key, LEASE, false, None, t0)
+            .expect("no release pending");
         let (_, g, epoch) = wd.confirm(&key, f, t0, LEASE, false, None, 1, 1);
         assert!(!wd.holds().get(&key).expect("held").renew, "a fixed lease");
-        let w = wd.register(&key, LEASE, true, None, t0);
+        let w = wd
+            .register(&key, LEASE, true, None, t0)
+            .expect("no release pending");
         let _ = wd.confirm(&key, w, t0, LEASE, true, None, 1, 2);
         assert!(wd.holds().get(&key).expect("held").renew, "renewed for W");
         // W unlocks: F is a fixed lease again, and still held.
-        assert!(!wd.deregister(&key, g, Some((epoch, true))).nothing);
+        assert!(!wd.deregister(&key, g, Some((epoch, true)), false).nothing);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
         assert!(!h.renew && h.confirmed);
@@ -1211,12 +1297,18 @@ mod tests {
         let wd = idle_watchdog();
         let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
         let t0 = Instant::now();
-        let g = wd.register(&key, LEASE, true, None, t0);
+        let g = wd
+            .register(&key, LEASE, true, None, t0)
+            .expect("no release pending");
         let (first, _, _) = wd.confirm(&key, g, t0, LEASE, true, None, 0, 1);
         // Clones' replies out of order: the re-entry's (2) before the earlier
         // fresh one (1) must not look like a vanished hold.
-        let b = wd.register(&key, LEASE, true, None, t0);
-        let c = wd.register(&key, LEASE, true, None, t0);
+        let b = wd
+            .register(&key, LEASE, true, None, t0)
+            .expect("no release pending");
+        let c = wd
+            .register(&key, LEASE, true, None, t0)
+            .expect("no release pending");
         let _ = wd.confirm(&key, c, t0, LEASE, true, None, 0, 3);
         let _ = wd.confirm(&key, b, t0, LEASE, true, None, 0, 2);
         assert_eq!(first.get(), None);
@@ -1225,12 +1317,16 @@ mod tests {
         let epoch = wd.holds().get(&key).expect("held").epoch;
         for _ in 0..3 {
             let gen = wd.holds().get(&key).expect("held").generation;
-            wd.deregister(&key, gen, Some((epoch, true)));
+            wd.deregister(&key, gen, Some((epoch, true)), false);
         }
         let t1 = Instant::now();
-        let d = wd.register(&key, LEASE, true, None, t1);
+        let d = wd
+            .register(&key, LEASE, true, None, t1)
+            .expect("no release pending");
         let (held, _, _) = wd.confirm(&key, d, t1, LEASE, true, None, 0, 1);
-        let e = wd.register(&key, LEASE / 2, false, None, t1);
+        let e = wd
+            .register(&key, LEASE / 2, false, None, t1)
+            .expect("no release pending");
         let t2 = Instant::now();
         let (fresh, _, _) = wd.confirm(&key, e, t2, LEASE / 2, false, None, 0, 1);
         assert_eq!(held.get(), Some(LossReason::Gone), "the old hold vanished");
@@ -1248,12 +1344,40 @@ mod tests {
     fn a_late_reply_for_a_gone_token_is_stale_even_on_an_unconfirmed_entry() {
         let (wd, key, batch, sent_at) = renewing();
         // A re-entry of token 1 is in flight when the hold is found gone.
-        let late = wd.register(&key, LEASE, true, None, Instant::now());
+        let late = wd
+            .register(&key, LEASE, true, None, Instant::now())
+            .expect("no release pending");
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         let (lost, _, epoch) = wd.confirm(&key, late, Instant::now(), LEASE, true, None, 1, 2);
         assert_eq!(lost.get(), Some(LossReason::Gone), "that hold is gone");
         assert_eq!(epoch, 0);
         assert_eq!(wd.len(), 0, "nothing live is watched");
+    }
+
+    #[test]
+    fn attempts_wait_while_a_release_by_owner_is_on_its_way() {
+        let wd = idle_watchdog();
+        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let now = Instant::now();
+        let a = wd.register(&key, LEASE, true, None, now).expect("free");
+        // A cancelled attempt, the owner's last reference: it will release.
+        assert!(wd.deregister(&key, a, None, true).nothing);
+        assert!(
+            wd.register(&key, LEASE, true, None, now).is_err(),
+            "must wait"
+        );
+        assert_eq!(wd.len(), 0, "a marker, not a hold");
+        wd.release_done(&key);
+        assert!(wd.holds().is_empty(), "the marker is gone");
+        let b = wd
+            .register(&key, LEASE, true, None, now)
+            .expect("may go on");
+        // Even for an entry already forgotten, the release is announced.
+        assert!(wd.deregister(&key, b, None, false).nothing);
+        assert!(wd.deregister(&key, 0, None, true).nothing);
+        assert!(wd.register(&key, LEASE, true, None, now).is_err());
+        wd.release_done(&key);
+        assert!(wd.register(&key, LEASE, true, None, now).is_ok());
     }
 
     #[test]
@@ -1266,7 +1390,7 @@ mod tests {
         // Forgotten once its guard is gone.
         let generation = wd.holds().get(&key).expect("kept for its guard").generation;
         assert!(
-            wd.deregister(&key, generation, Some((batch.epochs[0], true)))
+            wd.deregister(&key, generation, Some((batch.epochs[0], true)), false)
                 .nothing
         );
         assert!(wd.holds().is_empty());
@@ -1277,12 +1401,16 @@ mod tests {
         let (wd, key, batch, sent_at) = renewing();
         let now = Instant::now();
         // Two attempts of clones in flight when the renewal finds it gone.
-        let b = wd.register(&key, LEASE, true, None, now);
-        let c = wd.register(&key, LEASE, true, None, now);
+        let b = wd
+            .register(&key, LEASE, true, None, now)
+            .expect("no release pending");
+        let c = wd
+            .register(&key, LEASE, true, None, now)
+            .expect("no release pending");
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         // C is cancelled before it was written: B still counts, so C must
         // not release by owner (B may be taking a fresh hold right now).
-        assert!(!wd.deregister(&key, c, None).nothing);
+        assert!(!wd.deregister(&key, c, None, false).nothing);
         // B's fresh hold is watched again, under a new epoch.
         let (lost, _, _) = wd.confirm(&key, b, Instant::now(), LEASE, true, None, 2, 1);
         assert_eq!(lost.get(), None);
