@@ -1003,6 +1003,24 @@ mod tests {
     use super::*;
     use bytes::Bytes;
 
+    /// The hold most tests use.
+    fn orders() -> HoldKey {
+        HoldKey::new(Arc::from("orders"), Arc::from("c:1"))
+    }
+
+    /// Registers an attempt where no release by owner is pending.
+    fn reg(
+        wd: &Watchdog,
+        key: &HoldKey,
+        lease: Duration,
+        renew: bool,
+        max_hold: Option<Duration>,
+        now: Instant,
+    ) -> u64 {
+        wd.register(key, lease, renew, max_hold, now)
+            .expect("no release pending")
+    }
+
     /// A watchdog without its task: the state machine alone.
     fn idle_watchdog() -> Watchdog {
         Watchdog {
@@ -1025,7 +1043,7 @@ mod tests {
     /// at the returned time, in the returned batch) is in flight.
     fn renewing() -> (Watchdog, HoldKey, Batch, Instant) {
         let wd = idle_watchdog();
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let key = orders();
         let (batch, sent_at) = renewal_in_flight(&wd, &key, LEASE);
         (wd, key, batch, sent_at)
     }
@@ -1039,9 +1057,7 @@ mod tests {
 
     fn renewal_in_flight(wd: &Watchdog, key: &HoldKey, lease: Duration) -> (Batch, Instant) {
         let t0 = Instant::now();
-        let generation = wd
-            .register(key, lease, true, None, t0)
-            .expect("no release pending");
+        let generation = reg(wd, key, lease, true, None, t0);
         wd.confirm(key, generation, t0, lease, true, None, 1, 1);
         let sent_at = Instant::now();
         let epoch = {
@@ -1104,17 +1120,13 @@ mod tests {
         let wd = idle_watchdog();
         let lease = Duration::from_secs(30);
         // Two handles acting as one owner: equal keys, separate strings.
-        let first = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
-        let second = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let first = orders();
+        let second = orders();
         let now = Instant::now();
-        let g = wd
-            .register(&first, lease, true, None, now)
-            .expect("no release pending");
+        let g = reg(&wd, &first, lease, true, None, now);
         let (_, g, epoch) = wd.confirm(&first, g, now, lease, true, None, 7, 1);
         // The second handle's attempt is cancelled: the first's guard holds.
-        let attempt = wd
-            .register(&second, lease, true, None, now)
-            .expect("no release pending");
+        let attempt = reg(&wd, &second, lease, true, None, now);
         assert_eq!(attempt, g, "one entry per owner, whichever handle");
         assert!(
             !wd.deregister(&second, attempt, None, false).nothing,
@@ -1125,12 +1137,8 @@ mod tests {
             wd.deregister(&first, g, Some((epoch, true)), false).nothing,
             "the guard was the last"
         );
-        let a = wd
-            .register(&first, lease, true, None, now)
-            .expect("no release pending");
-        let b = wd
-            .register(&second, lease, true, None, now)
-            .expect("no release pending");
+        let a = reg(&wd, &first, lease, true, None, now);
+        let b = reg(&wd, &second, lease, true, None, now);
         assert!(!wd.deregister(&first, a, None, false).nothing);
         assert!(wd.deregister(&second, b, None, false).nothing);
         assert_eq!(wd.len(), 0);
@@ -1143,9 +1151,7 @@ mod tests {
         // The hold is lost and forgotten, and the owner takes the lock again.
         wd.holds().remove(&key);
         let now = Instant::now();
-        let g = wd
-            .register(&key, LEASE, true, None, now)
-            .expect("no release pending");
+        let g = reg(&wd, &key, LEASE, true, None, now);
         let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 9, 1);
         // The old renewal's reply ("gone") arrives now.
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
@@ -1160,9 +1166,7 @@ mod tests {
         // A clone re-enters with a longer fixed lease while the renewal
         // (with the 30 s lease) is in flight; its reply is handled first.
         let longer = LEASE * 4;
-        let g = wd
-            .register(&key, longer, false, None, Instant::now())
-            .expect("no release pending");
+        let g = reg(&wd, &key, longer, false, None, Instant::now());
         let reentry_sent = Instant::now();
         let (lost, _, _) = wd.confirm(&key, g, reentry_sent, longer, false, None, 1, 2);
         apply(&wd.shared, &batch, Some(vec![1]), renewal_sent);
@@ -1182,9 +1186,7 @@ mod tests {
         let old_lost = Arc::clone(&wd.holds().get(&key).expect("held").lost);
         // The hold vanished and a clone took the lock afresh (token 2 > 1).
         let now = Instant::now();
-        let g = wd
-            .register(&key, LEASE, true, None, now)
-            .expect("no release pending");
+        let g = reg(&wd, &key, LEASE, true, None, now);
         let (new_lost, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 2, 1);
         assert_eq!(old_lost.get(), Some(LossReason::Gone), "old guards told");
         // The old hold's renewal comes back "gone": about the old hold only.
@@ -1193,9 +1195,7 @@ mod tests {
         assert_eq!(wd.len(), 1);
         // A late reply for an even older token (1) is a hold already gone:
         // its guard is told at once, the current hold is untouched.
-        let g = wd
-            .register(&key, LEASE, true, None, now)
-            .expect("no release pending");
+        let g = reg(&wd, &key, LEASE, true, None, now);
         let (stale, _, _) = wd.confirm(&key, g, now, LEASE, true, None, 1, 1);
         assert_eq!(stale.get(), Some(LossReason::Gone));
         assert_eq!(new_lost.get(), None);
@@ -1205,16 +1205,12 @@ mod tests {
     #[test]
     fn a_hold_after_every_guard_left_starts_afresh_without_false_losses() {
         let wd = idle_watchdog();
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let key = orders();
         let t0 = Instant::now();
-        let g = wd
-            .register(&key, LEASE, true, None, t0)
-            .expect("no release pending");
+        let g = reg(&wd, &key, LEASE, true, None, t0);
         let (_, g, epoch) = wd.confirm(&key, g, t0, LEASE, true, None, 1, 1);
         // A clone's attempt is in flight when the guard unlocks.
-        let attempt = wd
-            .register(&key, LEASE, true, None, t0)
-            .expect("no release pending");
+        let attempt = reg(&wd, &key, LEASE, true, None, t0);
         assert!(
             !wd.deregister(&key, g, Some((epoch, true)), false).nothing,
             "the attempt remains"
@@ -1239,9 +1235,7 @@ mod tests {
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         // A clone takes a fresh hold A and unlocks it.
         let t1 = Instant::now();
-        let a = wd
-            .register(&key, LEASE, true, None, t1)
-            .expect("no release pending");
+        let a = reg(&wd, &key, LEASE, true, None, t1);
         let (a_lost, g, a_epoch) = wd.confirm(&key, a, t1, LEASE, true, None, 2, 1);
         assert_eq!(wd.len(), 1);
         assert!(
@@ -1258,9 +1252,7 @@ mod tests {
         // With fencing off (token 0), a fresh hold B after that is a first
         // hold: its own lease, deadline base and max-hold start.
         let t2 = Instant::now();
-        let b = wd
-            .register(&key, LEASE / 2, false, None, t2)
-            .expect("no release pending");
+        let b = reg(&wd, &key, LEASE / 2, false, None, t2);
         let (b_lost, _, _) = wd.confirm(&key, b, t2, LEASE / 2, false, None, 0, 1);
         let holds = wd.holds();
         let h = holds.get(&key).expect("held");
@@ -1273,16 +1265,12 @@ mod tests {
     #[test]
     fn a_watchdog_re_entry_renews_a_fixed_lease_only_until_it_is_released() {
         let wd = idle_watchdog();
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let key = orders();
         let t0 = Instant::now();
-        let f = wd
-            .register(&key, LEASE, false, None, t0)
-            .expect("no release pending");
+        let f = reg(&wd, &key, LEASE, false, None, t0);
         let (_, g, epoch) = wd.confirm(&key, f, t0, LEASE, false, None, 1, 1);
         assert!(!wd.holds().get(&key).expect("held").renew, "a fixed lease");
-        let w = wd
-            .register(&key, LEASE, true, None, t0)
-            .expect("no release pending");
+        let w = reg(&wd, &key, LEASE, true, None, t0);
         let _ = wd.confirm(&key, w, t0, LEASE, true, None, 1, 2);
         assert!(wd.holds().get(&key).expect("held").renew, "renewed for W");
         // W unlocks: F is a fixed lease again, and still held.
@@ -1295,20 +1283,14 @@ mod tests {
     #[test]
     fn without_fencing_a_second_fresh_hold_is_a_vanished_one_not_a_re_entry() {
         let wd = idle_watchdog();
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let key = orders();
         let t0 = Instant::now();
-        let g = wd
-            .register(&key, LEASE, true, None, t0)
-            .expect("no release pending");
+        let g = reg(&wd, &key, LEASE, true, None, t0);
         let (first, _, _) = wd.confirm(&key, g, t0, LEASE, true, None, 0, 1);
         // Clones' replies out of order: the re-entry's (2) before the earlier
         // fresh one (1) must not look like a vanished hold.
-        let b = wd
-            .register(&key, LEASE, true, None, t0)
-            .expect("no release pending");
-        let c = wd
-            .register(&key, LEASE, true, None, t0)
-            .expect("no release pending");
+        let b = reg(&wd, &key, LEASE, true, None, t0);
+        let c = reg(&wd, &key, LEASE, true, None, t0);
         let _ = wd.confirm(&key, c, t0, LEASE, true, None, 0, 3);
         let _ = wd.confirm(&key, b, t0, LEASE, true, None, 0, 2);
         assert_eq!(first.get(), None);
@@ -1320,13 +1302,9 @@ mod tests {
             wd.deregister(&key, gen, Some((epoch, true)), false);
         }
         let t1 = Instant::now();
-        let d = wd
-            .register(&key, LEASE, true, None, t1)
-            .expect("no release pending");
+        let d = reg(&wd, &key, LEASE, true, None, t1);
         let (held, _, _) = wd.confirm(&key, d, t1, LEASE, true, None, 0, 1);
-        let e = wd
-            .register(&key, LEASE / 2, false, None, t1)
-            .expect("no release pending");
+        let e = reg(&wd, &key, LEASE / 2, false, None, t1);
         let t2 = Instant::now();
         let (fresh, _, _) = wd.confirm(&key, e, t2, LEASE / 2, false, None, 0, 1);
         assert_eq!(held.get(), Some(LossReason::Gone), "the old hold vanished");
@@ -1344,9 +1322,7 @@ mod tests {
     fn a_late_reply_for_a_gone_token_is_stale_even_on_an_unconfirmed_entry() {
         let (wd, key, batch, sent_at) = renewing();
         // A re-entry of token 1 is in flight when the hold is found gone.
-        let late = wd
-            .register(&key, LEASE, true, None, Instant::now())
-            .expect("no release pending");
+        let late = reg(&wd, &key, LEASE, true, None, Instant::now());
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         let (lost, _, epoch) = wd.confirm(&key, late, Instant::now(), LEASE, true, None, 1, 2);
         assert_eq!(lost.get(), Some(LossReason::Gone), "that hold is gone");
@@ -1357,7 +1333,7 @@ mod tests {
     #[test]
     fn attempts_wait_while_a_release_by_owner_is_on_its_way() {
         let wd = idle_watchdog();
-        let key = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let key = orders();
         let now = Instant::now();
         let a = wd.register(&key, LEASE, true, None, now).expect("free");
         // A cancelled attempt, the owner's last reference: it will release.
@@ -1401,12 +1377,8 @@ mod tests {
         let (wd, key, batch, sent_at) = renewing();
         let now = Instant::now();
         // Two attempts of clones in flight when the renewal finds it gone.
-        let b = wd
-            .register(&key, LEASE, true, None, now)
-            .expect("no release pending");
-        let c = wd
-            .register(&key, LEASE, true, None, now)
-            .expect("no release pending");
+        let b = reg(&wd, &key, LEASE, true, None, now);
+        let c = reg(&wd, &key, LEASE, true, None, now);
         apply(&wd.shared, &batch, Some(vec![0]), sent_at);
         // C is cancelled before it was written: B still counts, so C must
         // not release by owner (B may be taking a fresh hold right now).
