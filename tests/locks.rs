@@ -53,6 +53,15 @@ async fn acquire_now_and_unlock(lock: &Lock) {
         .unwrap();
 }
 
+/// Takes `lock` at once with a fixed `lease`; panics with `what` if it is
+/// held by another owner.
+async fn hold_for(lock: &Lock, lease: Duration, what: &str) -> LockGuard {
+    lock.try_acquire_now(Some(lease))
+        .await
+        .unwrap()
+        .expect(what)
+}
+
 /// The loss `guard` reports; panics with `what` unless it comes within 5 s.
 async fn lost_within_5s(guard: &LockGuard, what: &str) -> LossReason {
     tokio::time::timeout(Duration::from_secs(5), guard.lost())
@@ -167,11 +176,7 @@ async fn every_lock_path_reloads_flushed_scripts() {
     }
 
     flush();
-    let g = lock
-        .try_acquire_now(Some(Duration::from_secs(5)))
-        .await
-        .unwrap()
-        .expect("free");
+    let g = hold_for(&lock, Duration::from_secs(5), "free").await;
     assert_eq!(
         noscripts(),
         before + 5,
@@ -792,11 +797,7 @@ async fn a_short_lease_re_entry_does_not_cut_a_longer_hold_short() {
     let (_server, locks) = server_with_locks(cfg()).await;
     let lock = locks.lock("mixed-leases");
     let long = lock.acquire().await.unwrap(); // watchdog, 900 ms, renewed
-    let short = lock
-        .try_acquire_now(Some(Duration::from_millis(100)))
-        .await
-        .unwrap()
-        .unwrap();
+    let short = hold_for(&lock, Duration::from_millis(100), "re-entry").await;
     assert_eq!(short.hold_count(), 2);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(
@@ -864,17 +865,9 @@ async fn a_failed_acquire_leaves_no_watchdog_entry() {
 async fn a_shorter_re_entry_does_not_move_the_deadline() {
     let (_server, locks) = server_with_locks(cfg()).await;
     let lock = locks.lock("deadline");
-    let outer = lock
-        .try_acquire_now(Some(Duration::from_secs(3)))
-        .await
-        .unwrap()
-        .expect("free");
+    let outer = hold_for(&lock, Duration::from_secs(3), "free").await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let inner = lock
-        .try_acquire_now(Some(Duration::from_millis(500)))
-        .await
-        .unwrap()
-        .expect("re-entry");
+    let inner = hold_for(&lock, Duration::from_millis(500), "re-entry").await;
     assert_eq!(inner.hold_count(), 2);
     let server_ttl = lock.remaining_ttl().await.unwrap().expect("expires");
     let local = inner.remaining_lease().expect("held");
@@ -895,16 +888,8 @@ async fn a_shorter_re_entry_does_not_move_the_deadline() {
 async fn releasing_a_re_entry_keeps_a_longer_lease() {
     let (_server, locks) = server_with_locks(cfg()).await;
     let lock = locks.lock("long-lease");
-    let outer = lock
-        .try_acquire_now(Some(Duration::from_secs(20)))
-        .await
-        .unwrap()
-        .expect("free");
-    let inner = lock
-        .try_acquire_now(Some(Duration::from_secs(20)))
-        .await
-        .unwrap()
-        .expect("re-entry");
+    let outer = hold_for(&lock, Duration::from_secs(20), "free").await;
+    let inner = hold_for(&lock, Duration::from_secs(20), "re-entry").await;
     inner.unlock().await.unwrap();
     // The watchdog lease here is 900 ms; the outer hold has ~20 s.
     let ttl = lock.remaining_ttl().await.unwrap().expect("expires");
@@ -924,11 +909,7 @@ async fn with_tracking_a_deleted_fixed_lease_hold_is_lost_at_once() {
         .await
         .unwrap();
     let lock = locks.lock("fixed-tracked");
-    let guard = lock
-        .try_acquire_now(Some(Duration::from_secs(30)))
-        .await
-        .unwrap()
-        .expect("free");
+    let guard = hold_for(&lock, Duration::from_secs(30), "free").await;
     // Tracked after 20 ms; give the tracked read time to go out.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let deleted = Instant::now();
