@@ -2,27 +2,54 @@
 -- reentrant_renew_node: reentrant_renew for holds in many slots of one
 -- cluster node, so 10,000 holds need about 100 calls, not one per slot.
 --
--- KEYS[1]    none: the call declares no keys and is sent to one node's
---            connection directly (declared keys would have to share a slot)
--- ARGV[1]    lease in milliseconds
--- ARGV[2i]   a lock hash served by this node; ARGV[2i+1] its owner id
+-- KEYS[1]     none: the call declares no keys and is sent to one node's
+--             connection directly (declared keys would have to share a slot)
+-- ARGV[1]     lease in milliseconds; "0" only checks
+-- ARGV[2]     idle expiry of the fencing counters, in milliseconds
+-- ARGV[4i-1]  hold i's lock hash, ARGV[4i] its counter, ARGV[4i+1] its
+--             owner, ARGV[4i+2] its token
 --
--- Returns  an array: element i is 1 when the i-th lock is still held by its
---          owner and now lives at least the lease (a longer expiry is kept),
---          0 when that hold is gone.
+-- Returns  as reentrant_renew: 1 held (and renewed), 0 gone, -1 unknown
+--          (a key this node no longer serves: ask its slot's node).
 --
--- Needs Redis 7 / Valkey (script flags). A node that no longer serves one of
--- the keys fails the whole call; the watchdog then renews per slot.
-local out = {}
-for i = 2, #ARGV, 2 do
-    local key = ARGV[i]
-    if redis.call('hexists', key, ARGV[i + 1]) == 1 then
-        if redis.call('pttl', key) < tonumber(ARGV[1]) then
-            redis.call('pexpire', key, ARGV[1])
+-- Needs Redis 7 / Valkey (script flags); where it is refused, the engine
+-- renews per slot with reentrant_renew.
+local function judge(key, counter, owner, token, lease, idle)
+    local held = redis.pcall('hexists', key, owner)
+    if type(held) == 'table' then
+        if string.find(held.err or '', 'WRONGTYPE', 1, true) then
+            return 0
         end
-        out[#out + 1] = 1
-    else
-        out[#out + 1] = 0
+        return -1
     end
+    if held == 0 then
+        return 0
+    end
+    local current = redis.pcall('get', counter)
+    if type(current) == 'table' then
+        return 0
+    end
+    if current == false then
+        if lease > 0 then
+            redis.call('set', counter, token, 'px', idle)
+        end
+    elseif current ~= token then
+        return 0
+    end
+    if lease > 0 then
+        if redis.call('pttl', key) < lease then
+            redis.call('pexpire', key, lease)
+        end
+        if redis.call('pttl', counter) >= 0 then
+            redis.call('pexpire', counter, idle)
+        end
+    end
+    return 1
+end
+
+local lease = tonumber(ARGV[1])
+local out = {}
+for i = 3, #ARGV, 4 do
+    out[#out + 1] = judge(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2])
 end
 return out

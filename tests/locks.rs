@@ -977,14 +977,27 @@ async fn a_clone_that_takes_a_vanished_hold_afresh_tells_the_old_guard() {
 async fn a_renewal_never_shortens_a_longer_expiry() {
     use keylatch_lock::scripts::REENTRANT_RENEW;
     let (server, locks) = server_with_locks(cfg()).await;
+    let counter = "redisson_lock_token:{long-held}";
     server.cli(&["HSET", "long-held", "c:1", "1"]).unwrap();
     server.cli(&["PEXPIRE", "long-held", "20000"]).unwrap();
-    let reply = locks
-        .client()
-        .eval_script(&REENTRANT_RENEW, &["long-held"], &["900", "c:1"])
-        .await
-        .unwrap();
-    assert_eq!(reply, Frame::Array(vec![Frame::Integer(1)]), "still held");
+    server.cli(&["SET", counter, "5"]).unwrap();
+    // KEYS: hash, counter; ARGV: lease, counter idle expiry, owner, token.
+    let renew = || async {
+        locks
+            .client()
+            .eval_script(
+                &REENTRANT_RENEW,
+                &["long-held", counter],
+                &["900", "60000", "c:1", "5"],
+            )
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        renew().await,
+        Frame::Array(vec![Frame::Integer(1)]),
+        "still held"
+    );
     let ttl: u64 = server
         .cli(&["PTTL", "long-held"])
         .unwrap()
@@ -994,11 +1007,7 @@ async fn a_renewal_never_shortens_a_longer_expiry() {
     assert!(ttl > 15_000, "{ttl} ms left");
     // A short expiry is extended as before.
     server.cli(&["PEXPIRE", "long-held", "100"]).unwrap();
-    locks
-        .client()
-        .eval_script(&REENTRANT_RENEW, &["long-held"], &["900", "c:1"])
-        .await
-        .unwrap();
+    renew().await;
     let ttl: u64 = server
         .cli(&["PTTL", "long-held"])
         .unwrap()

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use keylatch_resp::{Cmd, Frame, ToArg};
 
@@ -292,6 +293,59 @@ impl Client {
                 let cmd = Cmd::new("X").key(key);
                 let slot = command_slot(&cmd)?;
                 router.connection_for_slot(slot).await
+            }
+        }
+    }
+
+    /// The request timeout the client's connections use (`None`: none).
+    ///
+    /// ```no_run
+    /// # fn demo(c: keylatch_cluster::Client) {
+    /// println!("requests time out after {:?}", c.request_timeout());
+    /// # }
+    /// ```
+    pub fn request_timeout(&self) -> Option<Duration> {
+        match &self.inner {
+            Inner::Standalone(conn) => conn.config().request_timeout,
+            Inner::Cluster(router) => router.base().request_timeout,
+        }
+    }
+
+    /// [`eval_shared`](Commands::eval_shared) whose reply is awaited however
+    /// long it takes on a standalone server: the connection's request timeout
+    /// does not apply, so a caller that bounds the wait itself can hand the
+    /// still-pending future on (e.g. to learn, later, whether a lock acquire
+    /// it gave up on took the lock). In a cluster each routed attempt keeps
+    /// the request timeout.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// # async fn demo(c: keylatch_cluster::Client, s: &keylatch_cluster::Script) -> keylatch_cluster::Result<()> {
+    /// let cmd = Arc::new(s.evalsha_cmd(&["k"], &["1"]));
+    /// let reply = tokio::time::timeout(Duration::from_secs(1), c.eval_shared_untimed(s, &cmd)).await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`eval_shared`](Commands::eval_shared), without [`Error::Timeout`]
+    /// on a standalone server.
+    ///
+    /// # Cancel safety
+    /// As [`Connection::send`].
+    pub async fn eval_shared_untimed(&self, script: &Script, cmd: &Arc<Cmd>) -> Result<Frame> {
+        match &self.inner {
+            Inner::Standalone(conn) => {
+                match conn.send_shared_timeout(Arc::clone(cmd), None).await {
+                    Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                        // SCRIPT LOAD and the command again, in one write.
+                        Box::pin(conn.load_and_run(script, Cmd::clone(cmd))).await
+                    }
+                    other => other,
+                }
+            }
+            Inner::Cluster(router) => {
+                Box::pin(router.send_shared(Arc::clone(cmd), Some(script))).await
             }
         }
     }

@@ -706,7 +706,7 @@ impl Commands for Connection {
 impl Connection {
     /// Heals `NOSCRIPT`: `SCRIPT LOAD` and the script command again, in one
     /// write.
-    async fn load_and_run(&self, script: &Script, cmd: Cmd) -> Result<Frame> {
+    pub(crate) async fn load_and_run(&self, script: &Script, cmd: Cmd) -> Result<Frame> {
         let p: Pipeline = [script.load_cmd(), cmd].into_iter().collect();
         let mut replies = self.pipeline(p).await?;
         let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));

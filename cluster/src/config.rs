@@ -86,6 +86,11 @@ pub struct ConnectionConfig {
     /// Client-side-caching tracking (RESP3 only): invalidation pushes for
     /// keys this connection read go to the handler. `None`: off.
     pub tracking: Option<InvalidationHandler>,
+    /// With [`tracking`](Self::tracking): `CLIENT TRACKING ON NOLOOP OPTIN`,
+    /// so only reads right after `CLIENT CACHING YES` are tracked (the lock
+    /// layer tracks exactly the keys it holds, not every key its scripts
+    /// read). Default off: every read is tracked.
+    pub tracking_optin: bool,
     /// TLS settings: `Some` for `rediss://` (or after any `tls_*` builder
     /// method), `None` for plain TCP. A cluster's nodes and the pub/sub
     /// hub's connections inherit them; each verifies its own host.
@@ -109,6 +114,7 @@ impl Default for ConnectionConfig {
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
             tracking: None,
+            tracking_optin: false,
             tls: None,
         }
     }

@@ -214,6 +214,16 @@ impl Connection {
         self.send_payload(Payload::Shared(cmd), self.shared.config.request_timeout)
     }
 
+    /// [`send_shared`](Self::send_shared) with a timeout for this request
+    /// only (`None`: none; the caller bounds the wait itself).
+    pub(crate) fn send_shared_timeout(
+        &self,
+        cmd: Arc<Cmd>,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<Frame>> + Send + '_ {
+        self.send_payload(Payload::Shared(cmd), timeout)
+    }
+
     async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {
         match &payload {
             Payload::One(cmd) => refuse(cmd)?,

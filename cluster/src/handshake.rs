@@ -60,7 +60,11 @@ async fn establish_inner(cfg: &ConnectionConfig) -> Result<Established> {
                     if cfg.tracking.is_some() {
                         // NOLOOP: our own writes (acquire, renew, release)
                         // must not invalidate what we track.
-                        setup.push(Cmd::new("CLIENT").arg("TRACKING").arg("ON").arg("NOLOOP"));
+                        let mut on = Cmd::new("CLIENT").arg("TRACKING").arg("ON").arg("NOLOOP");
+                        if cfg.tracking_optin {
+                            on = on.arg("OPTIN");
+                        }
+                        setup.push(on);
                     }
                     if !setup.is_empty() {
                         expect_ok(ex.round_trip(&setup).await?)?;

@@ -1,11 +1,14 @@
 //! `LockGuard`: one hold, its fencing token, and the signal that it was lost.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{LockError, LockResult};
-use crate::lock::{Lock, LostRx};
-use crate::watchdog::LossReason;
+use crate::hold::Hold;
+use crate::lease::LossReason;
+use crate::lock::Lock;
+use crate::release::{release, spawn_queued, Detached};
 
 /// One hold of a lock. Release it with [`unlock`](Self::unlock), which
 /// reports errors.
@@ -29,16 +32,15 @@ use crate::watchdog::LossReason;
 #[must_use = "dropping a guard releases the lock in the background"]
 pub struct LockGuard {
     lock: Lock,
-    generation: u64,
-    /// Which hold under the watchdog entry this guard is one of.
-    epoch: u64,
+    /// The hold this guard is one of (shared with its re-entries).
+    hold: Arc<Hold>,
     /// Taken under the watchdog (no fixed lease).
     renew: bool,
     holds: u64,
+    /// The fencing token as shown (`None` with fencing off).
     token: Option<u64>,
     lease: Duration,
     acquired_at: Instant,
-    lost: LostRx,
     done: bool,
 }
 
@@ -67,7 +69,7 @@ impl std::fmt::Debug for LockGuard {
 /// ```
 #[derive(Clone, Debug)]
 pub struct LostToken {
-    rx: LostRx,
+    hold: Arc<Hold>,
 }
 
 impl LostToken {
@@ -91,7 +93,7 @@ impl LostToken {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(self) -> LossReason {
-        self.rx.wait().await
+        self.hold.lost.wait().await
     }
 
     /// Whether the hold has been lost already.
@@ -108,42 +110,37 @@ impl LostToken {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.rx.get().is_some()
+        self.hold.is_lost()
     }
 }
 
 impl LockGuard {
-    #[allow(clippy::too_many_arguments)] // one call site, each argument named there
     pub(crate) fn new(
         lock: Lock,
-        generation: u64,
-        epoch: u64,
+        hold: Arc<Hold>,
         renew: bool,
         holds: u64,
         token: Option<u64>,
         lease: Duration,
-        lost: LostRx,
     ) -> Self {
         Self {
             lock,
-            generation,
-            epoch,
+            hold,
             renew,
             holds,
             token,
             lease,
             acquired_at: Instant::now(),
-            lost,
             done: false,
         }
     }
 
-    /// Releases this hold: stops renewal first, then runs the release
-    /// script (the last hold deletes the key and wakes waiters).
-    ///
-    /// With fencing on (the default), a release carries the hold's fencing
-    /// token, so a late or retried release cannot end a newer hold taken
-    /// after this one expired; with fencing off it releases by owner.
+    /// Releases this hold: stops renewal first (when this is the hold's
+    /// last guard), then runs the release script, which names the hold by
+    /// its token, so a late or retried release can never end a newer hold
+    /// (the last hold deletes the key and wakes waiters). A release is never
+    /// dropped: transient failures (a node reconnecting, a slot migrating)
+    /// are retried with backoff until the hold's local deadline.
     ///
     /// ```no_run
     /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
@@ -157,43 +154,51 @@ impl LockGuard {
     /// out or it was lost (by the local deadline or the loss signal).
     /// [`LockError::NotOwner`] when it was ended otherwise (force-unlocked,
     /// deleted, or released through another handle of its owner).
-    /// [`LockError::Client`] when Redis could not be reached (the lock then
-    /// ends with its lease).
+    /// [`LockError::Client`] when the release could not be delivered at
+    /// once (a node down, a slot migrating, no reply): it goes on being
+    /// tried in the background until the hold's deadline, past which the
+    /// lease ends the hold anyway.
     ///
     /// # Cancel safety
-    /// Cancel safe: renewal has already stopped; a release that was written
-    /// still runs, one that was not leaves the lock to end with its lease.
+    /// Cancel safe: dropped before it finished, the release goes on in the
+    /// background (as dropping the guard would have sent it).
     pub async fn unlock(mut self) -> LockResult<()> {
-        // Judged before deregistering, which forgets the hold's deadline.
-        let ended = self.is_lost() || self.remaining_lease().map_or(true, |d| d.is_zero());
-        if !self.finish() {
+        // Judged before leaving: the deadline counts only while held.
+        let ended = self.is_lost();
+        let Some((token, last, until)) = self.finish() else {
             return Err(LockError::Expired {
                 name: self.lock.name().to_owned(),
             });
-        }
-        match self.lock.release(self.token).await {
+        };
+        let lock = self.lock.clone();
+        let (tell, failed) = tokio::sync::oneshot::channel();
+        let mut sending =
+            Detached::new(async move { release(&lock, token, last, until, Some(tell)).await });
+        let outcome = tokio::select! {
+            biased;
+            done = &mut sending => done,
+            // Not delivered now: report it, and let the retries go on in
+            // the background (`sending` moves there when dropped).
+            Ok(e) = failed => Err(e),
+        };
+        match outcome {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),
         }
     }
 
-    /// Stops watching this hold. Returns whether a release may be sent:
-    /// not for a hold already lost while this owner has something else here
-    /// and there is no fencing token to tell the holds apart (fencing off),
-    /// since a release by owner could end that other hold (a clone's fresh
-    /// one, say).
-    fn finish(&mut self) -> bool {
+    /// Leaves the hold (renewal stops with its last guard). Returns what the
+    /// release needs: the token, whether this was the hold's last guard
+    /// here, and how long a failed release may be retried. `None` if it was
+    /// already done.
+    fn finish(&mut self) -> Option<(u64, bool, Option<Instant>)> {
         if self.done {
-            return false;
+            return None;
         }
         self.done = true;
-        let left = self.lock.inner.watchdog.deregister(
-            &self.lock.handle.hold,
-            self.generation,
-            Some((self.epoch, self.renew)),
-            false,
-        );
-        !(self.token.is_none() && left.stale && !left.nothing)
+        let until = self.hold.deadline();
+        let last = self.hold.leave(self.renew);
+        Some((self.hold.token, last, Some(until)))
     }
 
     /// This owner's hold count right after this acquire (2 for a first
@@ -250,11 +255,11 @@ impl LockGuard {
         if self.is_lost() {
             return None;
         }
-        self.lock
-            .inner
-            .watchdog
-            .deadline(&self.lock.handle.hold)
-            .map(|d| d.saturating_duration_since(Instant::now()))
+        Some(
+            self.hold
+                .deadline()
+                .saturating_duration_since(Instant::now()),
+        )
     }
 
     /// The lease this hold was taken with (the watchdog timeout for
@@ -307,8 +312,8 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
-        let signal = std::sync::Arc::clone(&self.lost);
-        async move { signal.wait().await }
+        let hold = Arc::clone(&self.hold);
+        async move { hold.lost.wait().await }
     }
 
     /// A cloneable token for the loss signal.
@@ -324,7 +329,7 @@ impl LockGuard {
     /// ```
     pub fn lost_token(&self) -> LostToken {
         LostToken {
-            rx: self.lost.clone(),
+            hold: Arc::clone(&self.hold),
         }
     }
 
@@ -342,7 +347,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.lost.get().is_some()
+        self.hold.is_lost()
     }
 
     /// The lock this guard holds.
@@ -362,15 +367,14 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.finish() {
+        let Some((token, last, until)) = self.finish() else {
             return;
-        }
+        };
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let lock = self.lock.clone();
-            let token = self.token;
             // Queued before this task's next request (a re-acquire, say).
-            crate::lock::spawn_queued(&rt, async move {
-                let _ = lock.release(token).await;
+            spawn_queued(&rt, async move {
+                let _ = release(&lock, token, last, until, None).await;
             });
         }
     }

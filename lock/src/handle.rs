@@ -9,10 +9,11 @@
 //! and copied.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use keylatch_resp::Cmd;
 
+use crate::hold::Hold;
 use crate::hold_key::HoldKey;
 use crate::names::LockNames;
 use crate::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
@@ -23,9 +24,9 @@ use crate::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 pub(crate) struct ScriptArgs {
     /// The watchdog lease in milliseconds.
     pub(crate) watchdog_ms: String,
-    /// How long the fencing counter outlives the lock, in milliseconds.
+    /// Expiry of a fencing counter an acquire creates (and that renewals
+    /// keep up), in milliseconds.
     pub(crate) token_ttl_ms: String,
-    pub(crate) fencing: bool,
     /// `publish`, or `spublish` in a cluster.
     pub(crate) publish: &'static str,
 }
@@ -39,6 +40,10 @@ pub(crate) struct Handle {
     used: AtomicBool,
     /// Boxed: one pointer in the many handles that never prepare.
     prepared: OnceLock<Box<Prepared>>,
+    /// The hold this handle (or a clone) took last: a re-entry whose reply
+    /// carries its token joins it. Locked by this handle's callers only,
+    /// never by the lease engine.
+    current: Mutex<Weak<Hold>>,
 }
 
 struct Prepared {
@@ -55,7 +60,27 @@ impl Handle {
             hold,
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
+            current: Mutex::new(Weak::new()),
         }
+    }
+
+    /// The hold to join for a reply carrying `token`, if this handle has it
+    /// and it is not known lost; else `make` builds a new one, which
+    /// becomes the current hold. Returns the hold and whether it is new.
+    pub(crate) fn hold_for(
+        &self,
+        token: u64,
+        make: impl FnOnce() -> Arc<Hold>,
+    ) -> (Arc<Hold>, bool) {
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = cur.upgrade() {
+            if h.token == token && h.lost.get().is_none() {
+                return (h, false);
+            }
+        }
+        let h = make();
+        *cur = Arc::downgrade(&h);
+        (h, true)
     }
 
     /// The owner id.
@@ -107,12 +132,12 @@ impl Handle {
 /// The release script's command; without `token`, the head every release
 /// of this owner shares (the token is the last argument).
 fn release_cmd(args: &ScriptArgs, names: &LockNames, owner: &str, token: Option<&str>) -> Cmd {
-    let keys = [&*names.key, names.channel.as_str(), names.token.as_str()];
-    let head = ["0", args.watchdog_ms.as_str(), owner, args.publish];
+    let keys = [&*names.key, &*names.token];
+    let head = [owner, names.channel.as_str(), args.publish];
     match token {
         Some(t) => {
-            let [a, b, c, d] = head;
-            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, c, d, t])
+            let [a, b, c] = head;
+            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, c, t])
         }
         None => REENTRANT_RELEASE.evalsha_cmd(&keys, &head),
     }
@@ -126,13 +151,8 @@ pub(crate) fn acquire_cmd(
     lease_ms: &str,
 ) -> Cmd {
     REENTRANT_ACQUIRE.evalsha_cmd(
-        &[&*names.key, names.token.as_str()],
-        &[
-            lease_ms,
-            owner,
-            args.token_ttl_ms.as_str(),
-            if args.fencing { "1" } else { "0" },
-        ],
+        &[&*names.key, &*names.token],
+        &[lease_ms, owner, args.token_ttl_ms.as_str()],
     )
 }
 
@@ -145,7 +165,6 @@ mod tests {
         ScriptArgs {
             watchdog_ms: "30000".into(),
             token_ttl_ms: "600000".into(),
-            fencing: true,
             publish,
         }
     }
@@ -173,7 +192,7 @@ mod tests {
             assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));
             let by_owner = h.release_cmd(&args, 0);
             assert_eq!(by_owner.args().last(), Some(&b"0"[..]));
-            assert_eq!(by_owner.keys().count(), 3);
+            assert_eq!(by_owner.keys().count(), 2);
             // And shared from then on.
             let again = h.acquire_watchdog(&args).expect("prepared");
             assert!(Arc::ptr_eq(&prepared, again));

@@ -6,8 +6,16 @@
 //! - [`Lock`] (`lock.rs`): one reentrant lock as one owner; the acquire
 //!   path (try, subscribe, try again, wait for the unlock message or the
 //!   PTTL), [`ReplicaSync`].
-//! - [`LockGuard`] (`guard.rs`): one hold, its fencing token, `lost()`.
-//! - `watchdog.rs`: batched lease renewal and loss detection ([`LossReason`]).
+//! - `acquire.rs`: one acquire attempt and the finisher that settles an
+//!   attempt nobody waits for; waiting for a turn; the replica check.
+//! - [`LockGuard`] (`guard.rs`): one guard of a hold, its fencing token,
+//!   `lost()`.
+//! - `hold.rs`: a hold, named by its token, shared by the guards of its
+//!   first acquire and re-entries: loss signal, deadline, guard counts.
+//! - `lease/`: the lease engine, one actor task per [`Locks`] that renews
+//!   and watches holds ([`LossReason`]); `lease/calls.rs` its server calls.
+//! - `release.rs`: releases retried until the hold's deadline, and futures
+//!   that finish in the background when dropped.
 //! - `waiters.rs`: one local FIFO per lock name, so a release wakes one
 //!   local contender, not a herd.
 //! - `handle.rs`: what a lock handle and its clones share, with the lock's
@@ -32,23 +40,26 @@
 
 #![forbid(unsafe_code)]
 
+mod acquire;
 mod error;
 mod guard;
 mod handle;
+mod hold;
 mod hold_key;
+mod lease;
 mod lock;
 mod locks;
 mod loss;
 mod names;
+mod release;
 pub mod scripts;
 mod waiters;
-mod watchdog;
 
 pub use error::{LockError, LockResult};
 pub use guard::{LockGuard, LostToken};
+pub use lease::{LossReason, RENEW_BATCH};
 pub use lock::{Lock, ReplicaSync};
 pub use locks::{Locks, LocksConfig};
-pub use watchdog::{LossReason, RENEW_BATCH};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

@@ -1,19 +1,18 @@
 //! `Locks`: the per-client entry point that owns the watchdog, the local
 //! wait queues and the pub/sub hub the waiters listen on.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_cluster::{
-    Client, ClientConfig, Invalidation, InvalidationHandler, PubSub, PubSubConfig,
-};
+use keylatch_cluster::{Client, ClientConfig, InvalidationHandler, PubSub, PubSubConfig};
 
 use crate::error::LockResult;
 use crate::handle::ScriptArgs;
+use crate::hold::{clamp_span, millis};
+use crate::lease::{Engine, Invalidations, INVALIDATION_QUEUE};
 use crate::lock::Lock;
 use crate::waiters::WaitQueues;
-use crate::watchdog::{clamp_span, millis, Watchdog};
 
 /// Settings shared by every lock of one [`Locks`].
 ///
@@ -38,9 +37,15 @@ pub struct LocksConfig {
     pub recheck: Duration,
     /// Issue fencing tokens on every acquire (default on).
     pub fencing: bool,
-    /// Idle expiry of the fencing counter key (default 24 h). Tokens keep
-    /// rising after it expires, as long as the server clock does not step back.
+    /// Idle expiry of the fencing counter key (default 24 h; renewals keep
+    /// it alive while a hold lives). Tokens keep rising after it expires, as
+    /// long as the server clock does not step back. Clamped to 1 ms–10 years.
     pub token_idle_ttl: Duration,
+    /// Shortest time an acquire attempt waits for its reply, even when the
+    /// caller's wait is shorter (`try_acquire_now`): at most the client's
+    /// request timeout (default 1 s). Past it the attempt fails with a
+    /// timeout and its reply is settled in the background.
+    pub attempt_timeout: Duration,
 }
 
 impl Default for LocksConfig {
@@ -51,6 +56,7 @@ impl Default for LocksConfig {
             recheck: Duration::from_secs(1),
             fencing: true,
             token_idle_ttl: Duration::from_secs(24 * 3600),
+            attempt_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -66,7 +72,7 @@ impl LocksConfig {
     /// assert_eq!(cfg.watchdog_timeout, Duration::from_secs(6)); // renewed every 2 s
     /// ```
     pub fn watchdog_timeout(mut self, d: Duration) -> Self {
-        self.watchdog_timeout = crate::watchdog::clamp_span(d);
+        self.watchdog_timeout = clamp_span(d);
         self
     }
 
@@ -106,7 +112,9 @@ pub(crate) struct Inner {
     pub(crate) config: LocksConfig,
     client_id: String,
     next_handle: AtomicU64,
-    pub(crate) watchdog: Watchdog,
+    pub(crate) engine: Engine,
+    /// Holds with a guard that are not known lost.
+    pub(crate) live_holds: Arc<AtomicUsize>,
     pub(crate) waiters: Arc<WaitQueues>,
     pubsub: tokio::sync::OnceCell<PubSub>,
     /// Script arguments fixed by the configuration and the client.
@@ -200,11 +208,14 @@ impl Locks {
     }
 
     /// Connects a client of its own (standalone or cluster) with
-    /// client-side tracking on (RESP3), so a lock deleted or overwritten
-    /// behind its holder is noticed as soon as the server's invalidation
-    /// arrives, not at the next renewal (fixed-lease holds too: they are
-    /// checked then, not only when their lease ends). Holds younger than
-    /// 20 ms are not tracked (a tracked read costs the server a command).
+    /// client-side tracking on (RESP3, opt-in: only the held keys the lease
+    /// engine reads on purpose are tracked, not every key the lock scripts
+    /// touch), so a lock deleted or overwritten behind its holder is noticed
+    /// as soon as the server's invalidation arrives, not at the next renewal
+    /// (fixed-lease holds too: they are checked then). Holds younger than
+    /// 3 ms are not tracked yet (a tracked read costs the server a command),
+    /// and each tracked read is itself a check, so a hold deleted earlier is
+    /// noticed at that read.
     ///
     /// ```no_run
     /// use keylatch_lock::{Locks, LocksConfig};
@@ -223,15 +234,28 @@ impl Locks {
     /// # Panics
     /// Outside a tokio runtime (the watchdog task is spawned).
     pub async fn connect_with(mut client: ClientConfig, config: LocksConfig) -> LockResult<Self> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = tokio::sync::mpsc::channel(INVALIDATION_QUEUE);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&overflow);
+        // Never blocks the connection's reader: a push that does not fit
+        // the queue turns into "check every hold".
         let handler = InvalidationHandler::new(move |inv| {
-            let _ = tx.send(inv);
+            if tx.try_send(inv).is_err() {
+                flag.store(true, Ordering::Release);
+            }
         });
         for seed in &mut client.seeds {
             seed.tracking = Some(handler.clone());
+            // Only the keys the engine reads on purpose are tracked, not
+            // every key the lock scripts touch.
+            seed.tracking_optin = true;
         }
         let client = Client::connect_with(client).await?;
-        Ok(Self::build(client, config, Some(rx)))
+        Ok(Self::build(
+            client,
+            config,
+            Some(Invalidations { rx, overflow }),
+        ))
     }
 
     /// The lock layer on an existing client. Without client tracking on
@@ -253,19 +277,18 @@ impl Locks {
         Self::build(client, config, None)
     }
 
-    fn build(
-        client: Client,
-        config: LocksConfig,
-        invalidations: Option<tokio::sync::mpsc::UnboundedReceiver<Invalidation>>,
-    ) -> Self {
-        // The field is public too: the floor holds however it was set.
+    fn build(client: Client, config: LocksConfig, invalidations: Option<Invalidations>) -> Self {
+        // The fields are public too: the bounds hold however they were set.
         let mut config = config;
         config.recheck = clamp_span(config.recheck.max(MIN_RECHECK));
-        let watchdog = Watchdog::spawn(client.clone(), config.drift_permille, invalidations);
+        config.watchdog_timeout = clamp_span(config.watchdog_timeout);
+        config.token_idle_ttl = clamp_span(config.token_idle_ttl);
+        config.attempt_timeout = clamp_span(config.attempt_timeout);
+        let token_ttl_ms = millis(config.token_idle_ttl).to_string();
+        let engine = Engine::spawn(client.clone(), token_ttl_ms.clone(), invalidations);
         let script_args = ScriptArgs {
-            watchdog_ms: millis(clamp_span(config.watchdog_timeout)).to_string(),
-            token_ttl_ms: millis(config.token_idle_ttl).to_string(),
-            fencing: config.fencing,
+            watchdog_ms: millis(config.watchdog_timeout).to_string(),
+            token_ttl_ms,
             publish: if client.is_cluster() {
                 "spublish"
             } else {
@@ -277,7 +300,8 @@ impl Locks {
                 client,
                 client_id: uuid::Uuid::new_v4().to_string(),
                 next_handle: AtomicU64::new(1),
-                watchdog,
+                engine,
+                live_holds: Arc::new(AtomicUsize::new(0)),
                 waiters: Arc::new(WaitQueues::default()),
                 pubsub: tokio::sync::OnceCell::new(),
                 script_args,
@@ -347,7 +371,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn renewal_calls(&self) -> u64 {
-        self.inner.watchdog.renew_calls()
+        self.inner.engine.renew_calls()
     }
 
     /// Renewal rounds the watchdog has run (wake-ups that renewed anything):
@@ -359,7 +383,7 @@ impl Locks {
     /// # }
     /// ```
     pub fn renewal_rounds(&self) -> u64 {
-        self.inner.watchdog.renew_rounds()
+        self.inner.engine.renew_rounds()
     }
 
     /// Holds the watchdog currently watches.
@@ -374,7 +398,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn watched_holds(&self) -> usize {
-        self.inner.watchdog.len()
+        self.inner.live_holds.load(Ordering::Relaxed)
     }
 
     /// Lock names with local waiters queued right now.

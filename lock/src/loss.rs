@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::watchdog::LossReason;
+use crate::lease::LossReason;
 
 /// Shared between the watchdog's entry for a hold and everything watching it.
 #[derive(Debug, Default)]

@@ -1,21 +1,26 @@
 //! Redis key and channel names of a lock, in Redisson's layout.
 //!
-//! Companion keys embed the lock name in braces so every key of one lock
-//! hashes to the lock's slot; a name that already holds a `{` keeps the
-//! user's own hash tag instead (`prefix:name`), as Redisson does.
+//! `P(prefix)` is `prefix:{name}`, or `prefix:name` when the name contains a
+//! `{` at all (Redisson keeps the user's braces as they are). For a name
+//! whose braces form a hash tag (`{tenant}:orders`) every key of the lock
+//! then shares its slot. Names with braces but no usable tag (`a{b`, `a{}b`)
+//! get exactly Redisson's names too, so Redisson's unlock messages wake our
+//! waiters; in a cluster their counter lands in another slot than the lock,
+//! and the acquire fails with a typed cross-slot error instead of splitting
+//! the lock.
 
 use std::sync::Arc;
 
 /// The names one reentrant lock uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LockNames {
-    /// The lock hash: the user's name (shared: every acquire's watchdog
-    /// entry refers to it, so cloning must not allocate).
+    /// The lock hash: the user's name (shared: every hold refers to it, so
+    /// cloning must not allocate).
     pub(crate) key: Arc<str>,
     /// `redisson_lock__channel:{name}`.
     pub(crate) channel: String,
     /// `redisson_lock_token:{name}`.
-    pub(crate) token: String,
+    pub(crate) token: Arc<str>,
 }
 
 impl LockNames {
@@ -23,16 +28,14 @@ impl LockNames {
         Self {
             key: Arc::from(name),
             channel: companion("redisson_lock__channel", name),
-            token: companion("redisson_lock_token", name),
+            token: Arc::from(companion("redisson_lock_token", name)),
         }
     }
 }
 
-/// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag.
-/// (Names with braces but no usable tag, such as `a{}b`, cannot share a slot
-/// with a companion key in Redisson's layout; they work standalone only.)
+/// Redisson's `prefix:{name}`, or `prefix:name` when the name contains `{`.
 pub(crate) fn companion(prefix: &str, name: &str) -> String {
-    if keylatch_cluster::hash_tag(name.as_bytes()).len() < name.len() {
+    if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
         format!("{prefix}:{{{name}}}")
@@ -45,7 +48,7 @@ mod tests {
     use keylatch_cluster::Slot;
 
     #[test]
-    fn every_key_of_a_lock_shares_its_slot() {
+    fn names_with_a_hash_tag_keep_every_key_in_one_slot() {
         for name in ["orders", "{tenant-1}:orders", "a{b}c", "x{y}{z}"] {
             let n = LockNames::new(name);
             let slot = Slot::of(n.key.as_bytes());
@@ -57,5 +60,11 @@ mod tests {
             LockNames::new("{t}x").channel,
             "redisson_lock__channel:{t}x"
         );
+    }
+
+    #[test]
+    fn names_with_braces_but_no_tag_are_redissons() {
+        assert_eq!(LockNames::new("a{b").channel, "redisson_lock__channel:a{b");
+        assert_eq!(&*LockNames::new("a{}b").token, "redisson_lock_token:a{}b");
     }
 }

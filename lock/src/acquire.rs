@@ -1,0 +1,327 @@
+//! The acquire path of a [`Lock`]: one attempt (and the finisher that
+//! settles an attempt nobody waits for any more), waiting for a turn, and
+//! the replica-sync check.
+//!
+//! Attempts never touch the lease engine's table. A successful reply builds
+//! (or joins) its [`Hold`] and hands a new one to the engine. An attempt
+//! dropped while its reply is outstanding (cancelled, or past its bound)
+//! hands the pending reply to a finisher that releases the hold *by its
+//! token* if the reply says it was taken, so it can never end anybody
+//! else's hold; a reply that never arrives leaves a possible hold to end
+//! with its lease.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::Error;
+use keylatch_resp::Frame;
+
+use crate::error::{LockError, LockResult};
+use crate::guard::LockGuard;
+use crate::handle::acquire_cmd;
+use crate::hold::{clamp_span, millis, Hold, NewHold};
+use crate::lease::LeaseKind;
+use crate::lock::{Lock, ReplicaSync};
+use crate::release::release;
+use crate::scripts::REENTRANT_ACQUIRE;
+
+// Returned once per attempt and unpacked at once: boxing the guard would
+// cost an allocation per acquire for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Attempt {
+    Acquired(LockGuard),
+    /// Held by another owner; the PTTL in milliseconds.
+    Held(i64),
+}
+
+type Reply = keylatch_cluster::Result<Frame>;
+
+/// An acquire's reply on its way. Dropped before it arrived, it moves onto
+/// the runtime and, if the reply says acquired, releases that hold by its
+/// token (a re-entry: undoes that one count), within the lease.
+struct Pending<'a> {
+    fut: Option<Pin<Box<dyn Future<Output = Reply> + Send>>>,
+    lock: &'a Lock,
+    lease: Duration,
+}
+
+impl Future for Pending<'_> {
+    type Output = Reply;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
+        let Some(fut) = self.fut.as_mut() else {
+            return Poll::Ready(Err(Error::ConnectionClosed));
+        };
+        let out = fut.as_mut().poll(cx);
+        if out.is_ready() {
+            self.fut = None;
+        }
+        out
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let Some(fut) = self.fut.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let lock = self.lock.clone();
+        let lease = self.lease;
+        rt.spawn(async move {
+            // Past the lease, whatever this acquire took has ended anyway.
+            let Ok(Ok(frame)) = tokio::time::timeout(lease, fut).await else {
+                return;
+            };
+            if let Ok((holds, token)) = parse_pair(&frame) {
+                if holds > 0 {
+                    let until = Instant::now() + lease;
+                    let token = token.max(0).unsigned_abs();
+                    let _ = release(&lock, token, holds == 1, Some(until), None).await;
+                }
+            }
+        });
+    }
+}
+
+impl Lock {
+    /// How long one attempt waits for its reply: the caller's remaining
+    /// wait, but at least [`LocksConfig::attempt_timeout`] and at most the
+    /// client's request timeout.
+    ///
+    /// [`LocksConfig::attempt_timeout`]: crate::LocksConfig::attempt_timeout
+    fn reply_bound(&self, deadline: Option<Instant>) -> Duration {
+        let floor = self.inner.config.attempt_timeout;
+        let mut bound = deadline.map_or(floor, |d| {
+            d.saturating_duration_since(Instant::now()).max(floor)
+        });
+        if let Some(rt) = self.inner.client.request_timeout() {
+            bound = bound.min(rt);
+        }
+        bound
+    }
+
+    /// One acquire script call.
+    pub(crate) async fn attempt(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> LockResult<Attempt> {
+        let cfg = &self.inner.config;
+        let (lease_d, renew) = match lease {
+            Some(l) => (clamp_span(l), false),
+            None => (clamp_span(cfg.watchdog_timeout), true),
+        };
+        let args = &self.inner.script_args;
+        let (names, owner) = (&self.handle.names, self.handle.owner());
+        let cmd = match renew.then(|| self.handle.acquire_watchdog(args)).flatten() {
+            // A handle in repeated use: the prepared command, shared.
+            Some(cmd) => Arc::clone(cmd),
+            None => {
+                let ms;
+                let lease_ms = if renew {
+                    &args.watchdog_ms
+                } else {
+                    ms = millis(lease_d).to_string();
+                    &ms
+                };
+                Arc::new(acquire_cmd(args, names, owner, lease_ms))
+            }
+        };
+        let bound = self.reply_bound(deadline);
+        let client = self.inner.client.clone();
+        let sent_at = Instant::now();
+        let mut pending = Pending {
+            fut: Some(Box::pin(async move {
+                client.eval_shared_untimed(&REENTRANT_ACQUIRE, &cmd).await
+            })),
+            lock: self,
+            lease: lease_d,
+        };
+        let frame = match tokio::time::timeout(bound, &mut pending).await {
+            Ok(reply) => reply?,
+            // The reply may still come: `pending` settles it on drop.
+            Err(_) => return Err(LockError::Client(Error::Timeout)),
+        };
+        // A reply of another shape leaves the outcome unknown, as a lost one
+        // does: the lease ends whatever it may have taken.
+        let (holds, value) = parse_pair(&frame)?;
+        if holds <= 0 {
+            return Ok(Attempt::Held(value));
+        }
+        let token = value.max(0).unsigned_abs();
+        let inner = &self.inner;
+        let (hold, new) = self.handle.hold_for(token, || {
+            Hold::new(NewHold {
+                key: self.handle.hold.clone(),
+                counter: Arc::clone(&names.token),
+                token,
+                kind: LeaseKind::Reentrant,
+                renew,
+                lease: lease_d,
+                sent_at,
+                max_hold: self.max_hold,
+                drift_permille: cfg.drift_permille,
+                live: Arc::clone(&inner.live_holds),
+            })
+        });
+        if new || hold.join(renew, sent_at, lease_d) {
+            inner.engine.watch(&hold, sent_at);
+        }
+        let guard = LockGuard::new(
+            self.clone(),
+            hold,
+            renew,
+            holds.unsigned_abs(),
+            (cfg.fencing && token > 0).then_some(token),
+            lease_d,
+        );
+        if matches!(self.replica_sync, ReplicaSync::None) {
+            return Ok(Attempt::Acquired(guard));
+        }
+        // Boxed: WAIT is opt-in, and inline it would enlarge every acquire.
+        Box::pin(self.check_replicas(guard))
+            .await
+            .map(Attempt::Acquired)
+    }
+
+    /// After a failed first try: queue locally, subscribe, and try again on
+    /// every unlock message, PTTL expiry or re-check, until `deadline`.
+    pub(crate) async fn wait_for_turn(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<LockGuard>> {
+        let queued = self.inner.waiters.enter(&self.handle.names.key);
+        let _turn = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), queued).await {
+                Ok(t) => t,
+                Err(_) => return Ok(None),
+            },
+            None => queued.await,
+        };
+        let setup = async {
+            match self.inner.pubsub().await {
+                Some(hub) => match self.inner.subscribe(hub, &self.handle.names.channel).await {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::warn!(lock = %self.handle.names.key, error = %e,
+                            "no unlock subscription; waiting by polling instead");
+                        None
+                    }
+                },
+                None => {
+                    tracing::warn!(lock = %self.handle.names.key,
+                        "pub/sub hub unavailable; waiting by polling instead");
+                    None
+                }
+            }
+        };
+        // Setting up the subscription (perhaps connecting the hub) counts
+        // against the wait, and never holds up polling longer than a
+        // re-check interval: past that, poll instead.
+        // (`recheck` is clamped to ten years, so this cannot overflow.)
+        let mut limit = Instant::now() + self.inner.config.recheck;
+        if let Some(d) = deadline {
+            limit = limit.min(d);
+        }
+        let mut sub = tokio::time::timeout_at(limit.into(), setup)
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!(lock = %self.handle.names.key,
+                    "unlock subscription not ready in time; waiting by polling instead");
+                None
+            });
+        let mut poll = Duration::from_millis(10);
+        loop {
+            let pttl = match self.attempt(lease, deadline).await? {
+                Attempt::Acquired(g) => return Ok(Some(g)),
+                Attempt::Held(pttl) => pttl,
+            };
+            let now = Instant::now();
+            let left = deadline.map(|d| d.saturating_duration_since(now));
+            if left == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            // PTTL -2: gone between two commands, try at once; -1: no expiry
+            // (not ours to judge), re-check at the bounded interval.
+            let mut nap = match pttl {
+                -2 => Duration::ZERO,
+                p if p > 0 => Duration::from_millis(p.unsigned_abs()),
+                _ => self.inner.config.recheck,
+            }
+            .min(self.inner.config.recheck);
+            if let Some(left) = left {
+                nap = nap.min(left);
+            }
+            match sub.as_mut() {
+                Some(s) => {
+                    // A message, a gap (resubscribed: re-check), or the nap
+                    // running out all lead to another try.
+                    if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
+                        sub = None;
+                    }
+                }
+                None => {
+                    tokio::time::sleep(nap.min(poll)).await;
+                    poll = (poll * 2).min(self.inner.config.recheck);
+                }
+            }
+        }
+    }
+
+    async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
+        let (wanted, timeout) = match self.replica_sync {
+            ReplicaSync::None => return Ok(guard),
+            ReplicaSync::AtLeast { replicas, timeout } => (i64::from(replicas), timeout),
+            ReplicaSync::AllReplicas { timeout } => {
+                let conn = self
+                    .inner
+                    .client
+                    .connection_for_key(&*self.handle.names.key)
+                    .await?;
+                let addr = conn.config().addr();
+                let n = self
+                    .inner
+                    .client
+                    .shards()
+                    .into_iter()
+                    .find(|s| s.master == addr)
+                    .map_or(0, |s| s.replicas.len());
+                (i64::try_from(n).unwrap_or(i64::MAX), timeout)
+            }
+        };
+        if wanted == 0 {
+            return Ok(guard);
+        }
+        // WAIT counts this connection's writes: the same multiplexed
+        // connection that ran the acquire script.
+        let conn = self
+            .inner
+            .client
+            .connection_for_key(&*self.handle.names.key)
+            .await?;
+        let acked = conn
+            .wait(u32::try_from(wanted).unwrap_or(u32::MAX), timeout)
+            .await?;
+        if acked >= wanted {
+            return Ok(guard);
+        }
+        // Release what a failover could lose anyway; report the shortfall.
+        let _ = guard.unlock().await;
+        Err(LockError::ReplicaSync { acked, wanted })
+    }
+}
+
+fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
+    match frame {
+        Frame::Array(items) => match items.as_slice() {
+            [Frame::Integer(a), Frame::Integer(b)] => Ok((*a, *b)),
+            _ => Err(LockError::Protocol(frame.to_string())),
+        },
+        other => Err(LockError::Protocol(other.to_string())),
+    }
+}

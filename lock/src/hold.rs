@@ -1,0 +1,299 @@
+//! `Hold`: one hold of a lock, named by its token.
+//!
+//! A first acquire creates a `Hold` (shared as an `Arc`); re-entries that
+//! return the same token join it, so the guards of one hold share one loss
+//! signal, one local deadline and one guard count. The lease engine keeps a
+//! `Weak` to it and renews it while a guard taken under the watchdog lives.
+//!
+//! Everything a caller and the engine both touch is an atomic here: no lock
+//! is shared between callers and the engine.
+//!
+//! Life of a hold (drawn in ARCHITECTURE.md):
+//! - *live*: guards > 0, not lost. Renewed while renewers > 0.
+//! - *ended*: the last guard left (its release goes out after this). The
+//!   engine drops it at its next look; a late re-entry reply with the same
+//!   token *revives* it (a new epoch, so replies planned before are stale).
+//! - *lost*: the loss signal fired (renewal found it gone, deadline passed,
+//!   max hold, or a newer token of the same owner). Final.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::hold_key::HoldKey;
+use crate::lease::LeaseKind;
+use crate::loss::{LossRef, LossSignal};
+use crate::LossReason;
+
+/// One hold: its identity (lock, owner, token), its lease state and its loss
+/// signal.
+pub(crate) struct Hold {
+    pub(crate) key: HoldKey,
+    /// The fencing counter's key (`redisson_lock_token:{name}`).
+    pub(crate) counter: Arc<str>,
+    /// The token the first acquire got: the hold's identity on the server.
+    pub(crate) token: u64,
+    pub(crate) kind: LeaseKind,
+    /// Guards alive.
+    guards: AtomicU32,
+    /// Of those, guards taken under the watchdog: renewed while any lives.
+    renewers: AtomicU32,
+    /// Changes when the hold ends or is revived: engine replies planned
+    /// under an older epoch do not apply.
+    epoch: AtomicU64,
+    /// The longest lease any acquire of this hold used, in milliseconds.
+    lease_ms: AtomicU64,
+    /// Local deadline: nanoseconds since [`base`]. Only ever moves later
+    /// (every acquire and renewal is a lower bound of the key's expiry:
+    /// nothing of ours shortens it).
+    deadline: AtomicU64,
+    /// When the max hold ends renewal, if one was set.
+    pub(crate) max_hold_end: Option<Instant>,
+    drift_permille: u32,
+    /// Counted in the `Locks`' live holds.
+    counted: AtomicBool,
+    live: Arc<AtomicUsize>,
+    pub(crate) lost: LossRef,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("name", self.key.name())
+            .field("token", &self.token)
+            .field("guards", &self.guards())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a new hold starts with.
+pub(crate) struct NewHold {
+    pub(crate) key: HoldKey,
+    pub(crate) counter: Arc<str>,
+    pub(crate) token: u64,
+    pub(crate) kind: LeaseKind,
+    pub(crate) renew: bool,
+    pub(crate) lease: Duration,
+    pub(crate) sent_at: Instant,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) drift_permille: u32,
+    pub(crate) live: Arc<AtomicUsize>,
+}
+
+impl Hold {
+    pub(crate) fn new(n: NewHold) -> Arc<Self> {
+        n.live.fetch_add(1, Ordering::Relaxed);
+        let hold = Self {
+            key: n.key,
+            counter: n.counter,
+            token: n.token,
+            kind: n.kind,
+            guards: AtomicU32::new(1),
+            renewers: AtomicU32::new(u32::from(n.renew)),
+            epoch: AtomicU64::new(0),
+            lease_ms: AtomicU64::new(0),
+            deadline: AtomicU64::new(0),
+            max_hold_end: n.max_hold.map(|m| n.sent_at + clamp_span(m)),
+            drift_permille: n.drift_permille,
+            counted: AtomicBool::new(true),
+            live: n.live,
+            lost: LossSignal::new(),
+        };
+        hold.extend(n.sent_at, n.lease);
+        Arc::new(hold)
+    }
+
+    /// A re-entry with this hold's token joins it. Returns true when the
+    /// hold had ended (its last guard left while this re-entry was on its
+    /// way): it is live again and must be handed to the engine anew.
+    pub(crate) fn join(&self, renew: bool, sent_at: Instant, lease: Duration) -> bool {
+        if renew {
+            self.renewers.fetch_add(1, Ordering::AcqRel);
+        }
+        self.extend(sent_at, lease);
+        let revived = self.guards.fetch_add(1, Ordering::AcqRel) == 0;
+        if revived {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+            if self.lost.get().is_none() && !self.counted.swap(true, Ordering::AcqRel) {
+                self.live.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        revived
+    }
+
+    /// A guard leaves. Returns true for the last one: the hold has ended
+    /// (renewal stops before the caller sends its release).
+    pub(crate) fn leave(&self, renew: bool) -> bool {
+        if renew {
+            self.renewers.fetch_sub(1, Ordering::AcqRel);
+        }
+        let last = self.guards.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+            self.uncount();
+        }
+        last
+    }
+
+    /// The key lives at least `lease` from `sent_at` (an acquire or renewal
+    /// sent then succeeded): the deadline may move later, never earlier.
+    pub(crate) fn extend(&self, sent_at: Instant, lease: Duration) {
+        let lease = clamp_span(lease);
+        self.lease_ms.fetch_max(millis(lease), Ordering::AcqRel);
+        let drift = Duration::from_millis(2) + lease * self.drift_permille / 1000;
+        let end = (sent_at + lease).checked_sub(drift).unwrap_or(sent_at);
+        self.deadline.fetch_max(nanos(end), Ordering::AcqRel);
+    }
+
+    /// Fires the loss signal (the first reason wins) and stops counting the
+    /// hold as live.
+    pub(crate) fn fire(&self, why: LossReason) {
+        self.lost.fire(why);
+        self.uncount();
+    }
+
+    fn uncount(&self) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            self.live.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn guards(&self) -> u32 {
+        self.guards.load(Ordering::Acquire)
+    }
+
+    /// Renewed by the engine: a watchdog guard lives and the hold stands.
+    pub(crate) fn renews(&self) -> bool {
+        self.renewers.load(Ordering::Acquire) > 0 && self.guards() > 0
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Still worth watching: a guard lives and it is not known lost.
+    pub(crate) fn is_active(&self) -> bool {
+        self.guards() > 0 && self.lost.get().is_none()
+    }
+
+    pub(crate) fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms.load(Ordering::Acquire))
+    }
+
+    /// When the hold ends by the local clock unless renewed.
+    pub(crate) fn deadline(&self) -> Instant {
+        instant(self.deadline.load(Ordering::Acquire))
+    }
+
+    /// Lost, or past its local deadline (whether or not the engine has run
+    /// since: a starved runtime must not make a hold look held).
+    /// (Past the deadline counts only while a guard holds it: a hold
+    /// released normally is not lost.)
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.get().is_some() || (self.guards() > 0 && Instant::now() >= self.deadline())
+    }
+}
+
+/// The process's time origin for deadlines kept as integers.
+fn base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    // A little in the past, so instants taken before first use still fit.
+    *BASE.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(3600)).unwrap_or(now)
+    })
+}
+
+pub(crate) fn nanos(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(base()).as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn instant(n: u64) -> Instant {
+    base() + Duration::from_nanos(n)
+}
+
+/// An instant kept as [`nanos`].
+pub(crate) fn from_nanos(n: u64) -> Instant {
+    instant(n)
+}
+
+/// Longest lease or max hold the arithmetic accepts (ten years): larger
+/// values, such as `Duration::MAX` meaning "no limit", are clamped so that
+/// `Instant + Duration` can never overflow.
+pub(crate) fn clamp_span(d: Duration) -> Duration {
+    d.min(Duration::from_secs(10 * 365 * 24 * 3600))
+}
+
+/// Milliseconds for PEXPIRE, at least 1.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(renew: bool, lease: Duration, sent_at: Instant) -> (Arc<Hold>, Arc<AtomicUsize>) {
+        let live = Arc::new(AtomicUsize::new(0));
+        let h = Hold::new(NewHold {
+            key: HoldKey::new(Arc::from("orders"), Arc::from("c:1")),
+            counter: Arc::from("redisson_lock_token:{orders}"),
+            token: 7,
+            kind: LeaseKind::Reentrant,
+            renew,
+            lease,
+            sent_at,
+            max_hold: None,
+            drift_permille: 10,
+            live: Arc::clone(&live),
+        });
+        (h, live)
+    }
+
+    #[test]
+    fn the_deadline_only_moves_later() {
+        let t0 = Instant::now();
+        let (h, _) = hold(true, Duration::from_secs(30), t0);
+        let first = h.deadline();
+        assert_eq!(
+            first,
+            t0 + Duration::from_secs(30) - Duration::from_millis(302)
+        );
+        // A shorter re-entry sent later guarantees less: no change.
+        h.extend(t0 + Duration::from_secs(1), Duration::from_secs(5));
+        assert_eq!(h.deadline(), first);
+        // A renewal sent later with the same lease moves it.
+        h.extend(t0 + Duration::from_secs(10), Duration::from_secs(30));
+        assert!(h.deadline() > first);
+        assert_eq!(h.lease(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn guards_end_and_revive_a_hold_under_new_epochs() {
+        let t0 = Instant::now();
+        let (h, live) = hold(true, Duration::from_secs(30), t0);
+        assert_eq!(live.load(Ordering::Relaxed), 1);
+        assert!(!h.join(false, t0, Duration::from_secs(30)), "a re-entry");
+        assert!(!h.leave(true));
+        assert!(!h.renews(), "the watchdog guard left: a fixed lease now");
+        let e0 = h.epoch();
+        assert!(h.leave(false), "the last guard");
+        assert!(h.epoch() > e0 && !h.is_active());
+        assert_eq!(live.load(Ordering::Relaxed), 0);
+        // A late re-entry reply with this token revives it.
+        assert!(h.join(true, t0, Duration::from_secs(30)));
+        assert!(h.renews() && h.is_active());
+        assert_eq!(live.load(Ordering::Relaxed), 1);
+        h.fire(LossReason::Gone);
+        assert_eq!(live.load(Ordering::Relaxed), 0);
+        assert!(h.is_lost() && !h.is_active());
+    }
+
+    #[test]
+    fn past_its_deadline_a_hold_is_lost_even_unfired() {
+        let long_ago = Instant::now() - Duration::from_secs(10);
+        let (h, _) = hold(false, Duration::from_millis(100), long_ago);
+        assert_eq!(h.lost.get(), None);
+        assert!(h.is_lost());
+    }
+}

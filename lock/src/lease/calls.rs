@@ -1,0 +1,171 @@
+//! The engine's server calls: renew (or only check) a batch of holds, and
+//! the tracked reads that make the server push a change to a held key.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_cluster::{Client, Commands, Pipeline};
+use keylatch_resp::{Cmd, Frame};
+
+use crate::hold::{millis, Hold};
+use crate::lease::LeaseKind;
+
+/// A hold in a call, with its epoch when the call was planned.
+pub(super) type Planned = (Arc<Hold>, u64);
+
+/// One call's worth of holds of one kind.
+pub(super) struct Batch {
+    pub(super) kind: LeaseKind,
+    /// The lease to renew with; zero only checks (fixed leases an
+    /// invalidation pointed at: never extended).
+    pub(super) lease: Duration,
+    pub(super) holds: Vec<Planned>,
+    /// In a cluster: the holds may span slots (of one node, when known).
+    pub(super) cluster: bool,
+    /// The node serves all of them, as far as the topology knows.
+    pub(super) on_node: bool,
+}
+
+/// Verdicts per hold, in order: 1 stands (renewed), 0 gone, -1 unknown
+/// (the call failed, or the key is served elsewhere now). Returns how many
+/// script calls it took as well.
+pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> (Vec<i64>, u64) {
+    let n = batch.holds.len();
+    let lease = if batch.lease.is_zero() {
+        "0".to_owned()
+    } else {
+        millis(batch.lease).to_string()
+    };
+    if !batch.cluster {
+        let all: Vec<usize> = (0..n).collect();
+        let r = slot_call(client, batch, &all, &lease, idle_ms).await;
+        return (r.unwrap_or_else(|| vec![-1; n]), 1);
+    }
+    let mut calls = 0;
+    let mut out = vec![-1; n];
+    if batch.on_node {
+        calls += 1;
+        if let Some(r) = node_call(client, batch, &lease, idle_ms).await {
+            out = r;
+        }
+    }
+    // What the node could not judge (or a node that refused the whole
+    // call) is asked slot by slot through the router. Every slot stands on
+    // its own: one that fails leaves its holds unknown, not the others'.
+    let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+    for (i, v) in out.iter().enumerate() {
+        if *v == -1 {
+            by_slot
+                .entry(batch.holds[i].0.key.slot())
+                .or_default()
+                .push(i);
+        }
+    }
+    for idx in by_slot.values() {
+        calls += 1;
+        if let Some(r) = slot_call(client, batch, idx, &lease, idle_ms).await {
+            for (j, &i) in idx.iter().enumerate() {
+                out[i] = r[j];
+            }
+        }
+    }
+    (out, calls)
+}
+
+/// One call of the kind's slot script for the holds at `idx`.
+async fn slot_call(
+    client: &Client,
+    batch: &Batch,
+    idx: &[usize],
+    lease: &str,
+    idle_ms: &str,
+) -> Option<Vec<i64>> {
+    let mut keys: Vec<&str> = Vec::with_capacity(idx.len() * 2);
+    let mut args: Vec<String> = Vec::with_capacity(idx.len() * 2 + 2);
+    args.push(lease.to_owned());
+    args.push(idle_ms.to_owned());
+    for &i in idx {
+        let h = &batch.holds[i].0;
+        keys.push(h.key.name());
+        keys.push(&h.counter);
+        args.push(h.key.owner().to_string());
+        args.push(h.token.to_string());
+    }
+    let reply = client
+        .eval_script(batch.kind.slot_script(), &keys, &args)
+        .await;
+    parse(reply, idx.len())
+}
+
+/// One multi-slot call on the node that serves the first hold's key.
+async fn node_call(client: &Client, batch: &Batch, lease: &str, idle_ms: &str) -> Option<Vec<i64>> {
+    let first = batch.holds.first()?;
+    let conn = client
+        .connection_for_key(&**first.0.key.name())
+        .await
+        .ok()?;
+    let tokens: Vec<String> = batch
+        .holds
+        .iter()
+        .map(|(h, _)| h.token.to_string())
+        .collect();
+    let mut args: Vec<&str> = Vec::with_capacity(batch.holds.len() * 4 + 2);
+    args.push(lease);
+    args.push(idle_ms);
+    for ((h, _), token) in batch.holds.iter().zip(&tokens) {
+        args.push(h.key.name());
+        args.push(&h.counter);
+        args.push(h.key.owner());
+        args.push(token);
+    }
+    let reply = conn
+        .eval_script(batch.kind.node_script(), &[] as &[&str], &args)
+        .await;
+    parse(reply, batch.holds.len())
+}
+
+fn parse(reply: keylatch_cluster::Result<Frame>, n: usize) -> Option<Vec<i64>> {
+    match reply {
+        Ok(Frame::Array(items)) if items.len() == n => items
+            .into_iter()
+            .map(|f| match f {
+                Frame::Integer(i) => Some(i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Tracked reads (opt-in tracking: `CLIENT CACHING YES` right before each
+/// read) on the connection of the first hold's node: from then on a change
+/// to the key by anyone else arrives as an invalidation push. Each read is
+/// also a check: `Some(false)` when the owner's field is already gone.
+pub(super) async fn track(client: &Client, holds: &[Planned]) -> Vec<Option<bool>> {
+    let Some(first) = holds.first() else {
+        return Vec::new();
+    };
+    let Ok(conn) = client.connection_for_key(&**first.0.key.name()).await else {
+        return vec![None; holds.len()];
+    };
+    let mut p = Pipeline::new();
+    for (h, _) in holds {
+        p.add(Cmd::new("CLIENT").arg("CACHING").arg("YES"));
+        p.add(
+            Cmd::new("HEXISTS")
+                .key(&**h.key.name())
+                .arg(&**h.key.owner()),
+        );
+    }
+    match conn.pipeline(p).await {
+        Ok(replies) => replies
+            .chunks(2)
+            .map(|pair| match pair.get(1) {
+                Some(Ok(Frame::Integer(n))) => Some(*n == 1),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => vec![None; holds.len()],
+    }
+}

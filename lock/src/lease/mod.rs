@@ -1,0 +1,180 @@
+//! The lease engine: one actor task per [`Locks`](crate::Locks) that keeps
+//! holds alive and tells holders when a hold is lost.
+//!
+//! Callers hand it a hold once, when a first acquire (or a re-entry that
+//! revives an ended hold) succeeds: a lock-free push on its inbox, and a
+//! wake-up only when the hold is due before the task's planned wake. From
+//! then on the task alone owns the hold's bookkeeping (renewal grid, calls
+//! in flight, tracking); callers and the task share only the hold's atomics
+//! ([`Hold`]), never a lock. What a lease is made of on the server is its
+//! [`LeaseKind`]: the renewal script and the arguments per hold.
+//!
+//! Renewals are batched per node (in a cluster with a script allowed to touch
+//! several slots of its node; where refused, per slot), at most
+//! [`RENEW_BATCH`] holds per call, one round per lease/3 on a fixed grid, so
+//! 10,000 holds cost about 100 calls per round. Each hold is judged on its
+//! own by the script (owner present, token current, key a hash): one bad key
+//! is that hold's loss, never its batch's.
+//!
+//! Loss is signalled when a renewal or check finds the hold gone, when no
+//! renewal has succeeded by the local deadline (send time + lease − drift),
+//! when the max hold is reached, or when a newer hold of the same owner
+//! appears (its token is higher).
+
+mod actor;
+mod calls;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Client, Invalidation, Script};
+use tokio::sync::{mpsc, Notify};
+
+use crate::hold::Hold;
+use crate::scripts::{REENTRANT_RENEW, REENTRANT_RENEW_NODE};
+
+/// Most holds renewed by one script call.
+pub const RENEW_BATCH: usize = 100;
+
+/// Holds younger than this are not tracked: most locks are released within
+/// microseconds, and a tracked read for each would cost the server a command.
+/// Older ones get one tracked read, so a change by anyone else is pushed to
+/// us at once.
+pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(3);
+
+/// Invalidation pushes queued for the engine before it treats the overflow
+/// as "everything may have changed".
+pub(crate) const INVALIDATION_QUEUE: usize = 1024;
+
+/// Why a hold was lost.
+///
+/// ```
+/// use keylatch_lock::LossReason;
+/// assert_ne!(LossReason::Gone, LossReason::Expired);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// A renewal or check found the key gone, overwritten, held by another
+    /// owner, or re-taken by this owner as a newer hold.
+    Gone,
+    /// No renewal succeeded before the local deadline (server paused or
+    /// unreachable, or a fixed lease ran out): the key may have expired.
+    Expired,
+    /// The configured max hold was reached; renewal stopped.
+    MaxHold,
+}
+
+/// What the server keeps for a lease, and so how it is renewed.
+///
+/// The reentrant lock's hash field is the first kind; every kind names its
+/// renewal scripts (per slot, and per node in a cluster) and the four
+/// strings each hold contributes to a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum LeaseKind {
+    /// Redisson's RLock hash (`name` → {owner: count}) with its fencing
+    /// counter; the non-reentrant lock shares it.
+    Reentrant,
+}
+
+impl LeaseKind {
+    /// The script renewing holds of one slot (`KEYS` = hash, counter pairs).
+    pub(crate) fn slot_script(self) -> &'static Script {
+        match self {
+            LeaseKind::Reentrant => &REENTRANT_RENEW,
+        }
+    }
+
+    /// The script renewing holds of many slots of one node (no `KEYS`).
+    pub(crate) fn node_script(self) -> &'static Script {
+        match self {
+            LeaseKind::Reentrant => &REENTRANT_RENEW_NODE,
+        }
+    }
+}
+
+/// What callers and the task share: counters, and the task's wake-up.
+pub(crate) struct EngineShared {
+    wake: Notify,
+    /// When the task will next look unless woken (nanoseconds since the
+    /// process's base instant).
+    planned_wake: AtomicU64,
+    renew_calls: AtomicU64,
+    renew_rounds: AtomicU64,
+    /// Invalidations are pushed (client tracking is on): holds older than
+    /// [`TRACK_AFTER`] get a tracked read.
+    tracking: bool,
+}
+
+/// The handle callers keep; the task ends when the last one is gone.
+#[derive(Clone)]
+pub(crate) struct Engine {
+    inbox: mpsc::UnboundedSender<Arc<Hold>>,
+    shared: Arc<EngineShared>,
+}
+
+/// Invalidation pushes for the engine: a bounded queue, and a flag for the
+/// pushes that did not fit (then every hold is checked).
+pub(crate) struct Invalidations {
+    pub(crate) rx: mpsc::Receiver<Invalidation>,
+    pub(crate) overflow: Arc<AtomicBool>,
+}
+
+impl Engine {
+    /// Starts the task on the current runtime.
+    pub(crate) fn spawn(
+        client: Client,
+        counter_ttl_ms: String,
+        invalidations: Option<Invalidations>,
+    ) -> Self {
+        let shared = Arc::new(EngineShared {
+            wake: Notify::new(),
+            planned_wake: AtomicU64::new(0),
+            renew_calls: AtomicU64::new(0),
+            renew_rounds: AtomicU64::new(0),
+            tracking: invalidations.is_some(),
+        });
+        let (inbox, rx) = mpsc::unbounded_channel();
+        let task = actor::Actor::new(
+            client,
+            Arc::clone(&shared),
+            rx,
+            invalidations,
+            counter_ttl_ms,
+        );
+        tokio::spawn(task.run());
+        Self { inbox, shared }
+    }
+
+    /// Hands a hold confirmed at `since` to the task. Wakes it only if the
+    /// hold is due (renewal, deadline, tracking, max hold) before the task
+    /// would look anyway: a wake-up per acquire would cost a task switch on
+    /// the hot path.
+    pub(crate) fn watch(&self, hold: &Arc<Hold>, since: Instant) {
+        if self.inbox.send(Arc::clone(hold)).is_err() {
+            return;
+        }
+        let mut due = hold.deadline().min(since + hold.lease() / 3);
+        if self.shared.tracking {
+            due = due.min(since + TRACK_AFTER);
+        }
+        if let Some(end) = hold.max_hold_end {
+            due = due.min(end);
+        }
+        let planned = crate::hold::from_nanos(self.shared.planned_wake.load(Ordering::Acquire));
+        if due < planned {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Renewal script calls made so far.
+    pub(crate) fn renew_calls(&self) -> u64 {
+        self.shared.renew_calls.load(Ordering::Relaxed)
+    }
+
+    /// Rounds that sent at least one renewal.
+    pub(crate) fn renew_rounds(&self) -> u64 {
+        self.shared.renew_rounds.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,194 @@
+//! Releases that are never dropped, and futures that finish in the
+//! background when their caller goes away.
+//!
+//! A release that meets a transient failure (a node reconnecting, a slot
+//! migrating, a refused or unanswered request) is tried again with backoff
+//! until the hold's local deadline: past it the lease ends the hold anyway.
+//! A cancelled `unlock()` or a dropped guard hands its release to the
+//! runtime, so it still goes out.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Commands, Error, ServerErrorKind};
+use keylatch_resp::Frame;
+
+use crate::error::{LockError, LockResult};
+use crate::lock::Lock;
+use crate::scripts::REENTRANT_RELEASE;
+
+/// First pause before a release is tried again; doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(20);
+const MAX_PAUSE: Duration = Duration::from_millis(1000);
+
+/// Releases one hold of `lock`'s owner. `token` names the hold (`0`: by
+/// owner, unchecked). Transient failures are retried until `until`; a
+/// request whose outcome is unknown (it may have run) only when `last`: a
+/// release that deletes the key is harmless to repeat (the token check
+/// refuses a second one), one that decrements a re-entry count is not.
+/// The first failure that will be retried is also sent to `tell`, so a
+/// caller can stop waiting and leave the retries to the background.
+pub(crate) async fn release(
+    lock: &Lock,
+    token: u64,
+    last: bool,
+    until: Option<Instant>,
+    mut tell: Option<tokio::sync::oneshot::Sender<LockError>>,
+) -> LockResult<bool> {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let make = || lock.handle.release_cmd(&lock.inner.script_args, token);
+        let err = match lock.inner.client.eval_with(&REENTRANT_RELEASE, make).await {
+            Ok(Frame::Null) => {
+                return Err(LockError::NotOwner {
+                    name: lock.name().to_owned(),
+                })
+            }
+            Ok(Frame::Integer(n)) => return Ok(n == 1),
+            Ok(other) => return Err(LockError::Protocol(other.to_string())),
+            Err(e) => e,
+        };
+        let now = Instant::now();
+        let retry = until.is_some_and(|u| now + pause < u) && retriable(&err, last);
+        if !retry {
+            return Err(err.into());
+        }
+        tracing::debug!(lock = %lock.name(), error = %err, "release failed; trying again");
+        if let Some(tell) = tell.take() {
+            let _ = tell.send(err.clone().into());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
+/// Whether a failed release may be sent again.
+fn retriable(e: &Error, last: bool) -> bool {
+    if e.is_unknown_outcome() {
+        return last;
+    }
+    match e {
+        Error::Disconnected => true,
+        Error::Routing { last: inner, .. } => retriable(inner, last),
+        _ => matches!(
+            e.server_kind(),
+            Some(
+                ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::Loading
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::Busy
+            )
+        ),
+    }
+}
+
+/// A boxed future that is never abandoned: dropped before it finished, it is
+/// moved onto the runtime and finishes there (its output discarded).
+/// Without a runtime it is dropped (what it had not sent is never sent).
+pub(crate) struct Detached<T: Send + 'static> {
+    fut: Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+}
+
+impl<T: Send + 'static> Detached<T> {
+    pub(crate) fn new(fut: impl Future<Output = T> + Send + 'static) -> Self {
+        Self {
+            fut: Some(Box::pin(fut)),
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for Detached<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(fut) = self.fut.as_mut() else {
+            // Polled after it finished: a caller's bug, but no panic here.
+            return Poll::Pending;
+        };
+        let out = fut.as_mut().poll(cx);
+        if out.is_ready() {
+            self.fut = None;
+        }
+        out
+    }
+}
+
+impl<T: Send + 'static> Drop for Detached<T> {
+    fn drop(&mut self) {
+        if let Some(fut) = self.fut.take() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = fut.await;
+                });
+            }
+        }
+    }
+}
+
+/// Runs `fut` in the background after polling it once here, so whatever it
+/// sends first is on the connection's queue before the caller sends anything
+/// else (on a cluster, once the node's connection is up). A plain spawn
+/// could run after the caller's next request.
+pub(crate) fn spawn_queued(
+    rt: &tokio::runtime::Handle,
+    fut: impl Future<Output = ()> + Send + 'static,
+) {
+    /// The first poll's waker: the spawned task polls again with its own.
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let mut fut = Box::pin(fut);
+    // Not while unwinding: a poll that panics then (a runtime shutting
+    // down) would abort the process. The spawn alone is still best effort.
+    if !std::thread::panicking() {
+        let waker = std::task::Waker::from(Arc::new(Noop));
+        let mut cx = Context::from_waker(&waker);
+        if fut.as_mut().poll(&mut cx).is_ready() {
+            return;
+        }
+    }
+    rt.spawn(fut);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_last_release_is_repeated_after_an_unknown_outcome() {
+        assert!(retriable(&Error::Timeout, true));
+        assert!(!retriable(&Error::Timeout, false));
+        assert!(retriable(&Error::Disconnected, false));
+        let tryagain = Error::from_server_error(b"TRYAGAIN Multiple keys request during rehashing");
+        assert!(retriable(&tryagain, false));
+        let wrongtype = Error::from_server_error(b"WRONGTYPE Operation against a key");
+        assert!(!retriable(&wrongtype, true));
+        let routed = Error::Routing {
+            slot: Some(1),
+            tried: Vec::new(),
+            last: Box::new(Error::from_server_error(b"MOVED 1 127.0.0.1:7000")),
+        };
+        assert!(retriable(&routed, false));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_detached_future_still_finishes() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let d = Detached::new(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = tx.send(());
+        });
+        drop(d);
+        tokio::time::timeout(Duration::from_secs(2), rx)
+            .await
+            .expect("finished in the background")
+            .expect("sent");
+    }
+}
