@@ -109,7 +109,7 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
         };
         let keys = [name, token.as_str()];
         let got = client
-            .eval_script(&REENTRANT_ACQUIRE, &keys, &["10000", "me:1", "60000", "1"])
+            .eval_script(&REENTRANT_ACQUIRE, &keys, &["10000", "me:1", "60000"])
             .await
             .unwrap();
         let Frame::Array(parts) = got else {
@@ -120,7 +120,7 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
             panic!("{name}: no token")
         };
         let other = client
-            .eval_script(&REENTRANT_ACQUIRE, &keys, &["10000", "you:1", "60000", "1"])
+            .eval_script(&REENTRANT_ACQUIRE, &keys, &["10000", "you:1", "60000"])
             .await
             .unwrap();
         let Frame::Array(parts) = other else {
@@ -131,8 +131,8 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
         let released = client
             .eval_script(
                 &REENTRANT_RELEASE,
-                &[name, channel.as_str(), token.as_str()],
-                &["0", "10000", "me:1", "spublish", fence.as_str()],
+                &[name, token.as_str()],
+                &["me:1", channel.as_str(), "spublish", fence.as_str()],
             )
             .await
             .unwrap();

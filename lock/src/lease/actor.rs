@@ -11,7 +11,9 @@ use keylatch_cluster::{Client, Invalidation};
 use tokio::sync::mpsc;
 
 use super::calls::{run_batch, track, Batch, Planned};
-use super::{EngineShared, Invalidations, LeaseKind, LossReason, RENEW_BATCH, TRACK_AFTER};
+use super::{
+    EngineShared, Invalidations, LeaseKind, LossReason, BUSY_LOOK, RENEW_BATCH, TRACK_AFTER,
+};
 use crate::hold::{nanos, Hold};
 
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
@@ -115,15 +117,22 @@ impl Actor {
 
     pub(super) async fn run(mut self) {
         loop {
-            if !self.take_new_holds() {
+            // Until the real wake time is known, any hold handed over from
+            // here on must wake the task (set before draining, so a hold
+            // pushed just after the drain is not left unseen).
+            self.shared.planned_wake.store(0, Ordering::Release);
+            let Some(drained) = self.take_new_holds() else {
                 return;
-            }
+            };
             self.take_overflow();
             let now = Instant::now();
-            // Until the real wake time is known, any hold handed over
-            // meanwhile must wake the task.
-            self.shared.planned_wake.store(0, Ordering::Release);
-            let (work, wake) = self.plan(now);
+            let (work, mut wake) = self.plan(now);
+            if drained > 0 {
+                // Holds are arriving: look again soon, so the next ones
+                // need no wake-up of their own (a task switch per acquire
+                // under load, otherwise).
+                wake.renew = earliest(wake.renew, now + BUSY_LOOK);
+            }
             self.send(work);
             let next = match (wake.renew, wake.urgent) {
                 (Some(r), Some(u)) => Some(r.min(u)),
@@ -171,14 +180,18 @@ impl Actor {
         }
     }
 
-    /// Moves handed-over holds into the table. False once every engine
-    /// handle is gone: the task ends.
-    fn take_new_holds(&mut self) -> bool {
+    /// Moves handed-over holds into the table; how many came. `None` once
+    /// every engine handle is gone: the task ends.
+    fn take_new_holds(&mut self) -> Option<usize> {
+        let mut n = 0;
         loop {
             match self.inbox.try_recv() {
-                Ok(hold) => self.insert(hold),
-                Err(mpsc::error::TryRecvError::Empty) => return true,
-                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+                Ok(hold) => {
+                    n += 1;
+                    self.insert(hold);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => return Some(n),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
             }
         }
     }

@@ -43,6 +43,14 @@ pub const RENEW_BATCH: usize = 100;
 /// us at once.
 pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(3);
 
+/// How late a first renewal or tracked read may be for the task's next
+/// look, rather than waking it for one hold.
+pub(crate) const WAKE_SLACK: Duration = Duration::from_millis(2);
+
+/// After a pass that took new holds, the task looks again within this, so
+/// holds arriving meanwhile need no wake-up of their own.
+pub(crate) const BUSY_LOOK: Duration = Duration::from_millis(5);
+
 /// Invalidation pushes queued for the engine before it treats the overflow
 /// as "everything may have changed".
 pub(crate) const INVALIDATION_QUEUE: usize = 1024;
@@ -148,22 +156,24 @@ impl Engine {
     }
 
     /// Hands a hold confirmed at `since` to the task. Wakes it only if the
-    /// hold is due (renewal, deadline, tracking, max hold) before the task
-    /// would look anyway: a wake-up per acquire would cost a task switch on
-    /// the hot path.
+    /// hold is due before the task would look anyway: a wake-up per acquire
+    /// would cost a task switch on the hot path. Loss deadlines and the max
+    /// hold may not wait at all; a first renewal or tracked read may wait
+    /// [`WAKE_SLACK`] for the task's next look.
     pub(crate) fn watch(&self, hold: &Arc<Hold>, since: Instant) {
         if self.inbox.send(Arc::clone(hold)).is_err() {
             return;
         }
-        let mut due = hold.deadline().min(since + hold.lease() / 3);
-        if self.shared.tracking {
-            due = due.min(since + TRACK_AFTER);
-        }
+        let mut urgent = hold.deadline();
         if let Some(end) = hold.max_hold_end {
-            due = due.min(end);
+            urgent = urgent.min(end);
+        }
+        let mut soft = since + hold.lease() / 3;
+        if self.shared.tracking {
+            soft = soft.min(since + TRACK_AFTER);
         }
         let planned = crate::hold::from_nanos(self.shared.planned_wake.load(Ordering::Acquire));
-        if due < planned {
+        if urgent < planned || soft + WAKE_SLACK < planned {
             self.shared.wake.notify_one();
         }
     }
