@@ -23,10 +23,8 @@ use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
 use crate::handle::acquire_cmd;
 use crate::hold::{clamp_span, millis, Hold, NewHold};
-use crate::lease::LeaseKind;
 use crate::lock::{Lock, ReplicaSync};
 use crate::release::release;
-use crate::scripts::REENTRANT_ACQUIRE;
 
 // Returned once per attempt and unpacked at once: boxing the guard would
 // cost an allocation per acquire for nothing.
@@ -128,15 +126,16 @@ impl Lock {
                     ms = millis(lease_d).to_string();
                     &ms
                 };
-                Arc::new(acquire_cmd(args, names, owner, lease_ms))
+                Arc::new(acquire_cmd(self.handle.kind, args, names, owner, lease_ms))
             }
         };
         let bound = self.reply_bound(deadline);
         let client = self.inner.client.clone();
+        let script = self.handle.kind.acquire_script();
         let sent_at = Instant::now();
         let mut pending = Pending {
             fut: Some(Box::pin(async move {
-                client.eval_shared_untimed(&REENTRANT_ACQUIRE, &cmd).await
+                client.eval_shared_untimed(script, &cmd).await
             })),
             lock: self,
             lease: lease_d,
@@ -149,7 +148,13 @@ impl Lock {
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
         let (holds, value) = parse_pair(&frame)?;
-        if holds <= 0 {
+        if holds < 0 {
+            // A non-reentrant lock this owner holds already.
+            return Err(LockError::NotReentrant {
+                name: self.name().to_owned(),
+            });
+        }
+        if holds == 0 {
             return Ok(Attempt::Held(value));
         }
         let token = value.max(0).unsigned_abs();
@@ -159,7 +164,7 @@ impl Lock {
                 key: self.handle.hold.clone(),
                 counter: Arc::clone(&names.token),
                 token,
-                kind: LeaseKind::Reentrant,
+                kind: self.handle.kind,
                 renew,
                 lease: lease_d,
                 sent_at,

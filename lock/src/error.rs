@@ -44,6 +44,12 @@ pub enum LockError {
         /// Replicas required.
         wanted: i64,
     },
+    /// A non-reentrant lock's holder tried to acquire it again. Nothing
+    /// changed: the first hold stands.
+    NotReentrant {
+        /// The lock's name.
+        name: String,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -68,6 +74,12 @@ impl fmt::Display for LockError {
                 f,
                 "only {acked} of {wanted} replicas acknowledged the acquire in time; released"
             ),
+            LockError::NotReentrant { name } => {
+                write!(
+                    f,
+                    "lock {name:?} is not reentrant and this owner holds it already"
+                )
+            }
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }
     }

@@ -15,8 +15,9 @@ use keylatch_resp::Cmd;
 
 use crate::hold::Hold;
 use crate::hold_key::HoldKey;
+use crate::lease::LeaseKind;
 use crate::names::LockNames;
-use crate::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
+use crate::scripts::REENTRANT_RELEASE;
 
 /// Script arguments fixed by a [`Locks`](crate::Locks)' configuration and
 /// client, formatted once rather than on every acquire and release.
@@ -34,6 +35,8 @@ pub(crate) struct ScriptArgs {
 /// Shared by a lock handle and its clones (one owner).
 pub(crate) struct Handle {
     pub(crate) names: LockNames,
+    /// What the holds of this lock are: how they are taken and renewed.
+    pub(crate) kind: LeaseKind,
     /// The watchdog's key for this owner's hold (name, owner, hash, slot).
     pub(crate) hold: HoldKey,
     /// A watchdog acquire was made through this handle already.
@@ -52,11 +55,12 @@ struct Prepared {
 }
 
 impl Handle {
-    pub(crate) fn new(name: &str, owner: Arc<str>) -> Self {
+    pub(crate) fn new(name: &str, owner: Arc<str>, kind: LeaseKind) -> Self {
         let names = LockNames::new(name);
         let hold = HoldKey::new(Arc::clone(&names.key), owner);
         Self {
             names,
+            kind,
             hold,
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
@@ -106,8 +110,14 @@ impl Handle {
         let p = self.prepared.get_or_init(|| {
             Box::new(Prepared {
                 acquire_watchdog: Arc::new(
-                    acquire_cmd(args, &self.names, self.owner(), &args.watchdog_ms)
-                        .clone_with_room(0),
+                    acquire_cmd(
+                        self.kind,
+                        args,
+                        &self.names,
+                        self.owner(),
+                        &args.watchdog_ms,
+                    )
+                    .clone_with_room(0),
                 ),
                 release_head: release_cmd(args, &self.names, self.owner(), None).clone_with_room(0),
             })
@@ -145,12 +155,13 @@ fn release_cmd(args: &ScriptArgs, names: &LockNames, owner: &str, token: Option<
 
 /// The acquire script's command for one lease (`lease_ms`).
 pub(crate) fn acquire_cmd(
+    kind: LeaseKind,
     args: &ScriptArgs,
     names: &LockNames,
     owner: &str,
     lease_ms: &str,
 ) -> Cmd {
-    REENTRANT_ACQUIRE.evalsha_cmd(
+    kind.acquire_script().evalsha_cmd(
         &[&*names.key, &*names.token],
         &[lease_ms, owner, args.token_ttl_ms.as_str()],
     )
@@ -179,8 +190,8 @@ mod tests {
     fn prepared_commands_are_the_built_ones_from_the_second_use() {
         for publish in ["publish", "spublish"] {
             let args = args(publish);
-            let h = Handle::new("orders", Arc::from("client:7"));
-            let built_acquire = acquire_cmd(&args, &h.names, h.owner(), &args.watchdog_ms);
+            let h = Handle::new("orders", Arc::from("client:7"), LeaseKind::Reentrant);
+            let built_acquire = acquire_cmd(h.kind, &args, &h.names, h.owner(), &args.watchdog_ms);
             let built_release = release_cmd(&args, &h.names, h.owner(), Some("42"));
             // First use: nothing prepared, the release is built whole.
             assert!(h.acquire_watchdog(&args).is_none());

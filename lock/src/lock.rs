@@ -11,6 +11,7 @@ use crate::acquire::Attempt;
 use crate::error::LockResult;
 use crate::guard::LockGuard;
 use crate::handle::Handle;
+use crate::lease::LeaseKind;
 use crate::locks::Inner;
 use crate::scripts::FORCE_UNLOCK;
 
@@ -79,10 +80,10 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: Arc<str>) -> Self {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: Arc<str>, kind: LeaseKind) -> Self {
         Self {
             inner,
-            handle: Arc::new(Handle::new(name, owner)),
+            handle: Arc::new(Handle::new(name, owner, kind)),
             max_hold: None,
             replica_sync: ReplicaSync::None,
         }

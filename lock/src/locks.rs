@@ -10,7 +10,7 @@ use keylatch_cluster::{Client, ClientConfig, InvalidationHandler, PubSub, PubSub
 use crate::error::LockResult;
 use crate::handle::ScriptArgs;
 use crate::hold::{clamp_span, millis};
-use crate::lease::{Engine, Invalidations, INVALIDATION_QUEUE};
+use crate::lease::{Engine, Invalidations, LeaseKind, INVALIDATION_QUEUE};
 use crate::lock::Lock;
 use crate::waiters::WaitQueues;
 
@@ -321,9 +321,41 @@ impl Locks {
     /// # }
     /// ```
     pub fn lock(&self, name: &str) -> Lock {
+        Lock::new(
+            Arc::clone(&self.inner),
+            name,
+            self.new_owner(),
+            LeaseKind::Reentrant,
+        )
+    }
+
+    /// A non-reentrant lock handle with a fresh owner id: Redisson's RLock
+    /// layout (so it excludes, and is excluded by, reentrant holders of the
+    /// same name), but a second acquire by the holder, through this handle
+    /// or a clone, fails with [`LockError::NotReentrant`](crate::LockError::NotReentrant)
+    /// instead of counting. Renewed by the watchdog like any lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let lock = locks.non_reentrant_lock("nightly-report");
+    /// let guard = lock.acquire().await?;
+    /// assert!(lock.try_acquire_now(None).await.is_err()); // not reentrant
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_lock(&self, name: &str) -> Lock {
+        Lock::new(
+            Arc::clone(&self.inner),
+            name,
+            self.new_owner(),
+            LeaseKind::NonReentrant,
+        )
+    }
+
+    /// `<client uuid>:<n>`, n unique within this `Locks`.
+    fn new_owner(&self) -> Arc<str> {
         let n = self.inner.next_handle.fetch_add(1, Ordering::Relaxed);
-        let owner = format!("{}:{n}", self.inner.client_id);
-        Lock::new(Arc::clone(&self.inner), name, owner.into())
+        format!("{}:{n}", self.inner.client_id).into()
     }
 
     /// A lock handle acting as an explicit owner: a task or process that was
@@ -337,7 +369,12 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn lock_with_owner(&self, name: &str, owner: &str) -> Lock {
-        Lock::new(Arc::clone(&self.inner), name, owner.into())
+        Lock::new(
+            Arc::clone(&self.inner),
+            name,
+            owner.into(),
+            LeaseKind::Reentrant,
+        )
     }
 
     /// The client underneath.

@@ -17,6 +17,17 @@ pub static REENTRANT_ACQUIRE: Script = Script::new(
     include_str!("../../lua/reentrant_acquire.lua"),
 );
 
+/// Take a non-reentrant lock (Redisson's RLock layout; a re-entry is
+/// refused); see `lua/nonreentrant_acquire.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::NONREENTRANT_ACQUIRE.name(), "nonreentrant_acquire");
+/// ```
+pub static NONREENTRANT_ACQUIRE: Script = Script::new(
+    "nonreentrant_acquire",
+    include_str!("../../lua/nonreentrant_acquire.lua"),
+);
+
 /// Drop one hold of a reentrant lock, publishing the unlock message on the
 /// last one; see `lua/reentrant_release.lua`.
 ///
@@ -64,6 +75,7 @@ pub static FORCE_UNLOCK: Script =
 /// ```
 pub static ALL: &[&Script] = &[
     &REENTRANT_ACQUIRE,
+    &NONREENTRANT_ACQUIRE,
     &REENTRANT_RELEASE,
     &REENTRANT_RENEW,
     &REENTRANT_RENEW_NODE,

@@ -61,7 +61,7 @@ const TOKEN_TTL_MS: u64 = 86_400_000;
 struct RedisRs<C> {
     conn: C,
     scripts: Arc<(redis::Script, redis::Script)>,
-    /// ARGV[4] of the release script: `publish`, or `spublish` in a cluster.
+    /// ARGV[3] of the release script: `publish`, or `spublish` in a cluster.
     publish: &'static str,
     owners: AtomicU64,
 }
@@ -136,7 +136,6 @@ where
                 .arg(LEASE_MS)
                 .arg(&self.owner)
                 .arg(TOKEN_TTL_MS)
-                .arg("1")
                 .invoke_async(&mut self.conn)
                 .await
                 .map_err(|e| rr("acquire", e))?;
@@ -161,11 +160,9 @@ where
             .scripts
             .1
             .key(&self.name)
-            .key(&self.channel)
             .key(&self.token)
-            .arg("0")
-            .arg(LEASE_MS)
             .arg(&self.owner)
+            .arg(&self.channel)
             .arg(self.publish)
             .arg(fence)
             .invoke_async(&mut self.conn)

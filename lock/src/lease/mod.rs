@@ -32,7 +32,9 @@ use keylatch_cluster::{Client, Invalidation, Script};
 use tokio::sync::{mpsc, Notify};
 
 use crate::hold::Hold;
-use crate::scripts::{REENTRANT_RENEW, REENTRANT_RENEW_NODE};
+use crate::scripts::{
+    NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RENEW, REENTRANT_RENEW_NODE,
+};
 
 /// Most holds renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
@@ -74,30 +76,45 @@ pub enum LossReason {
     MaxHold,
 }
 
-/// What the server keeps for a lease, and so how it is renewed.
+/// What a lock's holds are on the server, and so how they are taken and
+/// renewed: the seam the rest of the lock family plugs into (a read-write
+/// lock's read holds, a fair lock waiter's place, an expirable semaphore's
+/// permits each bring their own scripts here).
 ///
-/// The reentrant lock's hash field is the first kind; every kind names its
-/// renewal scripts (per slot, and per node in a cluster) and the four
-/// strings each hold contributes to a call.
+/// The engine batches holds per kind; a kind names its acquire script and
+/// its renewal scripts (per slot, and per node in a cluster), each judging
+/// every hold on its own from four strings: key, counter, owner, token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum LeaseKind {
     /// Redisson's RLock hash (`name` → {owner: count}) with its fencing
-    /// counter; the non-reentrant lock shares it.
+    /// counter.
     Reentrant,
+    /// The same hash with a count of exactly 1: a second acquire by the
+    /// holder is refused (Redisson 4.4's non-reentrant lock).
+    NonReentrant,
 }
 
 impl LeaseKind {
+    /// The script taking a hold (`KEYS` = hash, counter).
+    pub(crate) fn acquire_script(self) -> &'static Script {
+        match self {
+            LeaseKind::Reentrant => &REENTRANT_ACQUIRE,
+            LeaseKind::NonReentrant => &NONREENTRANT_ACQUIRE,
+        }
+    }
+
     /// The script renewing holds of one slot (`KEYS` = hash, counter pairs).
+    /// A non-reentrant hold is the same hash field, judged the same way.
     pub(crate) fn slot_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant => &REENTRANT_RENEW,
+            LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RENEW,
         }
     }
 
     /// The script renewing holds of many slots of one node (no `KEYS`).
     pub(crate) fn node_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant => &REENTRANT_RENEW_NODE,
+            LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RENEW_NODE,
         }
     }
 }
