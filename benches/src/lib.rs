@@ -40,19 +40,44 @@ pub fn summarise(samples: &mut [Duration]) -> Summary {
 /// CPU time (user + system) used by this process so far, from /proc/self/stat.
 /// Resolution is one clock tick (10 ms); scenarios run for seconds.
 pub fn process_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    stat_cpu("/proc/self/stat").unwrap_or_default()
+}
+
+/// CPU time (user + system, all threads) process `pid` has used so far,
+/// from /proc/<pid>/stat: e.g. a local redis-server's, to put the server's
+/// work per operation beside the client's. `None` when it cannot be read
+/// (no such process, or not on Linux). Resolution is one clock tick.
+pub fn pid_cpu(pid: u32) -> Option<Duration> {
+    stat_cpu(&format!("/proc/{pid}/stat"))
+}
+
+/// utime + stime of a /proc stat file, in clock ticks converted to time.
+fn stat_cpu(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the command name (which is in parentheses and may contain spaces).
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let after = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();
     // utime and stime are fields 14 and 15 overall: 12th and 13th after ')'.
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let total = ticks(11) + ticks(12);
-    Duration::from_millis(total * 10)
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    let total = ticks(11)? + ticks(12)?;
+    Some(Duration::from_secs_f64(
+        total as f64 / clock_ticks_per_second() as f64,
+    ))
+}
+
+/// The kernel's USER_HZ (`getconf CLK_TCK`), read once; 100 (Linux's value
+/// on every common architecture) when getconf is missing.
+fn clock_ticks_per_second() -> u64 {
+    static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HZ.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .filter(|&hz| hz > 0)
+            .unwrap_or(100)
+    })
 }
 
 /// One row of redis-benchmark's CSV output.
@@ -139,6 +164,15 @@ pub fn arg(name: &str, default: u64) -> u64 {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The text after flag `name` on the command line, if any.
+pub fn arg_text(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
 }
 
 /// The command line of a binary whose every option is a `--name value`

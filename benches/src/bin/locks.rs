@@ -1,21 +1,50 @@
-//! Lock benchmarks: keylatch vs redis-rs running the same two scripts vs
-//! rslock, with redis-benchmark's EVALSHA as the floor, in one run against
-//! one local redis-server (started here unless `--url` is given).
+//! Lock benchmarks: keylatch vs redis-rs running keylatch's own two scripts
+//! vs redis-rs running Redisson's RLock scripts vs rslock, with
+//! redis-benchmark's EVALSHA as the floor, in one run against one local
+//! redis-server (started here unless `--url` is given).
+//!
+//! Contenders:
+//! - keylatch, built as the README shows users: `Locks::connect(url)` (its
+//!   own client, RESP3 with client-side tracking, default `LocksConfig`);
+//! - redis-rs (same scripts): redis-rs's multiplexed connection running
+//!   `lua/reentrant_acquire.lua` and `lua/reentrant_release.lua` (fencing on),
+//!   with the arguments their headers list ([`same_acquire`],
+//!   [`same_release`]);
+//! - redis-rs (Redisson scripts): the same connection running Redisson's
+//!   `RLock` scripts (exists/hexists → hincrby + pexpire; hexists → hincrby -1
+//!   → pexpire, or del + publish), no fencing: what a Redisson-style lock costs;
+//! - rslock (SET NX PX, Lua compare-and-delete).
 //!
 //! Scenarios (clients alternate, order flipped every round):
-//! 1. uncontended acquire+release, sequential: p50, p99;
-//! 2. 64 tasks on distinct locks, one client: pairs/s and client CPU per pair;
-//! 3. 8 contenders on one lock, hold 0, think 1 ms: acquisitions/s and
-//!    handoff p50 (release → another contender holds it), vs a 1 ms polling
-//!    loop (SET NX PX, sleep 1 ms on failure);
-//! 4. 10,000 held locks: renewal script calls per interval, client memory.
+//! 1. uncontended acquire+release, sequential: p50, p99, client and server
+//!    CPU per pair;
+//! 2. 64 tasks on distinct locks, one client: pairs/s, client and server CPU
+//!    per pair;
+//! 3. 8 contenders on one lock, hold 0, think 1 ms (keylatch): acquisitions/s
+//!    and handoff p50 (release → another contender holds it), vs a 1 ms
+//!    polling loop (SET NX PX, sleep 1 ms on failure);
+//! 4. 10,000 held locks (keylatch): renewal script calls per interval, client
+//!    memory.
+//!
+//! Server CPU is the redis-server's utime + stime from /proc/<pid>/stat, read
+//! around each block a contender runs (clock ticks: 10 ms resolution, so
+//! figures firm up with more rounds). The pid is that of the server started
+//! here; with `--url`, pass `--server-pid N` (a local server) or the server
+//! columns read n/a. Client CPU is this process's, the same way.
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin locks -- [--rounds 3] [--seconds 3]
+//!     [--url redis://127.0.0.1:PORT [--server-pid N]]
 //! ```
 //!
+//! With `--url`, the server must be on loopback: the floors run
+//! redis-benchmark against 127.0.0.1 and the URL's port.
+//! `benches/compare-commits.sh OLD NEW` runs this bench at two commits, one
+//! after the other.
+//!
 //! Diagnostics (one client, one scenario): `--profile-seq N` and
-//! `--profile-distinct N` (keylatch, or redis-rs with `--redis-rs`),
+//! `--profile-distinct N` (keylatch, or redis-rs with `--redis-rs`, or
+//! redis-rs with Redisson's scripts with `--redisson`),
 //! `--runtime current`, `--held-only` (the 10,000 held locks alone), `--sizes` (future sizes on the request path),
 //! `--floor-check [--get [--raw]|--fixed]` (one request at a time vs
 //! redis-benchmark; `--raw`: a bare tokio TcpStream, the runtime's own floor).
@@ -24,19 +53,105 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keylatch_benches::{arg, for_seconds, process_cpu, redis_benchmark, stopped, summarise};
-use keylatch_cluster::{Client, Commands, SetCondition, SetOptions};
+use keylatch_benches::{
+    arg, arg_text, for_seconds, pid_cpu, process_cpu, redis_benchmark, stopped, summarise,
+    url_or_local_server,
+};
+use keylatch_cluster::{Client, ClientConfig, Commands, SetCondition, SetOptions};
 use keylatch_harness::rss_kib;
 use keylatch_lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
 use keylatch_lock::{Locks, LocksConfig};
 
+/// Redisson's `RLock.tryLockInnerAsync` script, verbatim as in
+/// `tests/locks.rs`: KEYS[1] the lock name; ARGV[1] lease in milliseconds,
+/// ARGV[2] owner id. Returns nil when acquired, else the lock's PTTL.
+const REDISSON_LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+
+/// Redisson's `RLock.unlockInnerAsync` script, verbatim as in
+/// `tests/locks.rs`: KEYS[1] the lock name, KEYS[2] the unlock channel
+/// `redisson_lock__channel:{name}`; ARGV[1] the unlock message (0), ARGV[2]
+/// lease in milliseconds, ARGV[3] owner id. Returns nil when not the owner,
+/// 0 when holds remain, 1 when released (and published).
+const REDISSON_UNLOCK: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+
+/// The lease every script-running contender asks for (keylatch's watchdog
+/// default, Redisson's `lockWatchdogTimeout`), in milliseconds.
+const LEASE_MS: &str = "30000";
+
+/// Idle expiry of keylatch's fencing counter (`LocksConfig::token_idle_ttl`'s
+/// default, 24 h), in milliseconds.
+const TOKEN_IDLE_MS: &str = "86400000";
+
+/// KEYS of `lua/reentrant_acquire.lua`, in its header's order: the lock
+/// hash, the fencing counter.
+fn acquire_keys<'a>(name: &'a str, token_key: &'a str) -> [&'a str; 2] {
+    [name, token_key]
+}
+
+/// ARGV of `lua/reentrant_acquire.lua`, in its header's order: lease (ms),
+/// owner id, idle expiry of the fencing counter (ms), fencing on ("1").
+fn acquire_argv(owner: &str) -> [&str; 4] {
+    [LEASE_MS, owner, TOKEN_IDLE_MS, "1"]
+}
+
+/// The redis-rs (same scripts) acquire: keylatch's acquire script with the
+/// arguments its header lists. Update [`acquire_keys`] / [`acquire_argv`]
+/// (also used by the floors) and [`acquired_token`] when the script changes.
+fn same_acquire<'s>(script: &'s redis::Script, p: &Prepared) -> redis::ScriptInvocation<'s> {
+    let mut call = script.prepare_invoke();
+    for key in acquire_keys(&p.name, &p.token) {
+        call.key(key);
+    }
+    for a in acquire_argv(&p.owner) {
+        call.arg(a);
+    }
+    call
+}
+
+/// The fencing token from the acquire script's reply (`{holds, token}`;
+/// `{0, pttl}` when another owner holds the lock, which an uncontended pair
+/// never meets).
+fn acquired_token(reply: &redis::Value) -> i64 {
+    match reply {
+        redis::Value::Array(v) => match (v.first(), v.get(1)) {
+            (Some(redis::Value::Int(holds)), Some(redis::Value::Int(token))) if *holds > 0 => {
+                *token
+            }
+            _ => panic!("redis-rs acquire: not acquired: {reply:?}"),
+        },
+        _ => panic!("redis-rs acquire: unexpected reply {reply:?}"),
+    }
+}
+
+/// The redis-rs (same scripts) release: keylatch's release script with the
+/// arguments its header lists. KEYS: the lock hash, the unlock channel, the
+/// fencing counter; ARGV: unlock message ("0"), lease (ms), owner id, the
+/// publish command, the hold's fencing token.
+fn same_release<'s>(
+    script: &'s redis::Script,
+    p: &Prepared,
+    token: i64,
+) -> redis::ScriptInvocation<'s> {
+    let mut call = script.prepare_invoke();
+    call.key(&p.name).key(&p.channel).key(&p.token);
+    call.arg("0")
+        .arg(LEASE_MS)
+        .arg(&p.owner)
+        .arg("publish")
+        .arg(token);
+    call
+}
+
+/// An acquire script and a release script, loaded by redis-rs on first use.
+type ScriptPair = Arc<(redis::Script, redis::Script)>;
+
 #[derive(Clone)]
 enum Contender {
     Keylatch(Locks),
-    RedisRs(
-        redis::aio::MultiplexedConnection,
-        Arc<(redis::Script, redis::Script)>,
-    ),
+    /// redis-rs running keylatch's scripts.
+    RedisRs(redis::aio::MultiplexedConnection, ScriptPair),
+    /// redis-rs running Redisson's RLock scripts.
+    Redisson(redis::aio::MultiplexedConnection, ScriptPair),
     RsLock(Arc<rslock::LockManager>),
 }
 
@@ -45,8 +160,29 @@ impl Contender {
         match self {
             Contender::Keylatch(_) => "keylatch",
             Contender::RedisRs(..) => "redis-rs (same scripts)",
+            Contender::Redisson(..) => "redis-rs (Redisson scripts)",
             Contender::RsLock(_) => "rslock",
         }
+    }
+
+    fn same_scripts(conn: redis::aio::MultiplexedConnection) -> Contender {
+        Contender::RedisRs(
+            conn,
+            Arc::new((
+                redis::Script::new(REENTRANT_ACQUIRE.source()),
+                redis::Script::new(REENTRANT_RELEASE.source()),
+            )),
+        )
+    }
+
+    fn redisson_scripts(conn: redis::aio::MultiplexedConnection) -> Contender {
+        Contender::Redisson(
+            conn,
+            Arc::new((
+                redis::Script::new(REDISSON_LOCK),
+                redis::Script::new(REDISSON_UNLOCK),
+            )),
+        )
     }
 
     /// Per-task state built once, as an application would keep a lock
@@ -77,37 +213,37 @@ impl Contender {
                 g.unlock().await.expect("keylatch release");
             }
             Contender::RedisRs(conn, scripts) => {
-                let r: redis::Value = scripts
-                    .0
-                    .key(&p.name)
-                    .key(&p.token)
-                    .arg(30_000)
-                    .arg(&p.owner)
-                    .arg(86_400_000)
-                    .arg("1")
+                let r: redis::Value = same_acquire(&scripts.0, p)
                     .invoke_async(conn)
                     .await
                     .expect("redis-rs acquire");
-                let fence = match r {
-                    redis::Value::Array(v) => match v.get(1) {
-                        Some(redis::Value::Int(t)) => *t,
-                        _ => 0,
-                    },
-                    _ => 0,
-                };
-                let _: Option<i64> = scripts
-                    .1
-                    .key(&p.name)
-                    .key(&p.channel)
-                    .key(&p.token)
-                    .arg("0")
-                    .arg(30_000)
-                    .arg(&p.owner)
-                    .arg("publish")
-                    .arg(fence)
+                let released: Option<i64> = same_release(&scripts.1, p, acquired_token(&r))
                     .invoke_async(conn)
                     .await
                     .expect("redis-rs release");
+                assert_eq!(released, Some(1), "redis-rs release");
+            }
+            Contender::Redisson(conn, scripts) => {
+                let pttl: Option<i64> = scripts
+                    .0
+                    .key(&p.name)
+                    .arg(LEASE_MS)
+                    .arg(&p.owner)
+                    .invoke_async(conn)
+                    .await
+                    .expect("Redisson acquire");
+                assert_eq!(pttl, None, "Redisson acquire: held elsewhere");
+                let released: Option<i64> = scripts
+                    .1
+                    .key(&p.name)
+                    .key(&p.channel)
+                    .arg("0")
+                    .arg(LEASE_MS)
+                    .arg(&p.owner)
+                    .invoke_async(conn)
+                    .await
+                    .expect("Redisson release");
+                assert_eq!(released, Some(1), "Redisson release");
             }
             Contender::RsLock(lm) => {
                 let lock = lm
@@ -128,12 +264,70 @@ struct Prepared {
     channel: String,
 }
 
+/// CPU used so far by this process (the clients) and by the redis-server
+/// (when its pid is known and readable).
+#[derive(Clone, Copy)]
+struct CpuMark {
+    client: Duration,
+    server: Option<Duration>,
+}
+
+impl CpuMark {
+    fn now(server_pid: Option<u32>) -> CpuMark {
+        CpuMark {
+            client: process_cpu(),
+            server: server_pid.and_then(pid_cpu),
+        }
+    }
+
+    /// CPU used since `self` was taken: (client, server).
+    fn since(self, server_pid: Option<u32>) -> (Duration, Option<Duration>) {
+        let now = CpuMark::now(server_pid);
+        let server = match (self.server, now.server) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        (now.client.saturating_sub(self.client), server)
+    }
+}
+
+/// One contender's totals over all rounds of scenarios 1 and 2.
+#[derive(Default)]
+struct Totals {
+    /// Scenario 1: latency of each pair, and the CPU of all of them.
+    seq_lat: Vec<Duration>,
+    seq_client: Duration,
+    /// `None` once any reading failed (or no server pid).
+    seq_server: Option<Duration>,
+    /// Scenario 2: pairs done, client and server CPU, wall time.
+    pairs: u64,
+    client: Duration,
+    server: Option<Duration>,
+    wall: Duration,
+}
+
+/// Adds a server CPU reading to a total: unknown as soon as one is.
+fn add_server(total: &mut Option<Duration>, d: Option<Duration>) {
+    *total = total.zip(d).map(|(a, b)| a + b);
+}
+
+/// µs per operation.
+fn per_op(d: Duration, ops: u64) -> f64 {
+    d.as_secs_f64() * 1e6 / ops.max(1) as f64
+}
+
 fn main() {
     let rounds = arg("--rounds", 3) as usize;
     let seconds = arg("--seconds", 3);
-    let server = keylatch_harness::RedisServer::start();
-    let url = server.url();
-    let port = server.port();
+    let (url, server) = url_or_local_server(arg_text("--url").as_deref());
+    let server_pid = match server.as_ref() {
+        Some(s) => s.pid(),
+        None => Some(arg("--server-pid", 0) as u32).filter(|&pid| pid > 0),
+    };
+    let port = server.as_ref().map_or_else(|| url_port(&url), |s| s.port());
+    if server_pid.and_then(pid_cpu).is_none() {
+        eprintln!("server CPU: no readable redis-server pid (with --url, pass --server-pid N): columns read n/a");
+    }
     // `--runtime current`: one thread, so client CPU is the clients' own
     // work rather than the multi-thread scheduler's wake-ups between workers.
     let current = std::env::args()
@@ -152,27 +346,32 @@ fn main() {
     }
     .expect("runtime");
     rt.block_on(async move {
-        tokio::spawn(async move { run(url, port, rounds, seconds).await })
+        tokio::spawn(async move { run(url, port, server_pid, rounds, seconds).await })
             .await
             .expect("bench task");
     });
     drop(server);
 }
 
-async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
-    let locks = Locks::new(
-        Client::connect(&url).await.expect("keylatch"),
-        LocksConfig::default(),
-    );
+/// The port of a `redis://host:port[/db][?…]` URL (6379 when absent).
+fn url_port(url: &str) -> u16 {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host_port = rest.split(['/', '?']).next().unwrap_or("");
+    let host_port = host_port.rsplit_once('@').map_or(host_port, |(_, h)| h);
+    host_port
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or(6379)
+}
+
+async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, seconds: u64) {
+    // As the README shows users: standalone or cluster, client tracking on.
+    let locks = Locks::connect(&url).await.expect("keylatch");
     let rr = redis::Client::open(url.as_str())
         .expect("url")
         .get_multiplexed_async_connection()
         .await
         .expect("redis-rs");
-    let scripts = Arc::new((
-        redis::Script::new(REENTRANT_ACQUIRE.source()),
-        redis::Script::new(REENTRANT_RELEASE.source()),
-    ));
     let rs = Arc::new(rslock::LockManager::new(vec![url.clone()]));
     if std::env::args().any(|a| a == "--sizes") {
         // Future sizes on the request path: each is memcpy'd when moved.
@@ -195,15 +394,12 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         );
         return;
     }
-    // Profiling modes: one client, one scenario (`--redis-rs` picks redis-rs).
+    // Profiling modes: one client, one scenario (`--redis-rs` picks redis-rs
+    // running keylatch's scripts, `--redisson` redis-rs running Redisson's).
     let solo = if std::env::args().any(|a| a == "--redis-rs") {
-        Contender::RedisRs(
-            rr.clone(),
-            Arc::new((
-                redis::Script::new(REENTRANT_ACQUIRE.source()),
-                redis::Script::new(REENTRANT_RELEASE.source()),
-            )),
-        )
+        Contender::same_scripts(rr.clone())
+    } else if std::env::args().any(|a| a == "--redisson") {
+        Contender::redisson_scripts(rr.clone())
     } else {
         Contender::Keylatch(locks.clone())
     };
@@ -255,8 +451,8 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
             let _ = client
                 .eval_script(
                     &REENTRANT_ACQUIRE,
-                    &[key.as_str(), "floor:t"],
-                    &["30000", "o:1", "60000", "1"],
+                    &acquire_keys(&key, "floor:t"),
+                    &acquire_argv("o:1"),
                 )
                 .await;
             lat.push(t.elapsed());
@@ -327,16 +523,20 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
     }
     let mut cs = [
         Contender::Keylatch(locks.clone()),
-        Contender::RedisRs(rr, scripts),
+        Contender::same_scripts(rr.clone()),
+        Contender::redisson_scripts(rr),
         Contender::RsLock(rs),
     ];
     let n = cs.len();
+    let mut totals: Vec<Totals> = (0..n)
+        .map(|_| Totals {
+            seq_server: Some(Duration::ZERO),
+            server: Some(Duration::ZERO),
+            ..Totals::default()
+        })
+        .collect();
 
     // 1. Uncontended sequential pairs, in blocks of 250 per client.
-    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); n];
-    let mut pairs = vec![0u64; n];
-    let mut cpu = vec![Duration::ZERO; n];
-    let mut wall = vec![Duration::ZERO; n];
     // Floors from redis-benchmark (C): one EVALSHA of the acquire script,
     // measured in every round right after the sequential pairs (the
     // machine's speed drifts; a floor from another minute is no floor).
@@ -344,8 +544,8 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         .client()
         .eval_script(
             &REENTRANT_ACQUIRE,
-            &["floor", "floor:t"],
-            &["30000", "o:1", "60000", "1"],
+            &acquire_keys("floor", "floor:t"),
+            &acquire_argv("o:1"),
         )
         .await;
     let evalsha = |extra: &[&str]| acquire_floor(port, extra);
@@ -370,11 +570,15 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         }
         for _block in 0..8 {
             for &i in &order {
+                let mark = CpuMark::now(server_pid);
                 for _ in 0..250 {
                     let t = Instant::now();
                     cs[i].pair(&seq[i]).await;
-                    lat[i].push(t.elapsed());
+                    totals[i].seq_lat.push(t.elapsed());
                 }
+                let (client, server) = mark.since(server_pid);
+                totals[i].seq_client += client;
+                add_server(&mut totals[i].seq_server, server);
             }
         }
         // `-r`: a fresh lock name per call, so the floor runs the script's
@@ -386,10 +590,16 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         }
         // 2. 64 tasks, distinct locks, one client.
         for &i in &order {
+            let server0 = server_pid.and_then(pid_cpu);
             let (p, c, w) = distinct(&cs[i], seconds).await;
-            pairs[i] += p;
-            cpu[i] += c;
-            wall[i] += w;
+            let server = server0
+                .zip(server_pid.and_then(pid_cpu))
+                .map(|(a, b)| b.saturating_sub(a));
+            let t = &mut totals[i];
+            t.pairs += p;
+            t.client += c;
+            t.wall += w;
+            add_server(&mut t.server, server);
         }
         eprintln!("round {} of {rounds} done", round + 1);
     }
@@ -403,57 +613,85 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
 
     let cap = evalsha(&["-c", "4", "-P", "16", "-n", "400000", "-r", "100000"]);
 
-    let means: Vec<f64> = lat
+    let means: Vec<f64> = totals
         .iter()
-        .map(|v| v.iter().sum::<Duration>().as_secs_f64() * 1e6 / v.len().max(1) as f64)
+        .map(|t| {
+            t.seq_lat.iter().sum::<Duration>().as_secs_f64() * 1e6 / t.seq_lat.len().max(1) as f64
+        })
         .collect();
-    let s: Vec<_> = lat.iter_mut().map(|v| summarise(v)).collect();
+    let s: Vec<_> = totals
+        .iter_mut()
+        .map(|t| summarise(&mut t.seq_lat))
+        .collect();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let seq_pairs = |i: usize| s[i].n as u64;
+    let rate = |i: usize| totals[i].pairs as f64 / totals[i].wall.as_secs_f64();
+    // Per pair, µs: uncontended client and server CPU, 64-task client and server CPU.
+    let seq_cpp = |i: usize| per_op(totals[i].seq_client, seq_pairs(i));
+    let seq_spp = |i: usize| totals[i].seq_server.map(|d| per_op(d, seq_pairs(i)));
+    let cpp = |i: usize| per_op(totals[i].client, totals[i].pairs);
+    let spp = |i: usize| totals[i].server.map(|d| per_op(d, totals[i].pairs));
+
     println!();
     println!(
-        "rounds {rounds}, {} sequential pairs per client, 64 tasks × {seconds} s per round",
-        s[0].n
+        "rounds {rounds}, {} sequential pairs per client, 64 tasks × {seconds} s per round; server CPU from /proc/<redis-server pid>/stat ({})",
+        s[0].n,
+        server_pid.map_or("no pid: n/a".to_owned(), |p| format!("pid {p}"))
     );
-    println!(
-        "{:<44} {:>12} {:>24} {:>12}",
-        "scenario",
-        cs[0].name(),
-        cs[1].name(),
-        cs[2].name()
+    let names: Vec<&str> = cs.iter().map(Contender::name).collect();
+    let widths: Vec<usize> = names.iter().map(|n| n.chars().count().max(10)).collect();
+    let row = |label: &str, cells: Vec<String>| {
+        let mut line = format!("{label:<44}");
+        for (cell, w) in cells.iter().zip(&widths) {
+            line.push_str(&format!("  {cell:>w$}"));
+        }
+        println!("{line}");
+    };
+    let fmt =
+        |v: Option<f64>, decimals: usize| v.map_or("n/a".to_owned(), |v| format!("{v:.decimals$}"));
+    let col = |f: &dyn Fn(usize) -> Option<f64>, decimals: usize| -> Vec<String> {
+        (0..n).map(|i| fmt(f(i), decimals)).collect()
+    };
+    row("scenario", names.iter().map(|n| n.to_string()).collect());
+    row("uncontended pair p50 (µs)", col(&|i| Some(us(s[i].p50)), 1));
+    row("uncontended pair p99 (µs)", col(&|i| Some(us(s[i].p99)), 1));
+    row(
+        "uncontended client CPU per pair (µs)",
+        col(&|i| Some(seq_cpp(i)), 2),
     );
-    println!(
-        "{:<44} {:>12.1} {:>24.1} {:>12.1}",
-        "uncontended pair p50 (µs)",
-        us(s[0].p50),
-        us(s[1].p50),
-        us(s[2].p50)
-    );
-    println!(
-        "{:<44} {:>12.1} {:>24.1} {:>12.1}",
-        "uncontended pair p99 (µs)",
-        us(s[0].p99),
-        us(s[1].p99),
-        us(s[2].p99)
-    );
-    let rate = |i: usize| pairs[i] as f64 / wall[i].as_secs_f64();
-    let cpp = |i: usize| cpu[i].as_secs_f64() * 1e6 / pairs[i].max(1) as f64;
-    println!(
-        "{:<44} {:>12.0} {:>24.0} {:>12.0}",
+    row("uncontended server CPU per pair (µs)", col(&seq_spp, 2));
+    row(
         "64 tasks distinct locks (pairs/s)",
-        rate(0),
-        rate(1),
-        rate(2)
+        col(&|i| Some(rate(i)), 0),
     );
-    println!(
-        "{:<44} {:>12.2} {:>24.2} {:>12.2}",
-        "client CPU per pair (µs)",
-        cpp(0),
-        cpp(1),
-        cpp(2)
+    row(
+        "64 tasks client CPU per pair (µs)",
+        col(&|i| Some(cpp(i)), 2),
     );
+    row("64 tasks server CPU per pair (µs)", col(&spp, 2));
     println!();
-    println!("ratios: keylatch/redis-rs p50 {:.2}, pairs/s {:.2}, CPU/pair {:.2}; keylatch/rslock p50 {:.2}, pairs/s {:.2}",
-        us(s[0].p50) / us(s[1].p50), rate(0) / rate(1), cpp(0) / cpp(1), us(s[0].p50) / us(s[2].p50), rate(0) / rate(2));
+    let ratio = |a: Option<f64>, b: Option<f64>| fmt(a.zip(b).map(|(a, b)| a / b), 2);
+    // keylatch against each redis-rs contender: the same work through
+    // another client, and the work a Redisson-style lock needs.
+    for j in [1, 2] {
+        println!(
+            "ratios keylatch / {}: p50 {}, p99 {}, pairs/s {}; client CPU/pair {} uncontended, {} 64 tasks; server CPU/pair {} uncontended, {} 64 tasks",
+            names[j],
+            ratio(Some(us(s[0].p50)), Some(us(s[j].p50))),
+            ratio(Some(us(s[0].p99)), Some(us(s[j].p99))),
+            ratio(Some(rate(0)), Some(rate(j))),
+            ratio(Some(seq_cpp(0)), Some(seq_cpp(j))),
+            ratio(Some(cpp(0)), Some(cpp(j))),
+            ratio(seq_spp(0), seq_spp(j)),
+            ratio(spp(0), spp(j)),
+        );
+    }
+    println!(
+        "ratios keylatch / {}: p50 {}, pairs/s {}",
+        names[3],
+        ratio(Some(us(s[0].p50)), Some(us(s[3].p50))),
+        ratio(Some(rate(0)), Some(rate(3))),
+    );
     if !floors.is_empty() {
         floors.sort_by(f64::total_cmp);
         let floor = floors[floors.len() / 2];
@@ -466,9 +704,10 @@ async fn run(url: String, port: u16, rounds: usize, seconds: u64) {
         floor_means.sort_by(f64::total_cmp);
         let mean_floor = floor_means[floor_means.len() / 2];
         println!(
-            "  by means: keylatch {:.1} µs, redis-rs {:.1} µs, 2 × redis-benchmark mean {mean_floor:.1} µs; keylatch / floor = {:.2}",
+            "  by means: keylatch {:.1} µs, redis-rs (same scripts) {:.1} µs, redis-rs (Redisson scripts) {:.1} µs, 2 × redis-benchmark mean {mean_floor:.1} µs; keylatch / floor = {:.2}",
             means[0],
             means[1],
+            means[2],
             means[0] / mean_floor
         );
     }
@@ -600,10 +839,13 @@ async fn contended_polling(client: &Client, seconds: u64) -> f64 {
 /// (renewal calls over 3 intervals, per interval, RSS growth in KiB).
 async fn many_held(url: &str) -> (u64, f64, u64) {
     let lease = Duration::from_millis(1500);
-    let locks = Locks::new(
-        Client::connect(url).await.expect("client"),
+    // As a user sets a lease: `connect_with`, client tracking on.
+    let locks = Locks::connect_with(
+        ClientConfig::from_url(url).expect("url"),
         LocksConfig::default().watchdog_timeout(lease),
-    );
+    )
+    .await
+    .expect("client");
     let before = rss_kib();
     let mut hs = Vec::new();
     for chunk in 0..20 {
@@ -651,17 +893,53 @@ async fn many_held(url: &str) -> (u64, f64, u64) {
 /// call under `-r N`, one literal name (every call a re-entry) without.
 fn acquire_floor(port: u16, extra: &[&str]) -> Option<keylatch_benches::CFloor> {
     let sha = REENTRANT_ACQUIRE.sha1().to_owned();
+    let keys = acquire_keys("floor:__rand_int__", "floor:t");
+    let numkeys = keys.len().to_string();
     let mut a: Vec<&str> = extra.to_vec();
-    a.extend([
-        "EVALSHA",
-        &sha,
-        "2",
-        "floor:__rand_int__",
-        "floor:t",
-        "30000",
-        "o:1",
-        "60000",
-        "1",
-    ]);
+    a.extend(["EVALSHA", &sha, &numkeys]);
+    a.extend(keys);
+    a.extend(acquire_argv("o:1"));
     redis_benchmark(port, &a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_port_reads_the_port_or_defaults() {
+        assert_eq!(url_port("redis://127.0.0.1:7001"), 7001);
+        assert_eq!(
+            url_port("redis://u:p@127.0.0.1:7002/0?protocol=resp3"),
+            7002
+        );
+        assert_eq!(url_port("redis://localhost"), 6379);
+    }
+
+    #[test]
+    fn acquired_token_reads_holds_and_token() {
+        let reply = redis::Value::Array(vec![redis::Value::Int(1), redis::Value::Int(42)]);
+        assert_eq!(acquired_token(&reply), 42);
+    }
+
+    #[test]
+    fn floor_and_same_scripts_pass_what_the_acquire_header_lists() {
+        let header = REENTRANT_ACQUIRE.source();
+        for i in 1..=acquire_keys("a", "b").len() {
+            assert!(header.contains(&format!("-- KEYS[{i}]")), "KEYS[{i}]");
+        }
+        let argv = acquire_argv("o");
+        for i in 1..=argv.len() {
+            assert!(header.contains(&format!("-- ARGV[{i}]")), "ARGV[{i}]");
+        }
+        assert!(!header.contains(&format!("-- ARGV[{}]", argv.len() + 1)));
+    }
+
+    #[test]
+    fn same_release_passes_what_the_release_header_lists() {
+        // `same_release`: 3 keys, 5 arguments.
+        let header = REENTRANT_RELEASE.source();
+        assert!(header.contains("-- KEYS[3]") && !header.contains("-- KEYS[4]"));
+        assert!(header.contains("-- ARGV[5]") && !header.contains("-- ARGV[6]"));
+    }
 }
