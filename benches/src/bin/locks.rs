@@ -88,10 +88,23 @@ fn acquire_keys<'a>(name: &'a str, token_key: &'a str) -> [&'a str; 2] {
     [name, token_key]
 }
 
+/// Whether the lock crate in this build has the first lock core's scripts
+/// (release KEYS: hash, channel, counter) rather than the second's (hash,
+/// counter; channel in ARGV). One bench binary then measures both commits
+/// (`compare-commits.sh` with `BENCH_FROM`).
+fn first_core_scripts() -> bool {
+    REENTRANT_RELEASE.source().contains("-- KEYS[3]")
+}
+
 /// ARGV of `lua/reentrant_acquire.lua`, in its header's order: lease (ms),
-/// owner id, idle expiry of the fencing counter (ms), fencing on ("1").
-fn acquire_argv(owner: &str) -> [&str; 4] {
-    [LEASE_MS, owner, TOKEN_IDLE_MS, "1"]
+/// owner id, expiry of the fencing counter (ms); the first core's script
+/// also took "1" for fencing on.
+fn acquire_argv(owner: &str) -> Vec<&str> {
+    if first_core_scripts() {
+        vec![LEASE_MS, owner, TOKEN_IDLE_MS, "1"]
+    } else {
+        vec![LEASE_MS, owner, TOKEN_IDLE_MS]
+    }
 }
 
 /// The redis-rs (same scripts) acquire: keylatch's acquire script with the
@@ -124,21 +137,27 @@ fn acquired_token(reply: &redis::Value) -> i64 {
 }
 
 /// The redis-rs (same scripts) release: keylatch's release script with the
-/// arguments its header lists. KEYS: the lock hash, the unlock channel, the
-/// fencing counter; ARGV: unlock message ("0"), lease (ms), owner id, the
-/// publish command, the hold's fencing token.
+/// arguments its header lists. KEYS: the lock hash, the fencing counter;
+/// ARGV: owner id, the unlock channel, the publish command, the hold's
+/// token. (The first core's: KEYS hash, channel, counter; ARGV unlock
+/// message "0", lease (ms), owner id, publish command, token.)
 fn same_release<'s>(
     script: &'s redis::Script,
     p: &Prepared,
     token: i64,
 ) -> redis::ScriptInvocation<'s> {
     let mut call = script.prepare_invoke();
-    call.key(&p.name).key(&p.channel).key(&p.token);
-    call.arg("0")
-        .arg(LEASE_MS)
-        .arg(&p.owner)
-        .arg("publish")
-        .arg(token);
+    if first_core_scripts() {
+        call.key(&p.name).key(&p.channel).key(&p.token);
+        call.arg("0")
+            .arg(LEASE_MS)
+            .arg(&p.owner)
+            .arg("publish")
+            .arg(token);
+    } else {
+        call.key(&p.name).key(&p.token);
+        call.arg(&p.owner).arg(&p.channel).arg("publish").arg(token);
+    }
     call
 }
 
@@ -937,9 +956,12 @@ mod tests {
 
     #[test]
     fn same_release_passes_what_the_release_header_lists() {
-        // `same_release`: 3 keys, 5 arguments.
+        // `same_release`: 3 keys and 5 arguments (first core), or 2 and 4.
         let header = REENTRANT_RELEASE.source();
-        assert!(header.contains("-- KEYS[3]") && !header.contains("-- KEYS[4]"));
-        assert!(header.contains("-- ARGV[5]") && !header.contains("-- ARGV[6]"));
+        let (keys, args) = if first_core_scripts() { (3, 5) } else { (2, 4) };
+        assert!(header.contains(&format!("-- KEYS[{keys}]")));
+        assert!(!header.contains(&format!("-- KEYS[{}]", keys + 1)));
+        assert!(header.contains(&format!("-- ARGV[{args}]")));
+        assert!(!header.contains(&format!("-- ARGV[{}]", args + 1)));
     }
 }
