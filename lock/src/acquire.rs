@@ -78,7 +78,10 @@ impl Drop for Pending<'_> {
                 if holds > 0 {
                     let until = Instant::now() + lease;
                     let token = token.max(0).unsigned_abs();
-                    let _ = release(&lock, token, holds == 1, Some(until), None).await;
+                    // Never repeated after an unknown outcome (`last`
+                    // false): a clone may have re-entered this hold since,
+                    // and a second decrement would end its count.
+                    let _ = release(&lock, token, false, Some(until), None).await;
                 }
             }
         });

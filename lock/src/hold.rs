@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::hold_key::HoldKey;
 use crate::lease::LeaseKind;
-use crate::loss::{LossRef, LossSignal};
+use crate::loss::LossSignal;
 use crate::LossReason;
 
 /// One hold: its identity (lock, owner, token), its lease state and its loss
@@ -53,7 +53,9 @@ pub(crate) struct Hold {
     /// Counted in the `Locks`' live holds.
     counted: AtomicBool,
     live: Arc<AtomicUsize>,
-    pub(crate) lost: LossRef,
+    /// Inline: the hold is already shared, so the signal needs no `Arc`
+    /// (and no allocation) of its own.
+    pub(crate) lost: LossSignal,
 }
 
 impl std::fmt::Debug for Hold {
@@ -97,7 +99,7 @@ impl Hold {
             drift_permille: n.drift_permille,
             counted: AtomicBool::new(true),
             live: n.live,
-            lost: LossSignal::new(),
+            lost: LossSignal::default(),
         };
         hold.extend(n.sent_at, n.lease);
         Arc::new(hold)

@@ -1,18 +1,18 @@
-//! The loss signal of one hold: set at most once by the watchdog, awaited by
-//! the guard and any number of [`LostToken`](crate::LostToken)s.
+//! The loss signal of one hold: set at most once (by the lease engine, or a
+//! guard that finds its hold replaced), awaited by the guards and any number
+//! of [`LostToken`](crate::LostToken)s. It lives inside the hold.
 //!
 //! One atomic and one `Notify` per hold, rather than a `watch` channel: a
 //! hold is created and dropped on every acquire, and a channel's allocation
 //! and its wake-all on drop were visible in the acquire path's profile.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 use crate::lease::LossReason;
 
-/// Shared between the watchdog's entry for a hold and everything watching it.
+/// Part of a [`Hold`](crate::hold::Hold): shared with it.
 #[derive(Debug, Default)]
 pub(crate) struct LossSignal {
     /// 0 while held; otherwise the [`LossReason`] (see `code`).
@@ -20,13 +20,7 @@ pub(crate) struct LossSignal {
     notify: Notify,
 }
 
-pub(crate) type LossRef = Arc<LossSignal>;
-
 impl LossSignal {
-    pub(crate) fn new() -> LossRef {
-        Arc::new(Self::default())
-    }
-
     /// Records the loss and wakes every waiter; the first reason wins.
     pub(crate) fn fire(&self, reason: LossReason) {
         if self
@@ -83,11 +77,11 @@ mod tests {
 
     #[tokio::test]
     async fn first_reason_wins_and_every_waiter_wakes() {
-        let s = LossSignal::new();
+        let s = std::sync::Arc::new(LossSignal::default());
         assert_eq!(s.get(), None);
         let waiters: Vec<_> = (0..3)
             .map(|_| {
-                let s = Arc::clone(&s);
+                let s = std::sync::Arc::clone(&s);
                 tokio::spawn(async move { s.wait().await })
             })
             .collect();
@@ -103,7 +97,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unfired_signal_stays_pending() {
-        let s = LossSignal::new();
+        let s = LossSignal::default();
         let r = tokio::time::timeout(Duration::from_millis(20), s.wait()).await;
         assert!(r.is_err());
     }
