@@ -213,7 +213,7 @@ impl Locks {
     /// touch), so a lock deleted or overwritten behind its holder is noticed
     /// as soon as the server's invalidation arrives, not at the next renewal
     /// (fixed-lease holds too: they are checked then). Holds younger than
-    /// 3 ms are not tracked yet (a tracked read costs the server a command),
+    /// 2 ms are not tracked yet (a tracked read costs the server a command),
     /// and each tracked read is itself a check, so a hold deleted earlier is
     /// noticed at that read.
     ///

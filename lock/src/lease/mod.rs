@@ -23,6 +23,7 @@
 
 mod actor;
 mod calls;
+mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,7 +44,7 @@ pub const RENEW_BATCH: usize = 100;
 /// microseconds, and a tracked read for each would cost the server a command.
 /// Older ones get one tracked read, so a change by anyone else is pushed to
 /// us at once.
-pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(3);
+pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(2);
 
 /// How late a first renewal or tracked read may be for the task's next
 /// look, rather than waking it for one hold.
