@@ -666,3 +666,42 @@ async fn a_short_timeout_expiring_while_nobody_queues_does_not_drop_the_connecti
     assert_eq!(conn.reconnects(), 0, "no rebuild without queued callers");
     assert_eq!(conn.send(Cmd::new("ECHO").arg("ok")).await.unwrap(), "ok");
 }
+
+/// A request with a late handler: past its deadline the caller gets a typed
+/// timeout, and the reply that comes later (the server resumed) goes to the
+/// handler instead of being discarded; later requests stay paired.
+#[tokio::test]
+async fn a_settled_request_hands_its_late_reply_to_the_handler() {
+    let server = RedisServer::start();
+    let client = keylatch_cluster::Client::connect(&server.url())
+        .await
+        .unwrap();
+    let script = keylatch_cluster::Script::new("late_echo", "return ARGV[1]");
+    let cmd = Arc::new(script.evalsha_cmd(&[] as &[&str], &["late"]));
+    // Loaded first: the paused call must not meet NOSCRIPT.
+    let _ = client
+        .eval_script(&script, &[] as &[&str], &["warm"])
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    server.pause().unwrap();
+    let reply = client
+        .eval_shared_settled(
+            &script,
+            &cmd,
+            Some(Duration::from_millis(200)),
+            Box::new(move |frame| drop(tx.send(frame))),
+        )
+        .await;
+    server.resume().unwrap();
+    assert!(
+        matches!(reply, Err(keylatch_cluster::Error::Timeout)),
+        "{reply:?}"
+    );
+    let late = tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .expect("the late reply reached the handler")
+        .unwrap();
+    assert_eq!(late, "late");
+    assert_eq!(client.get("after").await.unwrap(), None, "still paired");
+}

@@ -350,6 +350,55 @@ impl Client {
         }
     }
 
+    /// [`eval_shared`](Commands::eval_shared) bounded by `timeout` (`None`:
+    /// none), whose reply, if it comes after the caller timed out or
+    /// dropped this future once the command was written, goes to `late`
+    /// (see [`LateReply`](crate::LateReply)); dropped before it was written,
+    /// the command is never sent. On a standalone server only: in a cluster
+    /// `late` is dropped unused and each routed attempt keeps the request
+    /// timeout (use [`eval_shared_untimed`](Self::eval_shared_untimed) and
+    /// keep the future to learn a late outcome there). A `NOSCRIPT` retry
+    /// has no late handler.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// # async fn demo(c: keylatch_cluster::Client, s: &keylatch_cluster::Script) -> keylatch_cluster::Result<()> {
+    /// let cmd = Arc::new(s.evalsha_cmd(&["k"], &["1"]));
+    /// let late = Box::new(|frame| eprintln!("answered after all: {frame}"));
+    /// let reply = c.eval_shared_settled(s, &cmd, Some(Duration::from_millis(200)), late).await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`eval_shared`](Commands::eval_shared); [`Error::Timeout`] past
+    /// `timeout` (the outcome then goes to `late`, if it comes).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: not yet written, never sent; written, its reply goes to
+    /// `late`.
+    pub async fn eval_shared_settled(
+        &self,
+        script: &Script,
+        cmd: &Arc<Cmd>,
+        timeout: Option<Duration>,
+        late: crate::LateReply,
+    ) -> Result<Frame> {
+        match &self.inner {
+            Inner::Standalone(conn) => {
+                match conn.send_settled(Arc::clone(cmd), timeout, late).await {
+                    Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                        Box::pin(conn.load_and_run(script, Cmd::clone(cmd))).await
+                    }
+                    other => other,
+                }
+            }
+            Inner::Cluster(router) => {
+                Box::pin(router.send_shared(Arc::clone(cmd), Some(script))).await
+            }
+        }
+    }
+
     /// Reloads the cluster topology now (no-op for standalone).
     ///
     /// ```no_run

@@ -224,6 +224,26 @@ impl Connection {
         self.send_payload(Payload::Shared(cmd), timeout)
     }
 
+    /// [`send_shared_timeout`](Self::send_shared_timeout) whose reply, if
+    /// it comes after the caller timed out or left (once written), goes to
+    /// `late` (see [`LateReply`](crate::LateReply)).
+    pub(crate) async fn send_settled(
+        &self,
+        cmd: Arc<Cmd>,
+        timeout: Option<Duration>,
+        late: crate::LateReply,
+    ) -> Result<Frame> {
+        refuse(&cmd)?;
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(Request {
+            payload: Payload::Shared(cmd),
+            tx: ReplyTx::Settle(tx, late),
+            deadline: deadline(timeout),
+        })
+        .await?;
+        check(rx.await.unwrap_or(Err(Error::ConnectionClosed))?)
+    }
+
     async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {
         match &payload {
             Payload::One(cmd) => refuse(cmd)?,

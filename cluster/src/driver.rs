@@ -37,6 +37,7 @@ use crate::backoff::Backoff;
 use crate::connection::Shared;
 use crate::error::{Error, Result};
 use crate::handshake::Established;
+use crate::late::LateReply;
 use crate::push::InvalidationHandler;
 use crate::stream::Stream;
 
@@ -64,25 +65,66 @@ pub(crate) enum Payload {
 }
 
 /// Where the reply goes.
-#[derive(Debug)]
 pub(crate) enum ReplyTx {
     One(oneshot::Sender<Result<Frame>>),
     Many(oneshot::Sender<Result<Vec<Frame>>>),
+    /// As `One`, but a reply that comes after the caller timed out or left
+    /// goes to the late handler instead of being dropped.
+    Settle(oneshot::Sender<Result<Frame>>, LateReply),
+    /// A `Settle` whose caller timed out: only the late handler waits.
+    Late(LateReply),
+}
+
+impl std::fmt::Debug for ReplyTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReplyTx::One(_) => "One",
+            ReplyTx::Many(_) => "Many",
+            ReplyTx::Settle(..) => "Settle",
+            ReplyTx::Late(_) => "Late",
+        })
+    }
 }
 
 impl ReplyTx {
+    /// Nobody would hear the reply: a request not yet written is dropped
+    /// unsent then (a `Settle` whose caller left is never run).
     fn is_closed(&self) -> bool {
         match self {
-            ReplyTx::One(tx) => tx.is_closed(),
+            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) => tx.is_closed(),
             ReplyTx::Many(tx) => tx.is_closed(),
+            ReplyTx::Late(_) => false,
         }
     }
 
+    /// A caller is still waiting (its deadline counts).
+    fn waiting(&self) -> bool {
+        !matches!(self, ReplyTx::Late(_))
+    }
+
     fn fail(self, e: Error) {
-        // The caller may be gone; nobody to tell then.
+        // The caller may be gone; nobody to tell then. A late handler is
+        // dropped: the outcome stays unknown.
         match self {
-            ReplyTx::One(tx) => drop(tx.send(Err(e))),
+            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) => drop(tx.send(Err(e))),
             ReplyTx::Many(tx) => drop(tx.send(Err(e))),
+            ReplyTx::Late(_) => {}
+        }
+    }
+
+    /// The caller's deadline passed: it is told, and what still waits for
+    /// the reply (a late handler) is returned.
+    fn time_out(self) -> Option<ReplyTx> {
+        match self {
+            ReplyTx::Settle(tx, late) => {
+                drop(tx.send(Err(Error::Timeout)));
+                Some(ReplyTx::Late(late))
+            }
+            ReplyTx::Late(late) => Some(ReplyTx::Late(late)),
+            other => {
+                other.fail(Error::Timeout);
+                None
+            }
         }
     }
 }
@@ -342,7 +384,7 @@ impl Connected {
                     };
                     let frames = match &req.tx {
                         ReplyTx::Many(_) => Vec::with_capacity(remaining),
-                        ReplyTx::One(_) => Vec::new(),
+                        _ => Vec::new(),
                     };
                     self.pending.push_back(Pending {
                         tx: Some(req.tx),
@@ -480,6 +522,13 @@ impl Connected {
                     drop(tx.send(Ok(frames)));
                 }
                 Some(ReplyTx::One(tx)) => drop(tx.send(Ok(frame))),
+                Some(ReplyTx::Settle(tx, late)) => {
+                    // The caller left after the request was written.
+                    if let Err(Ok(frame)) = tx.send(Ok(frame)) {
+                        late(frame);
+                    }
+                }
+                Some(ReplyTx::Late(late)) => late(frame),
                 None => {}
             }
         }
@@ -498,11 +547,11 @@ impl Connected {
         for p in &mut self.pending {
             match p.deadline {
                 Some(d) if d <= now => {
-                    if let Some(tx) = p.tx.take() {
-                        tx.fail(Error::Timeout);
-                    }
+                    p.tx = p.tx.take().and_then(ReplyTx::time_out);
                 }
-                Some(d) if p.tx.is_some() => next = Some(next.map_or(d, |n| n.min(d))),
+                Some(d) if p.tx.as_ref().is_some_and(ReplyTx::waiting) => {
+                    next = Some(next.map_or(d, |n| n.min(d)));
+                }
                 _ => {}
             }
         }

@@ -4,11 +4,14 @@
 //!
 //! Attempts never touch the lease engine's table. A successful reply builds
 //! (or joins) its [`Hold`] and hands a new one to the engine. An attempt
-//! dropped while its reply is outstanding (cancelled, or past its bound)
-//! hands the pending reply to a finisher that releases the hold *by its
-//! token* if the reply says it was taken, so it can never end anybody
-//! else's hold; a reply that never arrives leaves a possible hold to end
-//! with its lease.
+//! whose reply comes after it gave up (past its bound) or after it was
+//! dropped hands that reply to a finisher (`settle_late`) that releases the
+//! hold *by its token* if the reply says it was taken, so it can never end
+//! anybody else's hold; a reply that never arrives leaves a possible hold to
+//! end with its lease. Standalone, the connection does this itself (the
+//! finisher is the request's late handler, and an attempt dropped before it
+//! was written is never sent); in a cluster the attempt keeps its boxed
+//! reply future and moves it to a task.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,15 +19,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::Error;
-use keylatch_resp::Frame;
+use keylatch_cluster::{Error, LateReply, Script};
+use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
 use crate::handle::acquire_cmd;
 use crate::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lock::{Lock, ReplicaSync};
-use crate::release::release;
+use crate::release::{release, Retry};
 
 // Returned once per attempt and unpacked at once: boxing the guard would
 // cost an allocation per acquire for nothing.
@@ -71,21 +74,34 @@ impl Drop for Pending<'_> {
         let lease = self.lease;
         rt.spawn(async move {
             // Past the lease, whatever this acquire took has ended anyway.
-            let Ok(Ok(frame)) = tokio::time::timeout(lease, fut).await else {
-                return;
-            };
-            if let Ok((holds, token)) = parse_pair(&frame) {
-                if holds > 0 {
-                    let until = Instant::now() + lease;
-                    let token = token.max(0).unsigned_abs();
-                    // Never repeated after an unknown outcome (`last`
-                    // false): a clone may have re-entered this hold since,
-                    // and a second decrement would end its count.
-                    let _ = release(&lock, token, false, Some(until), None).await;
-                }
+            if let Ok(Ok(frame)) = tokio::time::timeout(lease, fut).await {
+                settle_late(lock, lease, &frame);
             }
         });
     }
+}
+
+/// An acquire's reply nobody waits for any more: if it took the lock, that
+/// hold is released by its token (a re-entry: that one count), within the
+/// lease. Never by owner: it can end no other hold.
+fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
+    let Ok((holds, token)) = parse_pair(frame) else {
+        return;
+    };
+    if holds <= 0 {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let until = Instant::now() + lease;
+    let token = token.max(0).unsigned_abs();
+    rt.spawn(async move {
+        // Never repeated after an unknown outcome (`last` false): a clone
+        // may have re-entered this hold since, and a second decrement would
+        // end its count.
+        let _ = release(&lock, token, false, Some(until), Retry::Here).await;
+    });
 }
 
 impl Lock {
@@ -103,6 +119,31 @@ impl Lock {
             bound = bound.min(rt);
         }
         bound
+    }
+
+    /// The acquire through the router (a cluster): the reply future is
+    /// kept, boxed, and bounded here; dropped or past its bound, it moves to
+    /// a task that settles it when it comes.
+    async fn send_kept(
+        &self,
+        script: &'static Script,
+        cmd: Arc<Cmd>,
+        bound: Duration,
+        lease: Duration,
+    ) -> LockResult<Frame> {
+        let client = self.inner.client.clone();
+        let mut pending = Pending {
+            fut: Some(Box::pin(async move {
+                client.eval_shared_untimed(script, &cmd).await
+            })),
+            lock: self,
+            lease,
+        };
+        match tokio::time::timeout(bound, &mut pending).await {
+            Ok(reply) => Ok(reply?),
+            // The reply may still come: `pending` settles it on drop.
+            Err(_) => Err(LockError::Client(Error::Timeout)),
+        }
     }
 
     /// One acquire script call.
@@ -133,20 +174,20 @@ impl Lock {
             }
         };
         let bound = self.reply_bound(deadline);
-        let client = self.inner.client.clone();
         let script = self.handle.kind.acquire_script();
         let sent_at = Instant::now();
-        let mut pending = Pending {
-            fut: Some(Box::pin(async move {
-                client.eval_shared_untimed(script, &cmd).await
-            })),
-            lock: self,
-            lease: lease_d,
-        };
-        let frame = match tokio::time::timeout(bound, &mut pending).await {
-            Ok(reply) => reply?,
-            // The reply may still come: `pending` settles it on drop.
-            Err(_) => return Err(LockError::Client(Error::Timeout)),
+        let frame = if self.inner.client.is_cluster() {
+            // Boxed: the routed attempt keeps its future for the finisher.
+            Box::pin(self.send_kept(script, cmd, bound, lease_d)).await?
+        } else {
+            // The connection bounds the wait with its one timer and hands a
+            // reply that comes too late (or after a cancel) to the finisher.
+            let lock = self.clone();
+            let late: LateReply = Box::new(move |frame| settle_late(lock, lease_d, &frame));
+            self.inner
+                .client
+                .eval_shared_settled(script, &cmd, Some(bound), late)
+                .await?
         };
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.

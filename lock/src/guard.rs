@@ -8,7 +8,7 @@ use crate::error::{LockError, LockResult};
 use crate::hold::Hold;
 use crate::lease::LossReason;
 use crate::lock::Lock;
-use crate::release::{release, spawn_queued, Detached};
+use crate::release::{release, spawn_queued, Detached, Retry};
 
 /// One hold of a lock. Release it with [`unlock`](Self::unlock), which
 /// reports errors.
@@ -171,16 +171,13 @@ impl LockGuard {
             });
         };
         let lock = self.lock.clone();
-        let (tell, failed) = tokio::sync::oneshot::channel();
-        let mut sending =
-            Detached::new(async move { release(&lock, token, last, until, Some(tell)).await });
-        let outcome = tokio::select! {
-            biased;
-            done = &mut sending => done,
-            // Not delivered now: report it, and let the retries go on in
-            // the background (`sending` moves there when dropped).
-            Ok(e) = failed => Err(e),
-        };
+        // Cancelled, it finishes in the background; a transient failure is
+        // reported now and retried by a task of its own.
+        let outcome =
+            Detached::new(
+                async move { release(&lock, token, last, until, Retry::Background).await },
+            )
+            .await;
         match outcome {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),
@@ -374,7 +371,7 @@ impl Drop for LockGuard {
             let lock = self.lock.clone();
             // Queued before this task's next request (a re-acquire, say).
             spawn_queued(&rt, async move {
-                let _ = release(&lock, token, last, until, None).await;
+                let _ = release(&lock, token, last, until, Retry::Here).await;
             });
         }
     }

@@ -214,11 +214,6 @@ fn instant(n: u64) -> Instant {
     base() + Duration::from_nanos(n)
 }
 
-/// An instant kept as [`nanos`].
-pub(crate) fn from_nanos(n: u64) -> Instant {
-    instant(n)
-}
-
 /// Longest lease or max hold the arithmetic accepts (ten years): larger
 /// values, such as `Duration::MAX` meaning "no limit", are clamped so that
 /// `Instant + Duration` can never overflow.

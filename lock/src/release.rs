@@ -24,45 +24,92 @@ use crate::scripts::REENTRANT_RELEASE;
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
 const MAX_PAUSE: Duration = Duration::from_millis(1000);
 
+/// What a release does after a transient failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Keeps trying here (a background task already).
+    Here,
+    /// Hands the retries to a task of their own and returns the failure,
+    /// so a caller waiting on it hears at once (allocates only then).
+    Background,
+}
+
 /// Releases one hold of `lock`'s owner. `token` names the hold (`0`: by
 /// owner, unchecked). Transient failures are retried until `until`; a
 /// request whose outcome is unknown (it may have run) only when `last`: a
 /// release that deletes the key is harmless to repeat (the token check
 /// refuses a second one), one that decrements a re-entry count is not.
-/// The first failure that will be retried is also sent to `tell`, so a
-/// caller can stop waiting and leave the retries to the background.
 pub(crate) async fn release(
     lock: &Lock,
     token: u64,
     last: bool,
     until: Option<Instant>,
-    mut tell: Option<tokio::sync::oneshot::Sender<LockError>>,
+    retry: Retry,
+) -> LockResult<bool> {
+    let err = match once(lock, token).await {
+        Ok(done) => return done,
+        Err(e) => e,
+    };
+    if !again(&err, last, until, FIRST_PAUSE) {
+        return Err(err.into());
+    }
+    match (retry, tokio::runtime::Handle::try_current()) {
+        (Retry::Background, Ok(rt)) => {
+            let lock = lock.clone();
+            rt.spawn(async move {
+                let _ = retry_until(&lock, token, last, until).await;
+            });
+            Err(err.into())
+        }
+        _ => retry_until(lock, token, last, until).await,
+    }
+}
+
+/// The retries after a first transient failure: with backoff, until the
+/// release is delivered, fails for good, or `until` comes.
+async fn retry_until(
+    lock: &Lock,
+    token: u64,
+    last: bool,
+    until: Option<Instant>,
 ) -> LockResult<bool> {
     let mut pause = FIRST_PAUSE;
     loop {
-        let make = || lock.handle.release_cmd(&lock.inner.script_args, token);
-        let err = match lock.inner.client.eval_with(&REENTRANT_RELEASE, make).await {
-            Ok(Frame::Null) => {
-                return Err(LockError::NotOwner {
-                    name: lock.name().to_owned(),
-                })
-            }
-            Ok(Frame::Integer(n)) => return Ok(n == 1),
-            Ok(other) => return Err(LockError::Protocol(other.to_string())),
-            Err(e) => e,
-        };
-        let now = Instant::now();
-        let retry = until.is_some_and(|u| now + pause < u) && retriable(&err, last);
-        if !retry {
-            return Err(err.into());
-        }
-        tracing::debug!(lock = %lock.name(), error = %err, "release failed; trying again");
-        if let Some(tell) = tell.take() {
-            let _ = tell.send(err.clone().into());
-        }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_PAUSE);
+        match once(lock, token).await {
+            Ok(done) => return done,
+            Err(e) if again(&e, last, until, pause) => {
+                tracing::debug!(lock = %lock.name(), error = %e, "release failed; trying again");
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
+}
+
+/// One release call: `Ok` with the outcome when the server answered it,
+/// `Err` with the client's failure otherwise.
+async fn once(lock: &Lock, token: u64) -> Result<LockResult<bool>, Error> {
+    let make = || lock.handle.release_cmd(&lock.inner.script_args, token);
+    Ok(
+        match lock
+            .inner
+            .client
+            .eval_with(&REENTRANT_RELEASE, make)
+            .await?
+        {
+            Frame::Null => Err(LockError::NotOwner {
+                name: lock.name().to_owned(),
+            }),
+            Frame::Integer(n) => Ok(n == 1),
+            other => Err(LockError::Protocol(other.to_string())),
+        },
+    )
+}
+
+/// Whether to try again after `err`, pausing `pause` first.
+fn again(err: &Error, last: bool, until: Option<Instant>, pause: Duration) -> bool {
+    until.is_some_and(|u| Instant::now() + pause < u) && retriable(err, last)
 }
 
 /// Whether a failed release may be sent again.

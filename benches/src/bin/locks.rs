@@ -533,7 +533,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
     if profile > 0 {
         let (p, c, w) = distinct(&solo, profile).await;
         println!(
-            "{} 64 tasks: {:.0} pairs/s, {:.2} µs CPU per pair",
+            "{} 64 tasks: {p} pairs, {:.0} pairs/s, {:.2} µs CPU per pair",
             solo.name(),
             p as f64 / w.as_secs_f64(),
             c.as_secs_f64() * 1e6 / p.max(1) as f64

@@ -77,10 +77,12 @@ impl Actor {
                 }
             });
             if drained > 0 {
-                // Holds are arriving: look again soon, so the next ones
-                // need no wake-up of their own (a task switch per acquire
-                // under load, otherwise).
-                wake.renew = earliest(wake.renew, now + BUSY_LOOK);
+                // Holds are arriving: look again by the time the newest
+                // could need tracking, so the next ones fall within that
+                // look and need no wake-up of their own (a task switch per
+                // acquire under load, otherwise). Urgent: not pushed back
+                // by the 5 ms floor of renewal wakes.
+                wake.urgent = earliest(wake.urgent, now + BUSY_LOOK);
             }
             self.send(work);
             let next = match (wake.renew, wake.urgent) {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Client, Invalidation, Script};
 use tokio::sync::{mpsc, Notify};
 
-use crate::hold::Hold;
+use crate::hold::{nanos, Hold};
 use crate::scripts::{
     NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RENEW, REENTRANT_RENEW_NODE,
 };
@@ -51,8 +51,10 @@ pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(2);
 pub(crate) const WAKE_SLACK: Duration = Duration::from_millis(2);
 
 /// After a pass that took new holds, the task looks again within this, so
-/// holds arriving meanwhile need no wake-up of their own.
-pub(crate) const BUSY_LOOK: Duration = Duration::from_millis(5);
+/// holds arriving meanwhile need no wake-up of their own: their first due
+/// (a tracked read at [`TRACK_AFTER`], give or take [`WAKE_SLACK`]) is no
+/// earlier than that look.
+pub(crate) const BUSY_LOOK: Duration = TRACK_AFTER;
 
 /// Invalidation pushes queued for the engine before it treats the overflow
 /// as "everything may have changed".
@@ -182,16 +184,25 @@ impl Engine {
         if self.inbox.send(Arc::clone(hold)).is_err() {
             return;
         }
-        let mut urgent = hold.deadline();
-        if let Some(end) = hold.max_hold_end {
-            urgent = urgent.min(end);
-        }
-        let mut soft = since + hold.lease() / 3;
+        // In nanoseconds since the base instant: one clock conversion.
+        let lease = hold.lease();
+        let mut soft = lease / 3;
         if self.shared.tracking {
-            soft = soft.min(since + TRACK_AFTER);
+            soft = soft.min(TRACK_AFTER);
         }
-        let planned = crate::hold::from_nanos(self.shared.planned_wake.load(Ordering::Acquire));
-        if urgent < planned || soft + WAKE_SLACK < planned {
+        let since = nanos(since);
+        let soft = since.saturating_add(as_nanos(soft + WAKE_SLACK));
+        // The loss deadline (lease − drift) comes after the first renewal
+        // for any lease of 10 ms or more; only a max hold may come sooner.
+        let mut urgent = u64::MAX;
+        if lease < Duration::from_millis(10) {
+            urgent = nanos(hold.deadline());
+        }
+        if let Some(end) = hold.max_hold_end {
+            urgent = urgent.min(nanos(end));
+        }
+        let planned = self.shared.planned_wake.load(Ordering::Acquire);
+        if urgent < planned || soft < planned {
             self.shared.wake.notify_one();
         }
     }
@@ -205,4 +216,8 @@ impl Engine {
     pub(crate) fn renew_rounds(&self) -> u64 {
         self.shared.renew_rounds.load(Ordering::Relaxed)
     }
+}
+
+fn as_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
