@@ -52,9 +52,9 @@ pub(crate) const WAKE_SLACK: Duration = Duration::from_millis(2);
 
 /// After a pass that took new holds, the task looks again within this, so
 /// holds arriving meanwhile need no wake-up of their own: their first due
-/// (a tracked read at [`TRACK_AFTER`], give or take [`WAKE_SLACK`]) is no
-/// earlier than that look.
-pub(crate) const BUSY_LOOK: Duration = TRACK_AFTER;
+/// (a tracked read at [`TRACK_AFTER`], with [`WAKE_SLACK`]) is no earlier
+/// than that look. (An idle process wakes at once: only a busy one batches.)
+pub(crate) const BUSY_LOOK: Duration = Duration::from_millis(3);
 
 /// Invalidation pushes queued for the engine before it treats the overflow
 /// as "everything may have changed".

@@ -11,6 +11,11 @@ use keylatch_cluster::Invalidation;
 
 use super::calls::Planned;
 use super::{LeaseKind, LossReason, TRACK_AFTER};
+
+/// How long a handed-over hold stays young: until it could need its
+/// tracked read (nothing else of a hold is due sooner, but a loss deadline,
+/// which is checked while young too).
+const YOUNG: Duration = TRACK_AFTER;
 use crate::hold::Hold;
 
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
@@ -73,6 +78,10 @@ pub(super) struct Work {
 /// next grid round per lease.
 #[derive(Default)]
 pub(super) struct Table {
+    /// Holds handed over less than [`YOUNG`] ago, in arrival order: most end
+    /// here (released within microseconds), costing one push and one look,
+    /// never a map entry.
+    young: Vec<(Arc<Hold>, Instant)>,
     holds: HashMap<Arc<str>, Vec<Entry>>,
     grid: HashMap<Duration, Instant>,
     /// Invalidations are pushed: holds get a tracked read.
@@ -87,14 +96,41 @@ impl Table {
         }
     }
 
-    /// A hold handed over: watched from now on, unless it ended already,
-    /// or a newer hold of its owner is known (then it is lost at once).
+    /// A hold handed over: young at first, watched from its first due on.
     pub(super) fn insert(&mut self, hold: Arc<Hold>) {
         // Most holds of a busy process are released before the task sees
         // them: nothing to watch.
-        if !hold.is_active() {
-            return;
+        if hold.is_active() {
+            self.young.push((hold, Instant::now()));
         }
+    }
+
+    /// Young holds still held once [`YOUNG`] old (or `now` for those that
+    /// `settle_now` picks) join the table; ended ones are dropped. Returns
+    /// when the next young hold comes of age.
+    fn grow_up(&mut self, now: Instant, settle_now: impl Fn(&Hold) -> bool) -> Option<Instant> {
+        let mut next = None;
+        let young = std::mem::take(&mut self.young);
+        let mut kept = Vec::with_capacity(young.len());
+        for (hold, since) in young {
+            if !hold.is_active() {
+                continue;
+            }
+            if now >= since + YOUNG || settle_now(&hold) {
+                self.watch(hold, since);
+            } else {
+                next = earliest(next, since + YOUNG);
+                kept.push((hold, since));
+            }
+        }
+        // Keep the larger buffer: the next batch needs no allocation.
+        self.young = kept;
+        next
+    }
+
+    /// A hold joins the table, unless a newer hold of its owner is known
+    /// (then it is lost at once); older ones of its owner are lost.
+    fn watch(&mut self, hold: Arc<Hold>, since: Instant) {
         let entries = self.holds.entry(Arc::clone(hold.key.name())).or_default();
         let mut stale = false;
         entries.retain(|e| {
@@ -126,15 +162,14 @@ impl Table {
             hold.fire(LossReason::Gone);
             return;
         }
-        let now = Instant::now();
         entries.push(Entry {
             epoch: hold.epoch(),
-            next_renew: now + hold.lease() / 3,
+            next_renew: since + hold.lease() / 3,
             busy: false,
             off_grid: false,
             recheck: false,
             tracked: false,
-            since: now,
+            since,
             hold: Arc::downgrade(&hold),
         });
     }
@@ -143,6 +178,16 @@ impl Table {
     /// those holds now instead of at their next renewal.
     pub(super) fn invalidated(&mut self, inv: &Invalidation) {
         let now = Instant::now();
+        // Young holds are not tracked yet, but one named here (its key was
+        // tracked for an earlier hold) is checked like the rest.
+        if !self.young.is_empty() {
+            self.grow_up(now, |h| match inv {
+                Invalidation::All => true,
+                Invalidation::Keys(keys) => {
+                    keys.iter().any(|k| k.as_ref() == h.key.name().as_bytes())
+                }
+            });
+        }
         let mut mark = |entries: &mut Vec<Entry>| {
             for e in entries {
                 // Tracking is one-shot: read again after the check.
@@ -180,6 +225,9 @@ impl Table {
         let tracking = self.tracking;
         let mut work = Work::default();
         let mut wake = Wake::default();
+        if let Some(next) = self.grow_up(now, |h| now >= h.deadline()) {
+            wake.urgent = earliest(wake.urgent, next);
+        }
         // Leases with renewed holds: a lease seen first starts its grid now.
         let mut leases: Vec<Duration> = Vec::new();
         let grid = &mut self.grid;
@@ -378,6 +426,11 @@ mod tests {
         (None, 0)
     }
 
+    /// Lets every young hold join the table (nothing else is due yet).
+    fn settle(t: &mut Table) {
+        t.grow_up(Instant::now() + YOUNG, |_| false);
+    }
+
     /// The holds planned for renewal (lease > 0) or check (lease zero).
     fn planned(work: &Work, check: bool) -> Vec<Planned> {
         work.groups
@@ -395,8 +448,10 @@ mod tests {
         let other_owner = hold("orders", "c:2", 4, true, now);
         t.insert(Arc::clone(&old));
         t.insert(Arc::clone(&other_owner));
+        settle(&mut t);
         let new = hold("orders", "c:1", 9, true, now);
         t.insert(Arc::clone(&new));
+        settle(&mut t);
         assert_eq!(old.lost.get(), Some(LossReason::Gone), "replaced behind it");
         assert_eq!(new.lost.get(), None);
         assert_eq!(
@@ -407,11 +462,13 @@ mod tests {
         // A reply about an even older hold arrives late: gone from the start.
         let late = hold("orders", "c:1", 7, true, now);
         t.insert(Arc::clone(&late));
+        settle(&mut t);
         assert_eq!(late.lost.get(), Some(LossReason::Gone));
         assert_eq!(new.lost.get(), None);
         // The same hold through another handle (equal token): both watched.
         let twin = hold("orders", "c:1", 9, true, now);
         t.insert(Arc::clone(&twin));
+        settle(&mut t);
         assert_eq!((new.lost.get(), twin.lost.get()), (None, None));
     }
 
@@ -435,6 +492,7 @@ mod tests {
         assert_eq!(planned(&work, false).len(), 1);
         // Handed over twice while watched: one entry, not two.
         t.insert(Arc::clone(&h));
+        settle(&mut t);
         assert_eq!(t.holds.get("orders").map(Vec::len), Some(1));
     }
 
