@@ -684,13 +684,18 @@ async fn a_settled_request_hands_its_late_reply_to_the_handler() {
         .await
         .unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = std::sync::Mutex::new(Some(tx));
     server.pause().unwrap();
     let reply = client
         .eval_shared_settled(
             &script,
             &cmd,
             Some(Duration::from_millis(200)),
-            Box::new(move |frame| drop(tx.send(frame))),
+            Arc::new(move |frame| {
+                if let Some(tx) = tx.lock().unwrap().take() {
+                    let _ = tx.send(frame);
+                }
+            }),
         )
         .await;
     server.resume().unwrap();
@@ -704,4 +709,31 @@ async fn a_settled_request_hands_its_late_reply_to_the_handler() {
         .unwrap();
     assert_eq!(late, "late");
     assert_eq!(client.get("after").await.unwrap(), None, "still paired");
+}
+
+/// A command sent with `eval_with_written` runs even when its caller drops
+/// the future right after queueing it (a plain request would be skipped).
+#[tokio::test]
+async fn a_written_request_runs_though_its_caller_left() {
+    let server = RedisServer::start();
+    let client = keylatch_cluster::Client::connect(&server.url())
+        .await
+        .unwrap();
+    let script = keylatch_cluster::Script::new("incr_it", "return redis.call('incr', KEYS[1])");
+    let make = || script.evalsha_cmd(&["written"], &[] as &[&str]);
+    client.eval_with(&script, make).await.unwrap();
+    // Polled once (queued), then dropped before the connection could write it.
+    assert!(
+        futures_poll_once(Box::pin(client.eval_with_written(&script, make)))
+            .await
+            .is_none()
+    );
+    Soon::new(Duration::from_secs(5), Duration::from_millis(10))
+        .until(|| async {
+            match client.get("written").await.map_err(|e| e.to_string())? {
+                Some(v) if v.as_ref() == b"2" => Ok(()),
+                other => Err(format!("written = {other:?}")),
+            }
+        })
+        .await;
 }

@@ -365,7 +365,7 @@ impl Client {
     /// use std::time::Duration;
     /// # async fn demo(c: keylatch_cluster::Client, s: &keylatch_cluster::Script) -> keylatch_cluster::Result<()> {
     /// let cmd = Arc::new(s.evalsha_cmd(&["k"], &["1"]));
-    /// let late = Box::new(|frame| eprintln!("answered after all: {frame}"));
+    /// let late = Arc::new(|frame| eprintln!("answered after all: {frame}"));
     /// let reply = c.eval_shared_settled(s, &cmd, Some(Duration::from_millis(200)), late).await;
     /// # Ok(()) }
     /// ```
@@ -396,6 +396,41 @@ impl Client {
             Inner::Cluster(router) => {
                 Box::pin(router.send_shared(Arc::clone(cmd), Some(script))).await
             }
+        }
+    }
+
+    /// [`eval_with`](Commands::eval_with) whose command, once queued, is
+    /// written even if this future is dropped before that (on a standalone
+    /// server; in a cluster, exactly `eval_with`, whose routing lives in the
+    /// future). For a command that must go out once asked for, such as a
+    /// lock release, without keeping the future alive. A `NOSCRIPT` retry
+    /// is sent only while the caller waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(c: keylatch_cluster::Client, s: &keylatch_cluster::Script) -> keylatch_cluster::Result<()> {
+    /// let reply = c.eval_with_written(s, || s.evalsha_cmd(&["k"], &["1"])).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`eval_with`](Commands::eval_with).
+    ///
+    /// # Cancel safety
+    /// Dropped once polled, the command still runs (standalone); its reply
+    /// is read and discarded.
+    pub async fn eval_with_written<F: Fn() -> Cmd + Send>(
+        &self,
+        script: &Script,
+        make: F,
+    ) -> Result<Frame> {
+        match &self.inner {
+            Inner::Standalone(conn) => match conn.send_written(make()).await {
+                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+                    Box::pin(conn.load_and_run(script, make())).await
+                }
+                other => other,
+            },
+            Inner::Cluster(_) => self.eval_with(script, make).await,
         }
     }
 

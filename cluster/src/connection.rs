@@ -244,6 +244,20 @@ impl Connection {
         check(rx.await.unwrap_or(Err(Error::ConnectionClosed))?)
     }
 
+    /// [`send`](Self::send) whose command, once queued, is written even if
+    /// the caller drops this future before that.
+    pub(crate) async fn send_written(&self, cmd: Cmd) -> Result<Frame> {
+        refuse(&cmd)?;
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(Request {
+            payload: Payload::One(cmd),
+            tx: ReplyTx::Written(tx),
+            deadline: deadline(self.shared.config.request_timeout),
+        })
+        .await?;
+        check(rx.await.unwrap_or(Err(Error::ConnectionClosed))?)
+    }
+
     async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {
         match &payload {
             Payload::One(cmd) => refuse(cmd)?,

@@ -73,6 +73,9 @@ pub(crate) enum ReplyTx {
     Settle(oneshot::Sender<Result<Frame>>, LateReply),
     /// A `Settle` whose caller timed out: only the late handler waits.
     Late(LateReply),
+    /// As `One`, but written even if the caller left before that (a
+    /// release, say, that must go out once asked for).
+    Written(oneshot::Sender<Result<Frame>>),
 }
 
 impl std::fmt::Debug for ReplyTx {
@@ -82,6 +85,7 @@ impl std::fmt::Debug for ReplyTx {
             ReplyTx::Many(_) => "Many",
             ReplyTx::Settle(..) => "Settle",
             ReplyTx::Late(_) => "Late",
+            ReplyTx::Written(_) => "Written",
         })
     }
 }
@@ -93,7 +97,7 @@ impl ReplyTx {
         match self {
             ReplyTx::One(tx) | ReplyTx::Settle(tx, _) => tx.is_closed(),
             ReplyTx::Many(tx) => tx.is_closed(),
-            ReplyTx::Late(_) => false,
+            ReplyTx::Late(_) | ReplyTx::Written(_) => false,
         }
     }
 
@@ -106,7 +110,9 @@ impl ReplyTx {
         // The caller may be gone; nobody to tell then. A late handler is
         // dropped: the outcome stays unknown.
         match self {
-            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) => drop(tx.send(Err(e))),
+            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) | ReplyTx::Written(tx) => {
+                drop(tx.send(Err(e)))
+            }
             ReplyTx::Many(tx) => drop(tx.send(Err(e))),
             ReplyTx::Late(_) => {}
         }
@@ -521,7 +527,7 @@ impl Connected {
                     frames.push(frame);
                     drop(tx.send(Ok(frames)));
                 }
-                Some(ReplyTx::One(tx)) => drop(tx.send(Ok(frame))),
+                Some(ReplyTx::One(tx) | ReplyTx::Written(tx)) => drop(tx.send(Ok(frame))),
                 Some(ReplyTx::Settle(tx, late)) => {
                     // The caller left after the request was written.
                     if let Err(Ok(frame)) = tx.send(Ok(frame)) {

@@ -11,14 +11,19 @@
 //!
 //! [`Client::eval_shared_settled`]: crate::Client::eval_shared_settled
 
+use std::sync::Arc;
+
 use keylatch_resp::Frame;
 
 /// Called on the connection's task with the late reply (an error reply
-/// included, as a frame). It must not block: spawn anything slow.
+/// included, as a frame), at most once per request. It must not block:
+/// spawn anything slow. Shared (`Arc`), so a caller can keep one handler for
+/// many requests and pay a reference count, not an allocation, per request.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use keylatch_cluster::LateReply;
-/// let late: LateReply = Box::new(|frame| eprintln!("late: {frame}"));
+/// let late: LateReply = Arc::new(|frame| eprintln!("late: {frame}"));
 /// # drop(late);
 /// ```
-pub type LateReply = Box<dyn FnOnce(Frame) + Send + 'static>;
+pub type LateReply = Arc<dyn Fn(Frame) + Send + Sync + 'static>;

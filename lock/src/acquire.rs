@@ -121,10 +121,25 @@ impl Lock {
         bound
     }
 
+    /// The handle's acquire finisher: weak references (the handle keeps
+    /// it, so strong ones would never be freed), and the watchdog lease as
+    /// the bound of its release retries (a fixed lease's hold past that has
+    /// ended, or its release finds nothing).
+    fn finisher(&self) -> LateReply {
+        let inner = Arc::downgrade(&self.inner);
+        let handle = Arc::downgrade(&self.handle);
+        let lease = self.inner.config.watchdog_timeout;
+        Arc::new(move |frame| {
+            if let (Some(inner), Some(handle)) = (inner.upgrade(), handle.upgrade()) {
+                settle_late(Lock::from_parts(inner, handle), lease, &frame);
+            }
+        })
+    }
+
     /// The acquire through the router (a cluster): the reply future is
     /// kept, boxed, and bounded here; dropped or past its bound, it moves to
     /// a task that settles it when it comes.
-    async fn send_kept(
+    async fn send_routed(
         &self,
         script: &'static Script,
         cmd: Arc<Cmd>,
@@ -178,12 +193,11 @@ impl Lock {
         let sent_at = Instant::now();
         let frame = if self.inner.client.is_cluster() {
             // Boxed: the routed attempt keeps its future for the finisher.
-            Box::pin(self.send_kept(script, cmd, bound, lease_d)).await?
+            Box::pin(self.send_routed(script, cmd, bound, lease_d)).await?
         } else {
             // The connection bounds the wait with its one timer and hands a
             // reply that comes too late (or after a cancel) to the finisher.
-            let lock = self.clone();
-            let late: LateReply = Box::new(move |frame| settle_late(lock, lease_d, &frame));
+            let late = Arc::clone(self.handle.late.get_or_init(|| self.finisher()));
             self.inner
                 .client
                 .eval_shared_settled(script, &cmd, Some(bound), late)

@@ -170,14 +170,19 @@ impl LockGuard {
                 name: self.lock.name().to_owned(),
             });
         };
-        let lock = self.lock.clone();
-        // Cancelled, it finishes in the background; a transient failure is
-        // reported now and retried by a task of its own.
-        let outcome =
+        // A transient failure is reported now and retried by a task of its
+        // own. Cancelled, the release still goes out: standalone, a queued
+        // release is written whoever waits; a cluster's routed release
+        // moves to the runtime with its future.
+        let outcome = if self.lock.inner.client.is_cluster() {
+            let lock = self.lock.clone();
             Detached::new(
                 async move { release(&lock, token, last, until, Retry::Background).await },
             )
-            .await;
+            .await
+        } else {
+            release(&self.lock, token, last, until, Retry::Background).await
+        };
         match outcome {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),

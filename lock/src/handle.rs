@@ -47,6 +47,9 @@ pub(crate) struct Handle {
     /// carries its token joins it. Locked by this handle's callers only,
     /// never by the lease engine.
     current: Mutex<Weak<Hold>>,
+    /// The acquire finisher standalone requests carry (see `acquire.rs`):
+    /// made on first need, then shared by every acquire of this handle.
+    pub(crate) late: OnceLock<keylatch_cluster::LateReply>,
 }
 
 struct Prepared {
@@ -65,6 +68,7 @@ impl Handle {
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
             current: Mutex::new(Weak::new()),
+            late: OnceLock::new(),
         }
     }
 

@@ -80,6 +80,16 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
+    /// A handle from its shared parts, without the per-clone settings.
+    pub(crate) fn from_parts(inner: Arc<Inner>, handle: Arc<Handle>) -> Self {
+        Self {
+            inner,
+            handle,
+            max_hold: None,
+            replica_sync: ReplicaSync::None,
+        }
+    }
+
     pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: Arc<str>, kind: LeaseKind) -> Self {
         Self {
             inner,

@@ -91,20 +91,19 @@ async fn retry_until(
 /// `Err` with the client's failure otherwise.
 async fn once(lock: &Lock, token: u64) -> Result<LockResult<bool>, Error> {
     let make = || lock.handle.release_cmd(&lock.inner.script_args, token);
-    Ok(
-        match lock
-            .inner
-            .client
-            .eval_with(&REENTRANT_RELEASE, make)
-            .await?
-        {
-            Frame::Null => Err(LockError::NotOwner {
-                name: lock.name().to_owned(),
-            }),
-            Frame::Integer(n) => Ok(n == 1),
-            other => Err(LockError::Protocol(other.to_string())),
-        },
-    )
+    // Written once queued, even if the caller leaves before that: a release
+    // asked for goes out (standalone; a cluster's keeps its future alive).
+    let sent = lock
+        .inner
+        .client
+        .eval_with_written(&REENTRANT_RELEASE, make);
+    Ok(match sent.await? {
+        Frame::Null => Err(LockError::NotOwner {
+            name: lock.name().to_owned(),
+        }),
+        Frame::Integer(n) => Ok(n == 1),
+        other => Err(LockError::Protocol(other.to_string())),
+    })
 }
 
 /// Whether to try again after `err`, pausing `pause` first.
