@@ -7,7 +7,8 @@
 --             standalone server; in a cluster, keys of one slot)
 -- ARGV[1]     lease in milliseconds; "0" only checks (fixed leases)
 -- ARGV[2]     idle expiry of the fencing counters, in milliseconds
--- ARGV[2i+1]  the owner id of hold i; ARGV[2i+2] its token
+-- ARGV[2i+1]  the owner id of hold i; ARGV[2i+2] its token ("0": unknown,
+--             judged by the owner alone)
 --
 -- Returns  an array: element i is 1 when hold i still stands (the owner's
 --          field is there, the counter names its token, the key is a hash)
@@ -26,7 +27,12 @@ local function judge(key, counter, owner, token, lease, idle)
     if held == 0 then
         return 0
     end
-    local current = redis.pcall('get', counter)
+    -- Token "0": unknown (taken while the counter was missing); judged by
+    -- the owner alone, and never written into the counter.
+    local current = token
+    if token ~= '0' then
+        current = redis.pcall('get', counter)
+    end
     if type(current) == 'table' then
         return 0
     end

@@ -25,7 +25,12 @@ local function judge(key, counter, owner, token, lease, idle)
     if held == 0 then
         return 0
     end
-    local current = redis.pcall('get', counter)
+    -- Token "0": unknown (taken while the counter was missing); judged by
+    -- the owner alone, and never written into the counter.
+    local current = token
+    if token ~= '0' then
+        current = redis.pcall('get', counter)
+    end
     if type(current) == 'table' then
         return 0
     end

@@ -241,3 +241,53 @@ async fn d_del_100ms_into_a_fixed_30s_lease_is_lost_within_1s() {
     })
     .await;
 }
+
+/// More invalidation pushes at once than the engine's queue holds (1,024):
+/// the overflow turns into "check every hold", none of the 1,500 holds is
+/// reported lost (their owner fields stand), and a hold deleted afterwards
+/// is still noticed within 1 s (the pushes do not pile up unbounded, and
+/// tracking resumes after the checks).
+#[tokio::test]
+async fn an_invalidation_flood_past_the_queue_checks_every_hold_and_loses_none() {
+    let server = keylatch_harness::RedisServer::start();
+    let locks = keylatch_lock::Locks::connect_with(
+        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
+        keylatch_lock::LocksConfig::default().watchdog_timeout(std::time::Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    let n = 1500;
+    let mut guards = Vec::with_capacity(n);
+    for i in 0..n {
+        guards.push(locks.lock(&format!("flood:{i}")).acquire().await.unwrap());
+    }
+    // Old enough to be tracked, and the tracked reads done.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // One write per held key from outside, in one pipeline: 1,500 pushes.
+    let outsider = keylatch_cluster::Connection::connect(&server.url())
+        .await
+        .unwrap();
+    let mut p = keylatch_cluster::Pipeline::new();
+    for i in 0..n {
+        p.add(
+            keylatch_resp::Cmd::new("PEXPIRE")
+                .key(format!("flood:{i}"))
+                .arg(60_000),
+        );
+    }
+    outsider.pipeline(p).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    assert_eq!(lost, 0, "every hold still stands after the checks");
+    assert_eq!(locks.watched_holds(), n);
+    // Tracking resumed: a deletion now is noticed promptly.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    outsider.del(["flood:7"]).await.unwrap();
+    let reason = tokio::time::timeout(std::time::Duration::from_secs(1), guards[7].lost())
+        .await
+        .expect("a hold deleted after the flood is lost within 1 s");
+    assert_eq!(reason, keylatch_lock::LossReason::Gone);
+    for g in guards {
+        let _ = g.unlock().await;
+    }
+}

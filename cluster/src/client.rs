@@ -357,8 +357,8 @@ impl Client {
     /// the command is never sent. On a standalone server only: in a cluster
     /// `late` is dropped unused and each routed attempt keeps the request
     /// timeout (use [`eval_shared_untimed`](Self::eval_shared_untimed) and
-    /// keep the future to learn a late outcome there). A `NOSCRIPT` retry
-    /// has no late handler.
+    /// keep the future to learn a late outcome there). A `NOSCRIPT` retry is
+    /// settled the same way, within what is left of `timeout`.
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -386,9 +386,20 @@ impl Client {
     ) -> Result<Frame> {
         match &self.inner {
             Inner::Standalone(conn) => {
-                match conn.send_settled(Arc::clone(cmd), timeout, late).await {
+                let started = tokio::time::Instant::now();
+                match conn
+                    .send_settled(Arc::clone(cmd), timeout, Arc::clone(&late))
+                    .await
+                {
                     Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                        Box::pin(conn.load_and_run(script, Cmd::clone(cmd))).await
+                        // Load, then the command again, settled too and
+                        // within what is left of the caller's bound.
+                        Box::pin(async {
+                            conn.send(script.load_cmd()).await?;
+                            let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+                            conn.send_settled(Arc::clone(cmd), left, late).await
+                        })
+                        .await
                     }
                     other => other,
                 }

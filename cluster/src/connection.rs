@@ -235,13 +235,19 @@ impl Connection {
     ) -> Result<Frame> {
         refuse(&cmd)?;
         let (tx, rx) = oneshot::channel();
+        // Dropped with the reply already in it (the caller left between its
+        // arrival and being read), the reply still reaches the late handler.
+        let mut rx = SettledRx {
+            rx: Some(rx),
+            late: Arc::clone(&late),
+        };
         self.enqueue(Request {
             payload: Payload::Shared(cmd),
             tx: ReplyTx::Settle(tx, late),
             deadline: deadline(timeout),
         })
         .await?;
-        check(rx.await.unwrap_or(Err(Error::ConnectionClosed))?)
+        check((&mut rx).await.unwrap_or(Err(Error::ConnectionClosed))?)
     }
 
     /// [`send`](Self::send) whose command, once queued, is written even if
@@ -440,4 +446,39 @@ fn refuse(cmd: &Cmd) -> Result<()> {
 /// for a timeout too large to represent).
 fn deadline(timeout: Option<Duration>) -> Option<tokio::time::Instant> {
     timeout.and_then(|d| tokio::time::Instant::now().checked_add(d))
+}
+
+/// The receiving end of a settled request: a reply it holds unread when
+/// dropped goes to the late handler.
+struct SettledRx {
+    rx: Option<oneshot::Receiver<Result<Frame>>>,
+    late: crate::LateReply,
+}
+
+impl Future for SettledRx {
+    type Output = std::result::Result<Result<Frame>, oneshot::error::RecvError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(rx) = self.rx.as_mut() else {
+            return std::task::Poll::Ready(Ok(Err(Error::ConnectionClosed)));
+        };
+        let out = std::pin::Pin::new(rx).poll(cx);
+        if out.is_ready() {
+            self.rx = None;
+        }
+        out
+    }
+}
+
+impl Drop for SettledRx {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            if let Ok(Ok(frame)) = rx.try_recv() {
+                (self.late)(frame);
+            }
+        }
+    }
 }

@@ -97,10 +97,7 @@ fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
     let until = Instant::now() + lease;
     let token = token.max(0).unsigned_abs();
     rt.spawn(async move {
-        // Never repeated after an unknown outcome (`last` false): a clone
-        // may have re-entered this hold since, and a second decrement would
-        // end its count.
-        let _ = release(&lock, token, false, Some(until), Retry::Here).await;
+        let _ = release(&lock, token, Some(until), Retry::Here).await;
     });
 }
 
@@ -217,7 +214,7 @@ impl Lock {
         }
         let token = value.max(0).unsigned_abs();
         let inner = &self.inner;
-        let (hold, new) = self.handle.hold_for(token, || {
+        let (hold, new) = self.handle.hold_for(token, holds > 1, || {
             Hold::new(NewHold {
                 key: self.handle.hold.clone(),
                 counter: Arc::clone(&names.token),
@@ -233,13 +230,18 @@ impl Lock {
         });
         if new || hold.join(renew, sent_at, lease_d) {
             inner.engine.watch(&hold, sent_at);
+        } else {
+            // A re-entry's own write untracked the key: read it again.
+            inner.engine.retrack(&hold);
         }
+        let shown = (cfg.fencing && hold.token > 0).then_some(hold.token);
         let guard = LockGuard::new(
             self.clone(),
             hold,
             renew,
             holds.unsigned_abs(),
-            (cfg.fencing && token > 0).then_some(token),
+            // The hold's token (a re-entry of unknown token shows its hold's).
+            shown,
             lease_d,
         );
         if matches!(self.replica_sync, ReplicaSync::None) {

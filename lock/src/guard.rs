@@ -165,24 +165,18 @@ impl LockGuard {
     pub async fn unlock(mut self) -> LockResult<()> {
         // Judged before leaving: the deadline counts only while held.
         let ended = self.is_lost();
-        let Some((token, last, until)) = self.finish() else {
+        let Some((token, until)) = self.finish() else {
             return Err(LockError::Expired {
                 name: self.lock.name().to_owned(),
             });
         };
-        // A transient failure is reported now and retried by a task of its
-        // own. Cancelled, the release still goes out: standalone, a queued
-        // release is written whoever waits; a cluster's routed release
-        // moves to the runtime with its future.
-        let outcome = if self.lock.inner.client.is_cluster() {
-            let lock = self.lock.clone();
-            Detached::new(
-                async move { release(&lock, token, last, until, Retry::Background).await },
-            )
-            .await
-        } else {
-            release(&self.lock, token, last, until, Retry::Background).await
-        };
+        // Boxed so that, cancelled, it goes on in the background (retries
+        // included: the connection may be down right now). A transient
+        // failure is reported at once and retried by a task of its own.
+        let lock = self.lock.clone();
+        let outcome =
+            Detached::new(async move { release(&lock, token, until, Retry::Background).await })
+                .await;
         match outcome {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),
@@ -190,17 +184,19 @@ impl LockGuard {
     }
 
     /// Leaves the hold (renewal stops with its last guard). Returns what the
-    /// release needs: the token, whether this was the hold's last guard
-    /// here, and how long a failed release may be retried. `None` if it was
-    /// already done.
-    fn finish(&mut self) -> Option<(u64, bool, Option<Instant>)> {
+    /// release needs: the token and how long a failed release may be
+    /// retried. `None` if it was already done.
+    fn finish(&mut self) -> Option<(u64, Option<Instant>)> {
         if self.done {
             return None;
         }
         self.done = true;
         let until = self.hold.deadline();
-        let last = self.hold.leave(self.renew);
-        Some((self.hold.token, last, Some(until)))
+        if !self.hold.leave(self.renew) {
+            // Holds remain: the release's own write untracks the key.
+            self.lock.inner.engine.retrack(&self.hold);
+        }
+        Some((self.hold.token, Some(until)))
     }
 
     /// This owner's hold count right after this acquire (2 for a first
@@ -369,14 +365,14 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Some((token, last, until)) = self.finish() else {
+        let Some((token, until)) = self.finish() else {
             return;
         };
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let lock = self.lock.clone();
             // Queued before this task's next request (a re-acquire, say).
             spawn_queued(&rt, async move {
-                let _ = release(&lock, token, last, until, Retry::Here).await;
+                let _ = release(&lock, token, until, Retry::Here).await;
             });
         }
     }

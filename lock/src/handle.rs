@@ -75,14 +75,20 @@ impl Handle {
     /// The hold to join for a reply carrying `token`, if this handle has it
     /// and it is not known lost; else `make` builds a new one, which
     /// becomes the current hold. Returns the hold and whether it is new.
+    ///
+    /// A re-entry whose token is unknown (`0`: the counter was missing when
+    /// it ran) joins the current hold whatever its token: the owner held
+    /// the lock, and this handle's live hold is the one it re-entered.
     pub(crate) fn hold_for(
         &self,
         token: u64,
+        reentry: bool,
         make: impl FnOnce() -> Arc<Hold>,
     ) -> (Arc<Hold>, bool) {
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = cur.upgrade() {
-            if h.token == token && h.lost.get().is_none() {
+            let same = h.token == token || (token == 0 && reentry);
+            if same && h.lost.get().is_none() {
                 return (h, false);
             }
         }

@@ -280,7 +280,7 @@ impl Lock {
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
     pub async fn release_one(&self) -> LockResult<bool> {
-        crate::release::release(self, 0, false, None, crate::release::Retry::Here).await
+        crate::release::release(self, 0, None, crate::release::Retry::Here).await
     }
 
     /// Whether any owner holds the lock.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::{Commands, Error, ServerErrorKind};
+use keylatch_cluster::{Error, ServerErrorKind};
 use keylatch_resp::Frame;
 
 use crate::error::{LockError, LockResult};
@@ -35,14 +35,13 @@ pub(crate) enum Retry {
 }
 
 /// Releases one hold of `lock`'s owner. `token` names the hold (`0`: by
-/// owner, unchecked). Transient failures are retried until `until`; a
-/// request whose outcome is unknown (it may have run) only when `last`: a
-/// release that deletes the key is harmless to repeat (the token check
-/// refuses a second one), one that decrements a re-entry count is not.
+/// owner, unchecked). Failures that surely did not run (not sent, a
+/// redirect, a slot migrating, the server loading) are retried until
+/// `until`; one of unknown outcome is not (see [`retriable`]): the lease
+/// ends that count.
 pub(crate) async fn release(
     lock: &Lock,
     token: u64,
-    last: bool,
     until: Option<Instant>,
     retry: Retry,
 ) -> LockResult<bool> {
@@ -50,36 +49,31 @@ pub(crate) async fn release(
         Ok(done) => return done,
         Err(e) => e,
     };
-    if !again(&err, last, until, FIRST_PAUSE) {
+    if !again(&err, until, FIRST_PAUSE) {
         return Err(err.into());
     }
     match (retry, tokio::runtime::Handle::try_current()) {
         (Retry::Background, Ok(rt)) => {
             let lock = lock.clone();
             rt.spawn(async move {
-                let _ = retry_until(&lock, token, last, until).await;
+                let _ = retry_until(&lock, token, until).await;
             });
             Err(err.into())
         }
-        _ => retry_until(lock, token, last, until).await,
+        _ => retry_until(lock, token, until).await,
     }
 }
 
 /// The retries after a first transient failure: with backoff, until the
 /// release is delivered, fails for good, or `until` comes.
-async fn retry_until(
-    lock: &Lock,
-    token: u64,
-    last: bool,
-    until: Option<Instant>,
-) -> LockResult<bool> {
+async fn retry_until(lock: &Lock, token: u64, until: Option<Instant>) -> LockResult<bool> {
     let mut pause = FIRST_PAUSE;
     loop {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_PAUSE);
         match once(lock, token).await {
             Ok(done) => return done,
-            Err(e) if again(&e, last, until, pause) => {
+            Err(e) if again(&e, until, pause) => {
                 tracing::debug!(lock = %lock.name(), error = %e, "release failed; trying again");
             }
             Err(e) => return Err(e.into()),
@@ -107,18 +101,22 @@ async fn once(lock: &Lock, token: u64) -> Result<LockResult<bool>, Error> {
 }
 
 /// Whether to try again after `err`, pausing `pause` first.
-fn again(err: &Error, last: bool, until: Option<Instant>, pause: Duration) -> bool {
-    until.is_some_and(|u| Instant::now() + pause < u) && retriable(err, last)
+fn again(err: &Error, until: Option<Instant>, pause: Duration) -> bool {
+    until.is_some_and(|u| Instant::now() + pause < u) && retriable(err)
 }
 
-/// Whether a failed release may be sent again.
-fn retriable(e: &Error, last: bool) -> bool {
+/// Whether a failed release may be sent again: only when it surely did not
+/// run. A release of unknown outcome (written, no answer) is never repeated:
+/// if it ran, a second one would take one more count, and the hold's count
+/// may be more than this process knows (a clone's re-entry counted on the
+/// server before its reply revived the hold here).
+fn retriable(e: &Error) -> bool {
     if e.is_unknown_outcome() {
-        return last;
+        return false;
     }
     match e {
         Error::Disconnected => true,
-        Error::Routing { last: inner, .. } => retriable(inner, last),
+        Error::Routing { last: inner, .. } => retriable(inner),
         _ => matches!(
             e.server_kind(),
             Some(
@@ -208,20 +206,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_last_release_is_repeated_after_an_unknown_outcome() {
-        assert!(retriable(&Error::Timeout, true));
-        assert!(!retriable(&Error::Timeout, false));
-        assert!(retriable(&Error::Disconnected, false));
+    fn a_release_is_repeated_only_when_it_surely_did_not_run() {
+        assert!(!retriable(&Error::Timeout), "it may have run");
+        assert!(!retriable(&Error::ConnectionClosed), "it may have run");
+        assert!(retriable(&Error::Disconnected));
         let tryagain = Error::from_server_error(b"TRYAGAIN Multiple keys request during rehashing");
-        assert!(retriable(&tryagain, false));
+        assert!(retriable(&tryagain));
         let wrongtype = Error::from_server_error(b"WRONGTYPE Operation against a key");
-        assert!(!retriable(&wrongtype, true));
+        assert!(!retriable(&wrongtype));
         let routed = Error::Routing {
             slot: Some(1),
             tried: Vec::new(),
             last: Box::new(Error::from_server_error(b"MOVED 1 127.0.0.1:7000")),
         };
-        assert!(retriable(&routed, false));
+        assert!(retriable(&routed));
     }
 
     #[tokio::test]

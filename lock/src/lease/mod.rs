@@ -207,6 +207,15 @@ impl Engine {
         }
     }
 
+    /// A write of ours (a re-entry, a release of one count) changed the
+    /// held key, which ends the server's tracking of it (NOLOOP only spares
+    /// us the push): the engine reads it again, keeping its renewal plan.
+    pub(crate) fn retrack(&self, hold: &Arc<Hold>) {
+        if self.shared.tracking && hold.is_active() {
+            self.watch(hold, Instant::now());
+        }
+    }
+
     /// Renewal script calls made so far.
     pub(crate) fn renew_calls(&self) -> u64 {
         self.shared.renew_calls.load(Ordering::Relaxed)

@@ -132,6 +132,16 @@ impl Table {
     /// (then it is lost at once); older ones of its owner are lost.
     fn watch(&mut self, hold: Arc<Hold>, since: Instant) {
         let entries = self.holds.entry(Arc::clone(hold.key.name())).or_default();
+        let epoch = hold.epoch();
+        if let Some(e) = entries
+            .iter_mut()
+            .find(|e| e.epoch == epoch && Weak::as_ptr(&e.hold) == Arc::as_ptr(&hold))
+        {
+            // Handed over again while watched (our own write untracked its
+            // key): read it again, keep the renewal plan.
+            e.tracked = false;
+            return;
+        }
         let mut stale = false;
         entries.retain(|e| {
             let Some(other) = e.hold.upgrade() else {
@@ -141,7 +151,9 @@ impl Table {
                 // Handed over again (revived): the new entry replaces it.
                 return false;
             }
-            if other.key.owner() != hold.key.owner() {
+            if other.key.owner() != hold.key.owner() || other.token == 0 || hold.token == 0 {
+                // Another owner's, or a token unknown (taken while the
+                // counter was missing): no order to judge by.
                 return true;
             }
             if other.token < hold.token {
@@ -364,6 +376,8 @@ impl Table {
                     match verdict {
                         1 => {
                             if !lease.is_zero() {
+                                // The renewal's write untracked the key.
+                                e.tracked = false;
                                 h.extend(sent_at, lease);
                                 e.next_renew = sent_at + lease / 3;
                                 if lease < h.lease() {
