@@ -17,7 +17,7 @@ use crate::scripts::FORCE_UNLOCK;
 
 /// After acquiring, how many replicas must acknowledge the hold (`WAIT`)
 /// before it counts. Too few acknowledgements: the hold is released again
-/// and the acquire fails with [`LockError::ReplicaSync`].
+/// and the acquire fails with [`LockError::ReplicaSync`](crate::LockError::ReplicaSync).
 ///
 /// ```
 /// use std::time::Duration;
@@ -227,12 +227,12 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`] when Redis cannot be reached or answers an
+    /// [`LockError::Client`](crate::LockError::Client) when Redis cannot be reached or answers an
     /// error; `LockError::Client(Error::Timeout)` when an attempt's reply did
     /// not come within its bound (the remaining wait, at least
     /// [`LocksConfig::attempt_timeout`](crate::LocksConfig::attempt_timeout),
     /// at most the client's request timeout: the outcome is settled in the
-    /// background, see below); [`LockError::ReplicaSync`] under a
+    /// background, see below); [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) under a
     /// replica-sync policy.
     ///
     /// # Cancel safety
@@ -274,8 +274,8 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::NotOwner`] when this owner holds nothing (nothing
-    /// changes); [`LockError::Client`].
+    /// [`LockError::NotOwner`](crate::LockError::NotOwner) when this owner holds nothing (nothing
+    /// changes); [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
@@ -292,7 +292,7 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -313,7 +313,7 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -330,7 +330,7 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -356,7 +356,7 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -383,7 +383,7 @@ impl Lock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe.
