@@ -719,12 +719,14 @@ async fn a_written_request_runs_though_its_caller_left() {
     let client = keylatch_cluster::Client::connect(&server.url())
         .await
         .unwrap();
-    let script = keylatch_cluster::Script::new("incr_it", "return redis.call('incr', KEYS[1])");
+    static SCRIPT: keylatch_cluster::Script =
+        keylatch_cluster::Script::new("incr_it", "return redis.call('incr', KEYS[1])");
+    let script = &SCRIPT;
     let make = || script.evalsha_cmd(&["written"], &[] as &[&str]);
-    client.eval_with(&script, make).await.unwrap();
+    client.eval_with(script, make).await.unwrap();
     // Polled once (queued), then dropped before the connection could write it.
     assert!(
-        futures_poll_once(Box::pin(client.eval_with_written(&script, make)))
+        futures_poll_once(Box::pin(client.eval_with_written(script, make)))
             .await
             .is_none()
     );

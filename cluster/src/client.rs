@@ -414,8 +414,10 @@ impl Client {
     /// written even if this future is dropped before that (on a standalone
     /// server; in a cluster, exactly `eval_with`, whose routing lives in the
     /// future). For a command that must go out once asked for, such as a
-    /// lock release, without keeping the future alive. A `NOSCRIPT` retry
-    /// is sent only while the caller waits.
+    /// lock release, without keeping the future alive: a connection that
+    /// fails before writing it writes it once reconnected (loading the
+    /// script first, the server may have restarted). A `NOSCRIPT` retry is
+    /// otherwise sent only while the caller waits.
     ///
     /// ```no_run
     /// # async fn demo(c: keylatch_cluster::Client, s: &keylatch_cluster::Script) -> keylatch_cluster::Result<()> {
@@ -431,11 +433,11 @@ impl Client {
     /// is read and discarded.
     pub async fn eval_with_written<F: Fn() -> Cmd + Send>(
         &self,
-        script: &Script,
+        script: &'static Script,
         make: F,
     ) -> Result<Frame> {
         match &self.inner {
-            Inner::Standalone(conn) => match conn.send_written(make()).await {
+            Inner::Standalone(conn) => match conn.send_written(make(), Some(script)).await {
                 Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
                     Box::pin(conn.load_and_run(script, make())).await
                 }

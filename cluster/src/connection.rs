@@ -252,12 +252,16 @@ impl Connection {
 
     /// [`send`](Self::send) whose command, once queued, is written even if
     /// the caller drops this future before that.
-    pub(crate) async fn send_written(&self, cmd: Cmd) -> Result<Frame> {
+    pub(crate) async fn send_written(
+        &self,
+        cmd: Cmd,
+        script: Option<&'static crate::Script>,
+    ) -> Result<Frame> {
         refuse(&cmd)?;
         let (tx, rx) = oneshot::channel();
         self.enqueue(Request {
             payload: Payload::One(cmd),
-            tx: ReplyTx::Written(tx),
+            tx: ReplyTx::Written(tx, script),
             deadline: deadline(self.shared.config.request_timeout),
         })
         .await?;

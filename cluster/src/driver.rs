@@ -74,8 +74,14 @@ pub(crate) enum ReplyTx {
     /// A `Settle` whose caller timed out: only the late handler waits.
     Late(LateReply),
     /// As `One`, but written even if the caller left before that (a
-    /// release, say, that must go out once asked for).
-    Written(oneshot::Sender<Result<Frame>>),
+    /// release, say, that must go out once asked for). The script the
+    /// command runs, if any: written after a reconnect (the server may have
+    /// restarted with an empty script cache, and nobody is left to heal a
+    /// `NOSCRIPT`), it is loaded first in the same write.
+    Written(
+        oneshot::Sender<Result<Frame>>,
+        Option<&'static crate::Script>,
+    ),
 }
 
 impl std::fmt::Debug for ReplyTx {
@@ -85,7 +91,7 @@ impl std::fmt::Debug for ReplyTx {
             ReplyTx::Many(_) => "Many",
             ReplyTx::Settle(..) => "Settle",
             ReplyTx::Late(_) => "Late",
-            ReplyTx::Written(_) => "Written",
+            ReplyTx::Written(..) => "Written",
         })
     }
 }
@@ -97,7 +103,7 @@ impl ReplyTx {
         match self {
             ReplyTx::One(tx) | ReplyTx::Settle(tx, _) => tx.is_closed(),
             ReplyTx::Many(tx) => tx.is_closed(),
-            ReplyTx::Late(_) | ReplyTx::Written(_) => false,
+            ReplyTx::Late(_) | ReplyTx::Written(..) => false,
         }
     }
 
@@ -110,7 +116,7 @@ impl ReplyTx {
         // The caller may be gone; nobody to tell then. A late handler is
         // dropped: the outcome stays unknown.
         match self {
-            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) | ReplyTx::Written(tx) => {
+            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) | ReplyTx::Written(tx, _) => {
                 drop(tx.send(Err(e)))
             }
             ReplyTx::Many(tx) => drop(tx.send(Err(e))),
@@ -191,10 +197,12 @@ impl Driver {
         );
         // The deadline timer, kept across reconnects (one allocation).
         let mut timer: Option<Pin<Box<Sleep>>> = None;
+        // `Written` requests that met a reconnect unsent, their callers gone.
+        let mut unsent: Vec<Request> = Vec::new();
         loop {
             let io = match self.io.take() {
                 Some(io) => io,
-                None => match self.reconnect(&mut backoff).await {
+                None => match self.reconnect(&mut backoff, &mut unsent).await {
                     Some(io) => io,
                     None => return,
                 },
@@ -211,6 +219,25 @@ impl Driver {
                 timer.take(),
             );
             conn.blocked_bound = self.shared.config.request_timeout;
+            // Written first, ahead of anything queued since: they were asked
+            // for before it. Past their deadline they are dropped.
+            let now = Instant::now();
+            for mut req in unsent.drain(..) {
+                if req.deadline.is_some_and(|d| d <= now) {
+                    continue;
+                }
+                if let ReplyTx::Written(_, Some(script)) = &req.tx {
+                    // SCRIPT LOAD, then the command: only the last reply
+                    // reaches the (gone) caller's slot.
+                    let load = script.load_cmd();
+                    req.payload = match req.payload {
+                        Payload::One(cmd) => Payload::Many(vec![load, cmd]),
+                        Payload::Shared(cmd) => Payload::Many(vec![load, Cmd::clone(&cmd)]),
+                        many => many,
+                    };
+                }
+                conn.take(req);
+            }
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
             self.shared.set_connected(None);
             match exit {
@@ -224,13 +251,22 @@ impl Driver {
     /// Connects again, with backoff between attempts. Requests arriving
     /// meanwhile fail at once with [`Error::Disconnected`]: they were not
     /// sent, and a lock caller would rather retry or give up than wait
-    /// blind. Returns `None` when every handle is gone.
-    async fn reconnect(&mut self, backoff: &mut Backoff) -> Option<Established> {
+    /// blind. A `Written` request whose caller already left is kept in
+    /// `unsent` instead, to be written once connected (nobody is there to
+    /// retry it). Returns `None` when every handle is gone.
+    async fn reconnect(
+        &mut self,
+        backoff: &mut Backoff,
+        unsent: &mut Vec<Request>,
+    ) -> Option<Established> {
         let io = crate::reconnect::reconnect(
             &self.shared.config,
             backoff,
             &mut self.rx,
-            |req: Request| req.tx.fail(Error::Disconnected),
+            |req: Request| match &req.tx {
+                ReplyTx::Written(tx, _) if tx.is_closed() => unsent.push(req),
+                _ => req.tx.fail(Error::Disconnected),
+            },
             || {},
         )
         .await?;
@@ -340,6 +376,49 @@ impl Connected {
         }
     }
 
+    /// Encodes one request into the write buffer and queues its pending
+    /// entry (a request whose caller already left is dropped unsent).
+    fn take(&mut self, req: Request) {
+        if req.tx.is_closed() {
+            return;
+        }
+        if let Some(d) = req.deadline {
+            // Deadlines of one timeout arrive in order: the
+            // timer moves only for an earlier one.
+            if self.timer_at.map_or(true, |at| d < at) {
+                self.timer_at = Some(d);
+                self.timer.as_mut().reset(d);
+            }
+        }
+        let remaining = match &req.payload {
+            Payload::One(cmd) => {
+                cmd.encode(&mut self.wbuf);
+                1
+            }
+            Payload::Shared(cmd) => {
+                cmd.encode(&mut self.wbuf);
+                1
+            }
+            Payload::Many(cmds) => {
+                self.wbuf.reserve(cmds.iter().map(Cmd::encoded_len).sum());
+                for cmd in cmds {
+                    cmd.encode(&mut self.wbuf);
+                }
+                cmds.len()
+            }
+        };
+        let frames = match &req.tx {
+            ReplyTx::Many(_) => Vec::with_capacity(remaining),
+            _ => Vec::new(),
+        };
+        self.pending.push_back(Pending {
+            tx: Some(req.tx),
+            deadline: req.deadline,
+            remaining,
+            frames,
+        });
+    }
+
     /// Moves every ready request into the write buffer (while under the
     /// in-flight and buffer caps). A request whose caller already left is
     /// dropped unsent.
@@ -360,44 +439,7 @@ impl Connected {
             match next {
                 Poll::Ready(Some(req)) => {
                     progress = true;
-                    if req.tx.is_closed() {
-                        continue;
-                    }
-                    if let Some(d) = req.deadline {
-                        // Deadlines of one timeout arrive in order: the
-                        // timer moves only for an earlier one.
-                        if self.timer_at.map_or(true, |at| d < at) {
-                            self.timer_at = Some(d);
-                            self.timer.as_mut().reset(d);
-                        }
-                    }
-                    let remaining = match &req.payload {
-                        Payload::One(cmd) => {
-                            cmd.encode(&mut self.wbuf);
-                            1
-                        }
-                        Payload::Shared(cmd) => {
-                            cmd.encode(&mut self.wbuf);
-                            1
-                        }
-                        Payload::Many(cmds) => {
-                            self.wbuf.reserve(cmds.iter().map(Cmd::encoded_len).sum());
-                            for cmd in cmds {
-                                cmd.encode(&mut self.wbuf);
-                            }
-                            cmds.len()
-                        }
-                    };
-                    let frames = match &req.tx {
-                        ReplyTx::Many(_) => Vec::with_capacity(remaining),
-                        _ => Vec::new(),
-                    };
-                    self.pending.push_back(Pending {
-                        tx: Some(req.tx),
-                        deadline: req.deadline,
-                        remaining,
-                        frames,
-                    });
+                    self.take(req);
                 }
                 Poll::Ready(None) => {
                     self.rx_closed = true;
@@ -527,7 +569,7 @@ impl Connected {
                     frames.push(frame);
                     drop(tx.send(Ok(frames)));
                 }
-                Some(ReplyTx::One(tx) | ReplyTx::Written(tx)) => drop(tx.send(Ok(frame))),
+                Some(ReplyTx::One(tx) | ReplyTx::Written(tx, _)) => drop(tx.send(Ok(frame))),
                 Some(ReplyTx::Settle(tx, late)) => {
                     // The caller left after the request was written.
                     if let Err(Ok(frame)) = tx.send(Ok(frame)) {

@@ -170,13 +170,17 @@ impl LockGuard {
                 name: self.lock.name().to_owned(),
             });
         };
-        // Boxed so that, cancelled, it goes on in the background (retries
-        // included: the connection may be down right now). A transient
-        // failure is reported at once and retried by a task of its own.
-        let lock = self.lock.clone();
-        let outcome =
+        // A transient failure is reported at once and retried by a task of
+        // its own. Cancelled, the release still goes out: standalone, a
+        // queued release is written whoever waits (across a reconnect too);
+        // a cluster's routed release moves to the runtime with its future.
+        let outcome = if self.lock.inner.client.is_cluster() {
+            let lock = self.lock.clone();
             Detached::new(async move { release(&lock, token, until, Retry::Background).await })
-                .await;
+                .await
+        } else {
+            release(&self.lock, token, until, Retry::Background).await
+        };
         match outcome {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),
