@@ -34,12 +34,15 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    -- Read before anything is written: a counter of the wrong type fails
+    -- the call here, with no count taken.
+    local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     -- A re-entry only ever extends the expiry: a shorter lease must not cut
     -- short the holds already taken (and watched) with a longer one.
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return {holds, tonumber(redis.call('get', KEYS[2]) or '0') or 0}
+    return {holds, token}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -32,7 +32,12 @@ local function judge(key, counter, owner, token, lease, idle)
         current = redis.pcall('get', counter)
     end
     if type(current) == 'table' then
-        return 0
+        -- Another type: this hold's counter is broken, the hold gone. Any
+        -- other error (a counter served elsewhere, mid-migration): unknown.
+        if string.find(current.err or '', 'WRONGTYPE', 1, true) then
+            return 0
+        end
+        return -1
     end
     if current == false then
         if lease > 0 then

@@ -489,3 +489,29 @@ async fn i_a_release_that_failed_unsent_is_retried() {
     )
     .await;
 }
+
+/// A re-entry against a fencing counter overwritten with another type fails
+/// with nothing taken: the script reads the counter before it counts.
+#[tokio::test]
+async fn a_re_entry_against_a_broken_counter_takes_no_count() {
+    let (server, locks) = server_with_locks(LocksConfig::default()).await;
+    let lock = locks.lock("item-reentry-counter");
+    let g = take(&lock, Some(Duration::from_secs(30)), "free").await;
+    server
+        .cli(&["DEL", "redisson_lock_token:{item-reentry-counter}"])
+        .unwrap();
+    server
+        .cli(&[
+            "HSET",
+            "redisson_lock_token:{item-reentry-counter}",
+            "f",
+            "v",
+        ])
+        .unwrap();
+    assert!(lock.try_acquire_now(None).await.is_err(), "WRONGTYPE");
+    let count = server
+        .cli(&["HGET", "item-reentry-counter", lock.owner()])
+        .unwrap();
+    assert_eq!(count.trim(), "1", "no count taken by the failed re-entry");
+    drop(g);
+}

@@ -315,8 +315,8 @@ impl Client {
     /// long it takes on a standalone server: the connection's request timeout
     /// does not apply, so a caller that bounds the wait itself can hand the
     /// still-pending future on (e.g. to learn, later, whether a lock acquire
-    /// it gave up on took the lock). In a cluster each routed attempt keeps
-    /// the request timeout.
+    /// it gave up on took the lock). In a cluster each routed attempt is
+    /// untimed too (redirects and transient errors are still followed).
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -345,7 +345,7 @@ impl Client {
                 }
             }
             Inner::Cluster(router) => {
-                Box::pin(router.send_shared(Arc::clone(cmd), Some(script))).await
+                Box::pin(router.send_shared_with(Arc::clone(cmd), Some(script), true)).await
             }
         }
     }
@@ -420,8 +420,10 @@ impl Client {
     /// otherwise sent only while the caller waits.
     ///
     /// ```no_run
-    /// # async fn demo(c: keylatch_cluster::Client, s: &keylatch_cluster::Script) -> keylatch_cluster::Result<()> {
-    /// let reply = c.eval_with_written(s, || s.evalsha_cmd(&["k"], &["1"])).await?;
+    /// static RELEASE: keylatch_cluster::Script =
+    ///     keylatch_cluster::Script::new("release", "return redis.call('del', KEYS[1])");
+    /// # async fn demo(c: keylatch_cluster::Client) -> keylatch_cluster::Result<()> {
+    /// let reply = c.eval_with_written(&RELEASE, || RELEASE.evalsha_cmd(&["k"], &[] as &[&str])).await?;
     /// # Ok(()) }
     /// ```
     ///

@@ -480,6 +480,9 @@ impl Future for SettledRx {
 impl Drop for SettledRx {
     fn drop(&mut self) {
         if let Some(mut rx) = self.rx.take() {
+            // Closed first: a reply sent after this fails in the driver and
+            // goes to the late handler there, so none slips between the two.
+            rx.close();
             if let Ok(Ok(frame)) = rx.try_recv() {
                 (self.late)(frame);
             }

@@ -298,6 +298,18 @@ impl Router {
         cmd: Arc<Cmd>,
         script: Option<&Script>,
     ) -> Result<Frame> {
+        self.send_shared_with(cmd, script, false).await
+    }
+
+    /// [`send_shared`](Self::send_shared); `untimed`: each attempt's reply
+    /// is awaited without the request timeout (the caller bounds the wait,
+    /// and may keep the future to learn a late outcome).
+    pub(crate) async fn send_shared_with(
+        &self,
+        cmd: Arc<Cmd>,
+        script: Option<&Script>,
+        untimed: bool,
+    ) -> Result<Frame> {
         let slot = command_slot(&cmd)?;
         let mut backoff = Backoff::new(self.opts.retry_min, self.opts.retry_max);
         let mut ask: Option<Arc<Node>> = None;
@@ -326,7 +338,7 @@ impl Router {
                     continue;
                 }
             };
-            let err = match run(&conn, &cmd, script, asking).await {
+            let err = match run(&conn, &cmd, script, asking, untimed).await {
                 Ok(frame) => return Ok(frame),
                 Err(e) => e,
             };
@@ -548,11 +560,14 @@ pub(crate) async fn run(
     cmd: &Arc<Cmd>,
     script: Option<&Script>,
     asking: bool,
+    untimed: bool,
 ) -> Result<Frame> {
     let first = if asking {
         // Rare (slot migration): the copy for the two-command write is fine.
         let pair = [Cmd::new("ASKING"), Cmd::clone(cmd)];
         last_of(Box::pin(conn.pipeline(pair.into_iter().collect())).await?)
+    } else if untimed {
+        conn.send_shared_timeout(Arc::clone(cmd), None).await
     } else {
         conn.send_shared(Arc::clone(cmd)).await
     };

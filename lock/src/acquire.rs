@@ -97,7 +97,14 @@ fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
     let until = Instant::now() + lease;
     let token = token.max(0).unsigned_abs();
     rt.spawn(async move {
-        let _ = release(&lock, token, Some(until), Retry::Here).await;
+        if release(&lock, token, Some(until), Retry::Here)
+            .await
+            .is_ok()
+        {
+            // Our own write to the key raised no invalidation: a hold of
+            // this owner that the undone acquire re-entered is read again.
+            lock.inner.engine.touched(&lock.handle.names.key);
+        }
     });
 }
 

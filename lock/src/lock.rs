@@ -280,7 +280,11 @@ impl Lock {
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
     pub async fn release_one(&self) -> LockResult<bool> {
-        crate::release::release(self, 0, None, crate::release::Retry::Here).await
+        let out = crate::release::release(self, 0, None, crate::release::Retry::Here).await;
+        if out.is_ok() {
+            self.inner.engine.touched(&self.handle.names.key);
+        }
+        out
     }
 
     /// Whether any owner holds the lock.
@@ -401,6 +405,12 @@ impl Lock {
                 ],
             )
             .await?;
-        Ok(reply == Frame::Integer(1))
+        let deleted = reply == Frame::Integer(1);
+        if deleted {
+            // Our own DEL raises no invalidation here: holds of this
+            // process on the lock are checked now.
+            self.inner.engine.touched(&self.handle.names.key);
+        }
+        Ok(deleted)
     }
 }

@@ -25,6 +25,7 @@ pub(super) struct Actor {
     client: Client,
     shared: Arc<EngineShared>,
     inbox: mpsc::UnboundedReceiver<Arc<Hold>>,
+    touched: mpsc::UnboundedReceiver<Arc<str>>,
     invalidations: Option<Invalidations>,
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: mpsc::UnboundedReceiver<Done>,
@@ -37,6 +38,7 @@ impl Actor {
         client: Client,
         shared: Arc<EngineShared>,
         inbox: mpsc::UnboundedReceiver<Arc<Hold>>,
+        touched: mpsc::UnboundedReceiver<Arc<str>>,
         invalidations: Option<Invalidations>,
         idle_ms: String,
     ) -> Self {
@@ -46,6 +48,7 @@ impl Actor {
             client,
             shared,
             inbox,
+            touched,
             invalidations,
             done_tx,
             done_rx,
@@ -64,6 +67,9 @@ impl Actor {
                 return;
             };
             self.take_overflow();
+            while let Ok(name) = self.touched.try_recv() {
+                self.table.touched(&name);
+            }
             let now = Instant::now();
             let cluster = self.client.is_cluster();
             let client = &self.client;

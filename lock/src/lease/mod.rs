@@ -139,6 +139,8 @@ pub(crate) struct EngineShared {
 #[derive(Clone)]
 pub(crate) struct Engine {
     inbox: mpsc::UnboundedSender<Arc<Hold>>,
+    /// Lock names this process changed itself (see [`touched`](Self::touched)).
+    touched: mpsc::UnboundedSender<Arc<str>>,
     shared: Arc<EngineShared>,
 }
 
@@ -164,15 +166,21 @@ impl Engine {
             tracking: invalidations.is_some(),
         });
         let (inbox, rx) = mpsc::unbounded_channel();
+        let (touched, touched_rx) = mpsc::unbounded_channel();
         let task = actor::Actor::new(
             client,
             Arc::clone(&shared),
             rx,
+            touched_rx,
             invalidations,
             counter_ttl_ms,
         );
         tokio::spawn(task.run());
-        Self { inbox, shared }
+        Self {
+            inbox,
+            touched,
+            shared,
+        }
     }
 
     /// Hands a hold confirmed at `since` to the task. Wakes it only if the
@@ -213,6 +221,16 @@ impl Engine {
     pub(crate) fn retrack(&self, hold: &Arc<Hold>) {
         if self.shared.tracking && hold.is_active() {
             self.watch(hold, Instant::now());
+        }
+    }
+
+    /// This process changed lock `name` itself, outside a guard's own
+    /// release (a force unlock, a release by owner id, a late acquire's
+    /// undoing): our own writes raise no invalidation (NOLOOP), so the
+    /// engine checks that lock's holds now, as if one had come.
+    pub(crate) fn touched(&self, name: &Arc<str>) {
+        if self.touched.send(Arc::clone(name)).is_ok() {
+            self.shared.wake.notify_one();
         }
     }
 

@@ -224,6 +224,23 @@ impl Table {
         }
     }
 
+    /// This process changed lock `name` itself (no invalidation comes for
+    /// our own writes): its holds are checked now, as for an invalidation.
+    pub(super) fn touched(&mut self, name: &str) {
+        let now = Instant::now();
+        if !self.young.is_empty() {
+            self.grow_up(now, |h| &**h.key.name() == name);
+        }
+        if let Some(entries) = self.holds.get_mut(name) {
+            for e in entries {
+                e.tracked = false;
+                e.next_renew = now;
+                e.off_grid = true;
+                e.recheck = e.busy;
+            }
+        }
+    }
+
     /// Signals losses that are due, drops holds that ended, and groups what
     /// is due: renewals, checks and tracked reads.
     ///
