@@ -9,11 +9,12 @@ use keylatch_resp::{Cmd, Frame};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{ConnectionConfig, Negotiated};
-use crate::driver::{Driver, Payload, ReplyTx, Request};
+use crate::driver::{Driver, Payload, Request};
 use crate::error::{Error, Result};
 use crate::handshake::establish;
 use crate::pipeline::Pipeline;
 use crate::reply::{check, FromReply};
+use crate::reply_tx::ReplyTx;
 
 /// State shared between the handles and the task.
 #[derive(Debug)]

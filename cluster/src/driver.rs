@@ -30,15 +30,15 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use keylatch_resp::{Cmd, Decoder, Frame, Limits};
 use tokio::io::AsyncWrite;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
 use crate::backoff::Backoff;
 use crate::connection::Shared;
 use crate::error::{Error, Result};
 use crate::handshake::Established;
-use crate::late::LateReply;
 use crate::push::InvalidationHandler;
+use crate::reply_tx::ReplyTx;
 use crate::stream::Stream;
 
 /// Stop taking requests while this much is waiting to be written, so a slow
@@ -62,83 +62,6 @@ pub(crate) enum Payload {
     /// A command the sender may need again (router retries).
     Shared(Arc<Cmd>),
     Many(Vec<Cmd>),
-}
-
-/// Where the reply goes.
-pub(crate) enum ReplyTx {
-    One(oneshot::Sender<Result<Frame>>),
-    Many(oneshot::Sender<Result<Vec<Frame>>>),
-    /// As `One`, but a reply that comes after the caller timed out or left
-    /// goes to the late handler instead of being dropped.
-    Settle(oneshot::Sender<Result<Frame>>, LateReply),
-    /// A `Settle` whose caller timed out: only the late handler waits.
-    Late(LateReply),
-    /// As `One`, but written even if the caller left before that (a
-    /// release, say, that must go out once asked for). The script the
-    /// command runs, if any: written after a reconnect (the server may have
-    /// restarted with an empty script cache, and nobody is left to heal a
-    /// `NOSCRIPT`), it is loaded first in the same write.
-    Written(
-        oneshot::Sender<Result<Frame>>,
-        Option<&'static crate::Script>,
-    ),
-}
-
-impl std::fmt::Debug for ReplyTx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ReplyTx::One(_) => "One",
-            ReplyTx::Many(_) => "Many",
-            ReplyTx::Settle(..) => "Settle",
-            ReplyTx::Late(_) => "Late",
-            ReplyTx::Written(..) => "Written",
-        })
-    }
-}
-
-impl ReplyTx {
-    /// Nobody would hear the reply: a request not yet written is dropped
-    /// unsent then (a `Settle` whose caller left is never run).
-    fn is_closed(&self) -> bool {
-        match self {
-            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) => tx.is_closed(),
-            ReplyTx::Many(tx) => tx.is_closed(),
-            ReplyTx::Late(_) | ReplyTx::Written(..) => false,
-        }
-    }
-
-    /// A caller is still waiting (its deadline counts).
-    fn waiting(&self) -> bool {
-        !matches!(self, ReplyTx::Late(_))
-    }
-
-    fn fail(self, e: Error) {
-        // The caller may be gone; nobody to tell then. A late handler is
-        // dropped: the outcome stays unknown.
-        match self {
-            ReplyTx::One(tx) | ReplyTx::Settle(tx, _) | ReplyTx::Written(tx, _) => {
-                drop(tx.send(Err(e)))
-            }
-            ReplyTx::Many(tx) => drop(tx.send(Err(e))),
-            ReplyTx::Late(_) => {}
-        }
-    }
-
-    /// The caller's deadline passed: it is told, and what still waits for
-    /// the reply (a late handler) is returned.
-    fn time_out(self) -> Option<ReplyTx> {
-        match self {
-            ReplyTx::Settle(tx, late) => {
-                drop(tx.send(Err(Error::Timeout)));
-                Some(ReplyTx::Late(late))
-            }
-            ReplyTx::Late(late) => Some(ReplyTx::Late(late)),
-            other => {
-                other.fail(Error::Timeout);
-                None
-            }
-        }
-    }
 }
 
 /// One queued request.

@@ -49,6 +49,7 @@
 
 mod backoff;
 mod client;
+mod client_requests;
 mod commands;
 mod config;
 mod connection;
@@ -61,6 +62,7 @@ mod pubsub;
 mod push;
 mod reconnect;
 mod reply;
+mod reply_tx;
 mod router;
 mod script;
 mod sha1;
