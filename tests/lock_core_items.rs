@@ -3,88 +3,15 @@
 //! fails on the current lock core and states the behaviour the redesign
 //! must have. Each test's doc comment names its item and why it fails today.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, ClientConfig, Commands, Connection};
 use keylatch_harness::RedisServer;
-use keylatch_lock::{Lock, LockGuard, Locks, LocksConfig};
+use keylatch_lock::{Locks, LocksConfig};
 use keylatch_resp::Frame;
 
 mod common;
-use common::Soon;
-
-/// A fresh server and one `Locks` (default client config: 30 s request
-/// timeout) on it.
-async fn server_with_locks(cfg: LocksConfig) -> (RedisServer, Locks) {
-    let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    (server, Locks::new(client, cfg))
-}
-
-/// Takes `lock` at once with `lease` (`None`: the watchdog); panics with
-/// `what` if it is not free.
-async fn take(lock: &Lock, lease: Option<Duration>, what: &str) -> LockGuard {
-    lock.try_acquire_now(lease).await.unwrap().expect(what)
-}
-
-/// One acquire + release of `lock` under the watchdog and with a fixed
-/// lease: connection up and every acquire/release script in the cache.
-async fn warm(lock: &Lock) {
-    take(lock, None, "warm-up lock is free")
-        .await
-        .unlock()
-        .await
-        .unwrap();
-    take(lock, Some(Duration::from_secs(5)), "warm-up lock is free")
-        .await
-        .unlock()
-        .await
-        .unwrap();
-}
-
-/// The lock's state for failure messages: EXISTS, PTTL, this owner's count.
-async fn state(lock: &Lock) -> String {
-    format!(
-        "locked={:?} pttl={:?} this owner's count={:?}",
-        lock.is_locked().await.map_err(|e| e.to_string()),
-        lock.remaining_ttl().await.map_err(|e| e.to_string()),
-        lock.hold_count().await.map_err(|e| e.to_string()),
-    )
-}
-
-/// Waits until `lock`'s key is gone on the server, at most `within`.
-async fn freed_within(lock: &Lock, within: Duration, what: &str) {
-    Soon::new(within, Duration::from_millis(25))
-        .until(|| async {
-            match lock.is_locked().await {
-                Ok(false) => Ok(()),
-                Ok(true) => Err(format!(
-                    "{what}: lock {:?} still held on the server ({})",
-                    lock.name(),
-                    state(lock).await
-                )),
-                Err(e) => Err(format!("{what}: EXISTS failed: {e}")),
-            }
-        })
-        .await;
-}
-
-/// Polls `fut` exactly once, synchronously (no await point in between, so on
-/// a current-thread runtime no other task, e.g. a connection task, runs),
-/// and drops it.
-fn poll_once_and_drop<F: Future>(fut: F) -> bool {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    let waker = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    matches!(fut.as_mut().poll(&mut cx), Poll::Ready(_))
-}
+use common::locks::{freed_within, poll_once_and_drop, server_with_locks, state, take, warm};
 
 /// Item A: a cancelled re-entry leaks a count.
 ///

@@ -10,79 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::locks::{freed_within, poll_once, server_with_locks, state, take, warm};
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::Soon;
 use keylatch_cluster::{Client, ClientConfig, Connection};
 use keylatch_harness::RedisServer;
-use keylatch_lock::{Lock, LockGuard, Locks, LocksConfig};
-
-async fn server_with_locks(cfg: LocksConfig) -> (RedisServer, Locks) {
-    let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    (server, Locks::new(client, cfg))
-}
-
-async fn take(lock: &Lock, lease: Option<Duration>, what: &str) -> LockGuard {
-    tokio::time::timeout(Duration::from_secs(5), lock.try_acquire_now(lease))
-        .await
-        .expect("acquire within 5 s")
-        .unwrap()
-        .expect(what)
-}
-
-async fn warm(lock: &Lock) {
-    take(lock, None, "warm-up lock is free")
-        .await
-        .unlock()
-        .await
-        .unwrap();
-    take(lock, Some(Duration::from_secs(5)), "warm-up lock is free")
-        .await
-        .unlock()
-        .await
-        .unwrap();
-}
-
-async fn state(lock: &Lock) -> String {
-    format!(
-        "locked={:?} pttl={:?} this owner's count={:?}",
-        lock.is_locked().await.map_err(|e| e.to_string()),
-        lock.remaining_ttl().await.map_err(|e| e.to_string()),
-        lock.hold_count().await.map_err(|e| e.to_string()),
-    )
-}
-
-async fn freed_within(lock: &Lock, within: Duration, what: &str) {
-    Soon::new(within, Duration::from_millis(25))
-        .until(|| async {
-            match lock.is_locked().await {
-                Ok(false) => Ok(()),
-                Ok(true) => Err(format!(
-                    "{what}: lock {:?} still held on the server ({})",
-                    lock.name(),
-                    state(lock).await
-                )),
-                Err(e) => Err(format!("{what}: EXISTS failed: {e}")),
-            }
-        })
-        .await;
-}
-
-fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    let waker = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&waker);
-    fut.poll(&mut cx)
-}
+use keylatch_lock::{Locks, LocksConfig};
 
 /// Finding 1: an acquire whose reply reached the connection while its
 /// caller was still alive, but whose caller is dropped before it reads the

@@ -9,73 +9,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::locks::{freed_within, poll_once, state, take};
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use common::Soon;
 use keylatch_cluster::{Client, ClientConfig, Commands, Connection};
 use keylatch_harness::{RedisCluster, RedisServer};
-use keylatch_lock::{Lock, LockGuard, Locks, LocksConfig};
+use keylatch_lock::{LockGuard, Locks, LocksConfig};
 use keylatch_resp::Cmd;
 
 /// Cluster tests one at a time: two cores run every node.
 static GATE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn within<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not done within {limit:?}"))
-}
-
-async fn take(lock: &Lock, lease: Option<Duration>, what: &str) -> LockGuard {
-    within(
-        "acquire",
-        Duration::from_secs(5),
-        lock.try_acquire_now(lease),
-    )
-    .await
-    .unwrap()
-    .expect(what)
-}
-
-fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    let waker = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&waker);
-    fut.poll(&mut cx)
-}
-
-async fn state(lock: &Lock) -> String {
-    format!(
-        "locked={:?} pttl={:?} this owner's count={:?}",
-        lock.is_locked().await.map_err(|e| e.to_string()),
-        lock.remaining_ttl().await.map_err(|e| e.to_string()),
-        lock.hold_count().await.map_err(|e| e.to_string()),
-    )
-}
-
-async fn freed_within(lock: &Lock, within: Duration, what: &str) {
-    Soon::new(within, Duration::from_millis(25))
-        .until(|| async {
-            match lock.is_locked().await {
-                Ok(false) => Ok(()),
-                Ok(true) => Err(format!(
-                    "{what}: lock {:?} still held on the server ({})",
-                    lock.name(),
-                    state(lock).await
-                )),
-                Err(e) => Err(format!("{what}: EXISTS failed: {e}")),
-            }
-        })
-        .await;
-}
 
 /// Standalone server and a tracking `Locks` (the README path) with a 9 s
 /// watchdog: the first renewal comes at ~3 s, so a loss noticed sooner came

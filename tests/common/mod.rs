@@ -14,6 +14,8 @@
 // would be reported as dead code.
 #![allow(dead_code)]
 
+pub(crate) mod locks;
+
 use std::future::Future;
 use std::process::Output;
 use std::time::{Duration, Instant};
