@@ -15,11 +15,9 @@
 //! code that has the bug.
 
 mod common;
+use common::locks::poll_once;
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands};
@@ -54,19 +52,6 @@ async fn hold(lock: &Lock, what: &str) -> LockGuard {
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("{what}: held by another owner"))
-}
-
-/// Polls `fut` exactly once, with a waker that does nothing: whatever the
-/// future does in its first poll (register, queue its request) is done, and
-/// nothing more.
-fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    let waker = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&waker);
-    fut.poll(&mut cx)
 }
 
 /// `redis-cli` output as a number; `None` for a nil reply (an empty line).
