@@ -726,7 +726,7 @@ async fn a_written_request_runs_though_its_caller_left() {
     client.eval_with(script, make).await.unwrap();
     // Polled once (queued), then dropped before the connection could write it.
     assert!(
-        futures_poll_once(Box::pin(client.eval_with_written(script, make)))
+        futures_poll_once(Box::pin(client.eval_with_written(script, make, None)))
             .await
             .is_none()
     );

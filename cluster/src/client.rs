@@ -116,9 +116,9 @@ impl ClientConfig {
     /// ```
     /// use keylatch_cluster::{ClientConfig, RouterOptions};
     /// let mut opts = RouterOptions::default();
-    /// opts.max_attempts = 4;
+    /// opts.refresh_interval = Some(std::time::Duration::from_secs(5));
     /// let cfg = ClientConfig::from_url("redis://127.0.0.1:7000")?.router(opts);
-    /// assert_eq!(cfg.router.max_attempts, 4);
+    /// assert_eq!(cfg.router.refresh_interval, Some(std::time::Duration::from_secs(5)));
     /// # Ok::<(), keylatch_cluster::Error>(())
     /// ```
     pub fn router(mut self, opts: RouterOptions) -> Self {
@@ -139,8 +139,9 @@ pub(crate) enum Inner {
 /// In a cluster, a command goes to the master of its keys' slot (all keys of
 /// one command must share a slot: [`Error::CrossSlot`] otherwise, before
 /// anything is sent); keyless commands go to any master. `MOVED`, `ASK`,
-/// `TRYAGAIN`, `CLUSTERDOWN` and unreachable nodes are handled within a
-/// bounded budget.
+/// `TRYAGAIN`, `CLUSTERDOWN` and unreachable nodes are retried until the
+/// request's deadline (its caller's, or the request timeout), and a master
+/// that stops answering is routed around once its replica is promoted.
 ///
 /// ```no_run
 /// use keylatch_cluster::{Client, Commands};

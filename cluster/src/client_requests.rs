@@ -10,8 +10,8 @@ use std::time::Duration;
 use keylatch_resp::{Cmd, Frame};
 
 use crate::client::{Client, Inner};
-use crate::commands::Commands;
 use crate::error::{Result, ServerErrorKind};
+use crate::routed::Wait;
 use crate::script::Script;
 
 impl Client {
@@ -29,7 +29,7 @@ impl Client {
         }
     }
 
-    /// [`eval_shared`](Commands::eval_shared) whose reply is awaited however
+    /// [`eval_shared`](crate::Commands::eval_shared) whose reply is awaited however
     /// long it takes on a standalone server: the connection's request timeout
     /// does not apply, so a caller that bounds the wait itself can hand the
     /// still-pending future on (e.g. to learn, later, whether a lock acquire
@@ -46,7 +46,7 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// As [`eval_shared`](Commands::eval_shared), without [`Error::Timeout`](crate::Error::Timeout)
+    /// As [`eval_shared`](crate::Commands::eval_shared), without [`Error::Timeout`](crate::Error::Timeout)
     /// on a standalone server.
     ///
     /// # Cancel safety
@@ -63,20 +63,21 @@ impl Client {
                 }
             }
             Inner::Cluster(router) => {
-                Box::pin(router.send_shared_with(Arc::clone(cmd), Some(script), true)).await
+                Box::pin(router.send_until(Arc::clone(cmd), Some(script), None, Wait::Untimed))
+                    .await
             }
         }
     }
 
-    /// [`eval_shared`](Commands::eval_shared) bounded by `timeout` (`None`:
-    /// none), whose reply, if it comes after the caller timed out or
-    /// dropped this future once the command was written, goes to `late`
-    /// (see [`LateReply`](crate::LateReply)); dropped before it was written,
-    /// the command is never sent. On a standalone server only: in a cluster
-    /// `late` is dropped unused and each routed attempt keeps the request
-    /// timeout (use [`eval_shared_untimed`](Self::eval_shared_untimed) and
-    /// keep the future to learn a late outcome there). A `NOSCRIPT` retry is
-    /// settled the same way, within what is left of `timeout`.
+    /// [`eval_shared`](crate::Commands::eval_shared) bounded by `timeout` (`None`:
+    /// the request timeout), whose reply, if it comes after the caller timed
+    /// out or dropped this future once the command was written, goes to
+    /// `late` (see [`LateReply`](crate::LateReply)); dropped before it was
+    /// written, the command is never sent. Each attempt waits at most the
+    /// request timeout. In a cluster, redirects and transient refusals
+    /// (`TRYAGAIN`, a failover under way) are retried until `timeout` has
+    /// passed, so a caller with a long wait rides a slot migration out. A
+    /// `NOSCRIPT` retry is settled the same way, within what is left.
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -89,7 +90,7 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// As [`eval_shared`](Commands::eval_shared); [`Error::Timeout`](crate::Error::Timeout) past
+    /// As [`eval_shared`](crate::Commands::eval_shared); [`Error::Timeout`](crate::Error::Timeout) past
     /// `timeout` (the outcome then goes to `late`, if it comes).
     ///
     /// # Cancel safety
@@ -105,6 +106,11 @@ impl Client {
         match &self.inner {
             Inner::Standalone(conn) => {
                 let started = tokio::time::Instant::now();
+                let rt = conn.config().request_timeout;
+                let timeout = match (timeout, rt) {
+                    (Some(t), Some(rt)) => Some(t.min(rt)),
+                    (t, rt) => t.or(rt),
+                };
                 match conn
                     .send_settled(Arc::clone(cmd), timeout, Arc::clone(&late))
                     .await
@@ -123,30 +129,34 @@ impl Client {
                 }
             }
             Inner::Cluster(router) => {
-                Box::pin(router.send_shared(Arc::clone(cmd), Some(script))).await
+                let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+                let wait = Wait::Settled(late);
+                Box::pin(router.send_until(Arc::clone(cmd), Some(script), deadline, wait)).await
             }
         }
     }
 
-    /// [`eval_with`](Commands::eval_with) whose command, once queued, is
+    /// [`eval_with`](crate::Commands::eval_with) whose command, once queued, is
     /// written even if this future is dropped before that (on a standalone
     /// server; in a cluster, exactly `eval_with`, whose routing lives in the
     /// future). For a command that must go out once asked for, such as a
     /// lock release, without keeping the future alive: a connection that
     /// fails before writing it writes it once reconnected (loading the
     /// script first, the server may have restarted). A `NOSCRIPT` retry is
-    /// otherwise sent only while the caller waits.
+    /// otherwise sent only while the caller waits. In a cluster, redirects
+    /// and transient refusals are retried until `until` (at most the request
+    /// timeout from now; `None`: that).
     ///
     /// ```no_run
     /// static RELEASE: keylatch_cluster::Script =
     ///     keylatch_cluster::Script::new("release", "return redis.call('del', KEYS[1])");
     /// # async fn demo(c: keylatch_cluster::Client) -> keylatch_cluster::Result<()> {
-    /// let reply = c.eval_with_written(&RELEASE, || RELEASE.evalsha_cmd(&["k"], &[] as &[&str])).await?;
+    /// let reply = c.eval_with_written(&RELEASE, || RELEASE.evalsha_cmd(&["k"], &[] as &[&str]), None).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`eval_with`](Commands::eval_with).
+    /// As [`eval_with`](crate::Commands::eval_with).
     ///
     /// # Cancel safety
     /// Dropped once polled, the command still runs (standalone); its reply
@@ -155,6 +165,7 @@ impl Client {
         &self,
         script: &'static Script,
         make: F,
+        until: Option<std::time::Instant>,
     ) -> Result<Frame> {
         match &self.inner {
             Inner::Standalone(conn) => match conn.send_written(make(), Some(script)).await {
@@ -163,7 +174,13 @@ impl Client {
                 }
                 other => other,
             },
-            Inner::Cluster(_) => self.eval_with(script, make).await,
+            Inner::Cluster(router) => {
+                let default = router.default_deadline();
+                let deadline =
+                    until.map_or(default, |u| tokio::time::Instant::from_std(u).min(default));
+                let cmd = Arc::new(make());
+                Box::pin(router.send_until(cmd, Some(script), Some(deadline), Wait::Timed)).await
+            }
         }
     }
 }

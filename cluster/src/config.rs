@@ -91,6 +91,15 @@ pub struct ConnectionConfig {
     /// layer tracks exactly the keys it holds, not every key its scripts
     /// read). Default off: every read is tracked.
     pub tracking_optin: bool,
+    /// Health check of the connection (`None`: off). Every interval the
+    /// task looks at its socket: idle, it sends a `PING`; a `PING` left
+    /// unanswered for [`connect_timeout`](Self::connect_timeout) gives the
+    /// connection up (it reconnects); requests pending with nothing read for
+    /// a whole interval mark the connection stalled, which a cluster client
+    /// takes as a cue to reload the topology (a silently dead master). A
+    /// slow command is not cut short: only a node that answers nothing at
+    /// all is given up, and only when idle otherwise. Default 1 s.
+    pub health_interval: Option<Duration>,
     /// TLS settings: `Some` for `rediss://` (or after any `tls_*` builder
     /// method), `None` for plain TCP. A cluster's nodes and the pub/sub
     /// hub's connections inherit them; each verifies its own host.
@@ -115,6 +124,7 @@ impl Default for ConnectionConfig {
             reconnect_max: Duration::from_secs(2),
             tracking: None,
             tracking_optin: false,
+            health_interval: Some(Duration::from_secs(1)),
             tls: None,
         }
     }
@@ -265,6 +275,21 @@ impl ConnectionConfig {
     /// ```
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the health-check interval (`None`: off); see
+    /// [`health_interval`](Self::health_interval).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_cluster::ConnectionConfig;
+    /// let cfg = ConnectionConfig::default().health_interval(Some(Duration::from_millis(500)));
+    /// assert_eq!(cfg.health_interval, Some(Duration::from_millis(500)));
+    /// assert_eq!(cfg.health_interval(None).health_interval, None);
+    /// ```
+    pub fn health_interval(mut self, interval: Option<Duration>) -> Self {
+        self.health_interval = interval;
         self
     }
 

@@ -1,7 +1,7 @@
 //! The cheap, cloneable handle to one node's connection task.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,9 @@ pub(crate) struct Shared {
     /// 0 = disconnected, 2 = RESP2, 3 = RESP3.
     protocol: AtomicU8,
     pub(crate) reconnects: AtomicU64,
+    /// Set by the task while requests wait and the socket has read nothing
+    /// for a whole health interval; cleared by the next read.
+    pub(crate) stalled: AtomicBool,
 }
 
 impl Shared {
@@ -149,6 +152,7 @@ impl Connection {
             config,
             protocol: AtomicU8::new(0),
             reconnects: AtomicU64::new(0),
+            stalled: AtomicBool::new(false),
         });
         shared.set_connected(Some(io.protocol));
         let driver = Driver::new(rx, Arc::clone(&shared), io);
@@ -347,6 +351,17 @@ impl Connection {
     /// # Cancel safety
     /// As [`send`](Self::send): a pipeline is written whole or not at all.
     pub async fn pipeline(&self, pipeline: Pipeline) -> Result<Vec<Result<Frame>>> {
+        self.pipeline_timeout(pipeline, self.shared.config.request_timeout)
+            .await
+    }
+
+    /// [`pipeline`](Self::pipeline) with a timeout for this request only
+    /// (`None`: none).
+    pub(crate) async fn pipeline_timeout(
+        &self,
+        pipeline: Pipeline,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Result<Frame>>> {
         let cmds = pipeline.into_cmds();
         if cmds.is_empty() {
             return Ok(Vec::new());
@@ -358,7 +373,7 @@ impl Connection {
         self.enqueue(Request {
             payload: Payload::Many(cmds),
             tx: ReplyTx::Many(tx),
-            deadline: deadline(self.shared.config.request_timeout),
+            deadline: deadline(timeout),
         })
         .await?;
         let frames = rx.await.unwrap_or(Err(Error::ConnectionClosed))?;
@@ -403,6 +418,18 @@ impl Connection {
     /// ```
     pub fn is_connected(&self) -> bool {
         self.protocol().is_some()
+    }
+
+    /// Whether requests are waiting on a socket that has read nothing for a
+    /// whole health interval (the node may be dead without a word: paused,
+    /// or cut off). Cleared as soon as anything is read.
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.shared.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Whether the node looks able to answer: connected and not stalled.
+    pub(crate) fn is_healthy(&self) -> bool {
+        self.is_connected() && !self.is_stalled()
     }
 
     /// How many times the task has reconnected since it started.

@@ -37,6 +37,7 @@ use crate::backoff::Backoff;
 use crate::connection::Shared;
 use crate::error::{Error, Result};
 use crate::handshake::Established;
+use crate::health::{Check, Health};
 use crate::push::InvalidationHandler;
 use crate::reply_tx::ReplyTx;
 use crate::stream::Stream;
@@ -137,11 +138,19 @@ impl Driver {
             }
             let mut conn = Connected::new(
                 io,
+                Arc::clone(&self.shared),
                 self.shared.config.max_in_flight,
                 self.shared.config.tracking.clone(),
                 timer.take(),
             );
             conn.blocked_bound = self.shared.config.request_timeout;
+            if let Some(interval) = self.shared.config.health_interval {
+                let cfg = &self.shared.config;
+                let bound = cfg
+                    .request_timeout
+                    .map_or(cfg.connect_timeout, |rt| rt.min(cfg.connect_timeout));
+                conn.watch_health(Health::new(interval, bound, Instant::now()));
+            }
             // Written first, ahead of anything queued since: they were asked
             // for before it. Past their deadline they are dropped.
             let now = Instant::now();
@@ -163,6 +172,7 @@ impl Driver {
             }
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
             self.shared.set_connected(None);
+            self.shared.stalled.store(false, Ordering::Relaxed);
             match exit {
                 Exit::Done => return,
                 Exit::Failed(e) => conn.fail_all(&e),
@@ -220,11 +230,22 @@ struct Connected {
     blocked_until: Option<Instant>,
     /// Replies handed out in this turn (see [`DISPATCH_BUDGET`]).
     handed_out: usize,
+    /// The health check, when on.
+    health: Option<Health>,
+    /// Whether this task last told the handles the socket is stalled.
+    stalled: bool,
+    /// A `READONLY` reply came: the node was demoted (a standalone server
+    /// turned replica, or a name that now points elsewhere). Nothing more is
+    /// taken; once the pending replies are in, the connection is given up
+    /// and made again.
+    demoted: bool,
+    shared: Arc<Shared>,
 }
 
 impl Connected {
     fn new(
         io: Established,
+        shared: Arc<Shared>,
         max_in_flight: usize,
         tracking: Option<InvalidationHandler>,
         timer: Option<Pin<Box<Sleep>>>,
@@ -247,6 +268,51 @@ impl Connected {
             blocked_bound: None,
             blocked_until: None,
             handed_out: 0,
+            health: None,
+            stalled: false,
+            demoted: false,
+            shared,
+        }
+    }
+
+    /// Turns the health check on; its ticks share the deadline timer.
+    fn watch_health(&mut self, health: Health) {
+        let at = health.next_tick();
+        if self.timer_at.map_or(true, |t| at < t) {
+            self.timer_at = Some(at);
+            self.timer.as_mut().reset(at);
+        }
+        self.health = Some(health);
+    }
+
+    /// A health tick (due at or before `now`): a `PING` when idle, the
+    /// stalled flag, or an error when the node stopped answering.
+    fn tick(&mut self, now: Instant) -> Option<Error> {
+        let busy = !self.pending.is_empty();
+        let health = self.health.as_mut()?;
+        if health.next_tick() > now {
+            return None;
+        }
+        let (check, stalled) = health.tick(now, busy);
+        if stalled != self.stalled {
+            self.stalled = stalled;
+            self.shared.stalled.store(stalled, Ordering::Relaxed);
+        }
+        match check {
+            Check::Quiet => None,
+            Check::GiveUp => Some(Error::Timeout),
+            Check::Ping => {
+                health.pinged(now);
+                Cmd::new("PING").encode(&mut self.wbuf);
+                // Nobody waits for the reply: it is read and dropped.
+                self.pending.push_back(Pending {
+                    tx: None,
+                    deadline: None,
+                    remaining: 1,
+                    frames: Vec::new(),
+                });
+                None
+            }
         }
     }
 
@@ -277,6 +343,9 @@ impl Connected {
             if self.rx_closed && self.pending.is_empty() && self.wbuf.is_empty() {
                 return Poll::Ready(Exit::Done);
             }
+            if self.demoted && self.pending.is_empty() && self.wbuf.is_empty() {
+                return Poll::Ready(Exit::Failed(Error::Disconnected));
+            }
             if !progress {
                 // Replies left in the buffer by the budget need another turn.
                 let more = self.handed_out >= DISPATCH_BUDGET;
@@ -304,6 +373,9 @@ impl Connected {
     fn take(&mut self, req: Request) {
         if req.tx.is_closed() {
             return;
+        }
+        if let Some(h) = &mut self.health {
+            h.took();
         }
         if let Some(d) = req.deadline {
             // Deadlines of one timeout arrive in order: the
@@ -348,6 +420,7 @@ impl Connected {
     fn take_requests(&mut self, cx: &mut Context<'_>, rx: &mut mpsc::Receiver<Request>) -> bool {
         let mut progress = false;
         while !self.rx_closed
+            && !self.demoted
             && self.pending.len() < self.max_in_flight
             && self.wbuf.len() < WRITE_HIGH_WATER
         {
@@ -451,7 +524,16 @@ impl Connected {
             }
             match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.rbuf) {
                 Poll::Ready(Ok(0)) => return Err(Error::ConnectionClosed),
-                Poll::Ready(Ok(_)) => progress = true,
+                Poll::Ready(Ok(_)) => {
+                    progress = true;
+                    if let Some(h) = &mut self.health {
+                        h.read();
+                    }
+                    if self.stalled {
+                        self.stalled = false;
+                        self.shared.stalled.store(false, Ordering::Relaxed);
+                    }
+                }
                 Poll::Ready(Err(e)) => return Err(Error::io(e)),
                 Poll::Pending => return Ok(progress.then_some(())),
             }
@@ -470,6 +552,11 @@ impl Connected {
                 handler.handle(&frame);
             }
             return Ok(());
+        }
+        if let Frame::Error(msg) = &frame {
+            if msg.starts_with(b"READONLY") {
+                self.demoted = true;
+            }
         }
         let Some(front) = self.pending.front_mut() else {
             return Err(Error::UnexpectedReply(format!(
@@ -544,6 +631,13 @@ impl Connected {
             } else {
                 next = Some(next.map_or(until, |n| n.min(until)));
             }
+        }
+        if let Some(e) = self.tick(now) {
+            return Some(e);
+        }
+        if let Some(h) = &self.health {
+            let at = h.next_tick();
+            next = Some(next.map_or(at, |n| n.min(at)));
         }
         self.timer_at = next;
         self.timer

@@ -1,15 +1,18 @@
-//! The router: which node a command goes to, and what to do when the node
-//! says it went elsewhere.
+//! The router: which node a command goes to, and where the slot table
+//! comes from.
 //!
 //! Standalone is the one-node case (no slots, no redirects). In a cluster the
 //! command's first key picks the slot; the slot table (an `Arc` swapped whole)
 //! picks the master; each master has one lazily opened multiplexed
-//! [`Connection`]. `MOVED` patches that slot and schedules a full refresh;
-//! `ASK` sends `ASKING` + the command to the target in one write without
-//! touching the table; `TRYAGAIN`/`CLUSTERDOWN`/`LOADING` back off and retry;
-//! an unreachable node triggers a refresh from another node. Every loop is
-//! bounded by `max_attempts`, after which [`Error::Routing`] names the slot and
-//! the nodes tried.
+//! [`Connection`]. What a request does when a node redirects or refuses it,
+//! and how long it keeps trying, lives in `routed.rs`.
+//!
+//! The table is reloaded (`CLUSTER SHARDS`, or `CLUSTER SLOTS` where SHARDS
+//! is unknown) when a request meets a redirect or a failure, and by a
+//! background watch: every [`RouterOptions::refresh_interval`], and every
+//! [`HEALTH_TICK`] while a master's connection is down or stalled (a master
+//! that died without a word: its replica is found once promoted). Healthy
+//! nodes are asked first.
 //!
 //! The table is also the pub/sub hub's map of where shard channels live: it
 //! reads it through [`Router::table`] and learns of changes to slot owners
@@ -23,46 +26,57 @@ use std::time::{Duration, Instant};
 use keylatch_resp::{Cmd, Frame};
 use tokio::sync::{watch, OnceCell};
 
-use crate::backoff::Backoff;
 use crate::config::ConnectionConfig;
 use crate::connection::Connection;
 use crate::error::{Error, Result, ServerErrorKind};
-use crate::script::Script;
 use crate::slot::Slot;
 use crate::topology::{join_host_port, split_addr, Shard, Topology, NO_NODE};
 
-/// How hard the router tries before giving up.
+/// How the router retries and how often it reloads the topology.
+///
+/// A request is retried (redirects, `TRYAGAIN`, a failover under way) until
+/// its deadline: the caller's, or the request timeout.
 ///
 /// ```
+/// use std::time::Duration;
 /// let opts = keylatch_cluster::RouterOptions::default();
-/// assert!(opts.max_attempts >= 2);
+/// assert!(opts.retry_min <= opts.retry_max);
+/// assert_eq!(opts.refresh_interval, Some(Duration::from_secs(10)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RouterOptions {
-    /// Sends of one command (redirects and retries included) before
-    /// [`Error::Routing`].
-    pub max_attempts: usize,
-    /// First delay before retrying after `TRYAGAIN`, `CLUSTERDOWN`, or an
-    /// unreachable node; doubles per retry.
+    /// First delay before retrying after `TRYAGAIN`, `CLUSTERDOWN`, a
+    /// redirect ping-pong, or an unreachable node; doubles per retry.
     pub retry_min: Duration,
     /// Cap on that delay.
     pub retry_max: Duration,
     /// Minimum time between two topology refreshes triggered by redirects
     /// or failures (a refresh asked for sooner joins the last one).
     pub refresh_min_interval: Duration,
+    /// Reload the topology this often even when nothing seems wrong
+    /// (`None`: only when something does).
+    pub refresh_interval: Option<Duration>,
+    /// How long a request is retried when the client has no request timeout
+    /// (a caller that names its own deadline uses that).
+    pub retry_window: Duration,
 }
 
 impl Default for RouterOptions {
     fn default() -> Self {
         Self {
-            max_attempts: 12,
             retry_min: Duration::from_millis(10),
             retry_max: Duration::from_millis(400),
             refresh_min_interval: Duration::from_millis(100),
+            refresh_interval: Some(Duration::from_secs(10)),
+            retry_window: Duration::from_secs(30),
         }
     }
 }
+
+/// How often the background watch looks at the masters' connections; while
+/// one is down or stalled, the topology is reloaded at this pace.
+pub(crate) const HEALTH_TICK: Duration = Duration::from_millis(250);
 
 /// One node and its lazily opened connection.
 #[derive(Debug)]
@@ -79,7 +93,7 @@ impl Node {
         })
     }
 
-    async fn connection(&self, base: &ConnectionConfig) -> Result<Connection> {
+    pub(crate) async fn connection(&self, base: &ConnectionConfig) -> Result<Connection> {
         if let Some(conn) = self.conn.get() {
             return Ok(conn.clone());
         }
@@ -190,6 +204,7 @@ impl Router {
             let _ = node.conn.set(conn);
         }
         router.refresh(true).await?;
+        tokio::spawn(watch_health(Arc::downgrade(&router)));
         Ok(router)
     }
 
@@ -228,7 +243,30 @@ impl Router {
         &self.base
     }
 
-    fn node(&self, addr: &str) -> Arc<Node> {
+    /// The retry and refresh settings.
+    pub(crate) fn options(&self) -> &RouterOptions {
+        &self.opts
+    }
+
+    /// Whether some master's connection is down or stalled (opened ones
+    /// only: a master nobody used yet is not known to be sick).
+    fn master_sick(&self) -> bool {
+        self.table()
+            .masters
+            .iter()
+            .any(|n| n.conn.get().is_some_and(|c| !c.is_healthy()))
+    }
+
+    /// Whether `addr`'s connection, if open, looks able to answer.
+    fn looks_healthy(&self, addr: &str) -> bool {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes
+            .get(addr)
+            .and_then(|n| n.conn.get())
+            .map_or(true, Connection::is_healthy)
+    }
+
+    pub(crate) fn node(&self, addr: &str) -> Arc<Node> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(
             nodes
@@ -248,7 +286,7 @@ impl Router {
     }
 
     /// The master serving `slot` (`None`: any master, for keyless commands).
-    fn master_for(&self, slot: Option<u16>) -> Option<Arc<Node>> {
+    pub(crate) fn master_for(&self, slot: Option<u16>) -> Option<Arc<Node>> {
         let table = self.table();
         match slot {
             Some(s) => {
@@ -273,7 +311,12 @@ impl Router {
         let node = match self.master_for(slot) {
             Some(n) => n,
             None => {
-                self.refresh(true).await?;
+                // Within the request timeout: a refresh can wait on a slow
+                // node, and the caller on this one must not wait longer.
+                let deadline = self.default_deadline();
+                tokio::time::timeout_at(deadline, self.refresh(true))
+                    .await
+                    .map_err(|_| Error::Timeout)??;
                 self.master_for(slot).ok_or_else(|| Error::Routing {
                     slot,
                     tried: Vec::new(),
@@ -282,105 +325,6 @@ impl Router {
             }
         };
         node.connection(&self.base).await
-    }
-
-    /// Sends one command (a script when `script` is given), following
-    /// redirects and retrying transient failures.
-    pub(crate) async fn send(&self, cmd: Cmd, script: Option<&Script>) -> Result<Frame> {
-        // Shared, so a resend after a redirect costs a reference count, not a copy.
-        self.send_shared(Arc::new(cmd), script).await
-    }
-
-    /// [`send`](Self::send) for a command already shared (a prepared one the
-    /// caller reuses).
-    pub(crate) async fn send_shared(
-        &self,
-        cmd: Arc<Cmd>,
-        script: Option<&Script>,
-    ) -> Result<Frame> {
-        self.send_shared_with(cmd, script, false).await
-    }
-
-    /// [`send_shared`](Self::send_shared); `untimed`: each attempt's reply
-    /// is awaited without the request timeout (the caller bounds the wait,
-    /// and may keep the future to learn a late outcome).
-    pub(crate) async fn send_shared_with(
-        &self,
-        cmd: Arc<Cmd>,
-        script: Option<&Script>,
-        untimed: bool,
-    ) -> Result<Frame> {
-        let slot = command_slot(&cmd)?;
-        let mut backoff = Backoff::new(self.opts.retry_min, self.opts.retry_max);
-        let mut ask: Option<Arc<Node>> = None;
-        let mut tried: Vec<String> = Vec::new();
-        let mut last = Error::Disconnected;
-        for _ in 0..self.opts.max_attempts.max(1) {
-            let asking = ask.is_some();
-            let node = match ask.take().or_else(|| self.master_for(slot)) {
-                Some(n) => n,
-                None => {
-                    // Nobody serves the slot (failover under way): refresh
-                    // and try again after a pause.
-                    last = Error::from_server_error(b"CLUSTERDOWN slot not served");
-                    Box::pin(self.refresh(false)).await.ok();
-                    pause(backoff.next_delay()).await;
-                    continue;
-                }
-            };
-            let conn = match node.connection(&self.base).await {
-                Ok(c) => c,
-                Err(e) => {
-                    note_tried(&mut tried, &node.addr);
-                    last = e;
-                    self.refresh_soon();
-                    pause(backoff.next_delay()).await;
-                    continue;
-                }
-            };
-            let err = match run(&conn, &cmd, script, asking, untimed).await {
-                Ok(frame) => return Ok(frame),
-                Err(e) => e,
-            };
-            // Addresses are recorded only on failure: the common path
-            // allocates nothing for bookkeeping.
-            note_tried(&mut tried, &node.addr);
-            match err.server_kind() {
-                Some(ServerErrorKind::Moved) => {
-                    if let Some((s, addr)) = err.as_server_error().and_then(|e| e.redirect()) {
-                        self.apply_moved(s, addr);
-                        self.refresh_soon();
-                    }
-                }
-                Some(ServerErrorKind::Ask) => {
-                    if let Some((_, addr)) = err.as_server_error().and_then(|e| e.redirect()) {
-                        ask = Some(self.node(addr));
-                    }
-                }
-                Some(
-                    ServerErrorKind::TryAgain
-                    | ServerErrorKind::Loading
-                    | ServerErrorKind::MasterDown,
-                ) => pause(backoff.next_delay()).await,
-                Some(ServerErrorKind::ClusterDown) => {
-                    self.refresh_soon();
-                    pause(backoff.next_delay()).await;
-                }
-                _ if matches!(err, Error::Disconnected) => {
-                    // Not sent: the node is down or reconnecting. Another
-                    // node may know who serves the slot now.
-                    self.refresh_soon();
-                    pause(backoff.next_delay()).await;
-                }
-                _ => return Err(err),
-            }
-            last = err;
-        }
-        Err(Error::Routing {
-            slot,
-            tried,
-            last: Box::new(last),
-        })
     }
 
     /// Patches the table after `MOVED slot addr` (the pub/sub hub calls it
@@ -456,6 +400,9 @@ impl Router {
                 candidates.push(s.clone());
             }
         }
+        // Nodes that look dead (down, or not answering) last: each one
+        // asked costs up to the topology wait.
+        candidates.sort_by_key(|addr| !self.looks_healthy(addr));
         let mut last_err = Error::Config("no cluster nodes to ask for the topology".to_owned());
         for addr in candidates {
             match self.fetch_topology(&addr).await {
@@ -517,12 +464,6 @@ impl Router {
     }
 }
 
-fn note_tried(tried: &mut Vec<String>, addr: &str) {
-    if tried.last().map(String::as_str) != Some(addr) {
-        tried.push(addr.to_owned());
-    }
-}
-
 /// The slot of a command's keys; `None` for keyless commands.
 ///
 /// # Errors
@@ -542,64 +483,32 @@ pub(crate) fn command_slot(cmd: &Cmd) -> Result<Option<u16>> {
     Ok(Some(slot))
 }
 
-/// Sends on one connection: with `ASKING` first when redirected by ASK, and
-/// with `SCRIPT LOAD` + retry in one write when a script is missing.
+/// The router's background watch: reloads the topology every
+/// `refresh_interval`, and every [`HEALTH_TICK`] while a master looks sick.
+/// Holds the router weakly and ends with it.
+async fn watch_health(router: Weak<Router>) {
+    let mut since_refresh = Duration::ZERO;
+    loop {
+        tokio::time::sleep(HEALTH_TICK).await;
+        let Some(router) = router.upgrade() else {
+            return;
+        };
+        since_refresh += HEALTH_TICK;
+        let due = router
+            .opts
+            .refresh_interval
+            .is_some_and(|every| since_refresh >= every);
+        if due || router.master_sick() {
+            since_refresh = Duration::ZERO;
+            let _ = router.refresh(false).await;
+        }
+    }
+}
+
 /// Least time a node gets to answer CLUSTER SHARDS, whatever the connect
 /// timeout (a short one, set for fast failover, must not make every refresh
 /// of a large cluster fail).
 const MIN_TOPOLOGY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A retry pause, boxed: retries are rare, and an inline timer would
-/// enlarge every routed request's future.
-async fn pause(d: std::time::Duration) {
-    Box::pin(tokio::time::sleep(d)).await;
-}
-
-pub(crate) async fn run(
-    conn: &Connection,
-    cmd: &Arc<Cmd>,
-    script: Option<&Script>,
-    asking: bool,
-    untimed: bool,
-) -> Result<Frame> {
-    let first = if asking {
-        // Rare (slot migration): the copy for the two-command write is fine.
-        let pair = [Cmd::new("ASKING"), Cmd::clone(cmd)];
-        last_of(Box::pin(conn.pipeline(pair.into_iter().collect())).await?)
-    } else if untimed {
-        conn.send_shared_timeout(Arc::clone(cmd), None).await
-    } else {
-        conn.send_shared(Arc::clone(cmd)).await
-    };
-    match (first, script) {
-        (Err(e), Some(script)) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-            let mut batch = Vec::with_capacity(4);
-            if asking {
-                batch.push(Cmd::new("ASKING"));
-            }
-            batch.push(script.load_cmd());
-            if asking {
-                batch.push(Cmd::new("ASKING"));
-            }
-            batch.push(Cmd::clone(cmd));
-            let replies = Box::pin(conn.pipeline(batch.into_iter().collect())).await?;
-            // A failed load explains the failure better than the retry's NOSCRIPT.
-            let load_idx = usize::from(asking);
-            if let Some(Err(e)) = replies.get(load_idx) {
-                return Err(e.clone());
-            }
-            last_of(replies)
-        }
-        (result, _) => result,
-    }
-}
-
-fn last_of(replies: Vec<Result<Frame>>) -> Result<Frame> {
-    replies
-        .into_iter()
-        .last()
-        .unwrap_or(Err(Error::ConnectionClosed))
-}
 
 /// `host:port` of a seed configuration.
 pub(crate) fn seed_addr(cfg: &ConnectionConfig) -> String {

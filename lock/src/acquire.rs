@@ -8,19 +8,17 @@
 //! dropped hands that reply to a finisher (`settle_late`) that releases the
 //! hold *by its token* if the reply says it was taken, so it can never end
 //! anybody else's hold; a reply that never arrives leaves a possible hold to
-//! end with its lease. Standalone, the connection does this itself (the
-//! finisher is the request's late handler, and an attempt dropped before it
-//! was written is never sent); in a cluster the attempt keeps its boxed
-//! reply future and moves it to a task.
+//! end with its lease. The connection does this itself (the finisher is the
+//! request's late handler, and an attempt dropped before it was written is
+//! never sent); in a cluster each routed attempt is sent the same way, and
+//! redirects and refusals (`TRYAGAIN` while the slot migrates, a failover)
+//! are retried until the caller's wait is over.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::{Error, LateReply, Script};
-use keylatch_resp::{Cmd, Frame};
+use keylatch_cluster::LateReply;
+use keylatch_resp::Frame;
 
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
@@ -36,49 +34,6 @@ pub(crate) enum Attempt {
     Acquired(LockGuard),
     /// Held by another owner; the PTTL in milliseconds.
     Held(i64),
-}
-
-type Reply = keylatch_cluster::Result<Frame>;
-
-/// An acquire's reply on its way. Dropped before it arrived, it moves onto
-/// the runtime and, if the reply says acquired, releases that hold by its
-/// token (a re-entry: undoes that one count), within the lease.
-struct Pending<'a> {
-    fut: Option<Pin<Box<dyn Future<Output = Reply> + Send>>>,
-    lock: &'a Lock,
-    lease: Duration,
-}
-
-impl Future for Pending<'_> {
-    type Output = Reply;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
-        let Some(fut) = self.fut.as_mut() else {
-            return Poll::Ready(Err(Error::ConnectionClosed));
-        };
-        let out = fut.as_mut().poll(cx);
-        if out.is_ready() {
-            self.fut = None;
-        }
-        out
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        let Some(fut) = self.fut.take() else { return };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let lock = self.lock.clone();
-        let lease = self.lease;
-        rt.spawn(async move {
-            // Past the lease, whatever this acquire took has ended anyway.
-            if let Ok(Ok(frame)) = tokio::time::timeout(lease, fut).await {
-                settle_late(lock, lease, &frame);
-            }
-        });
-    }
 }
 
 /// An acquire's reply nobody waits for any more: if it took the lock, that
@@ -109,20 +64,17 @@ fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
 }
 
 impl Lock {
-    /// How long one attempt waits for its reply: the caller's remaining
-    /// wait, but at least [`LocksConfig::attempt_timeout`] and at most the
-    /// client's request timeout.
+    /// How long one attempt may take: the caller's remaining wait, but at
+    /// least [`LocksConfig::attempt_timeout`]. The client waits at most its
+    /// request timeout for any one reply; in a cluster it retries redirects
+    /// and refusals within this bound.
     ///
     /// [`LocksConfig::attempt_timeout`]: crate::LocksConfig::attempt_timeout
     fn reply_bound(&self, deadline: Option<Instant>) -> Duration {
         let floor = self.inner.config.attempt_timeout;
-        let mut bound = deadline.map_or(floor, |d| {
+        deadline.map_or(floor, |d| {
             d.saturating_duration_since(Instant::now()).max(floor)
-        });
-        if let Some(rt) = self.inner.client.request_timeout() {
-            bound = bound.min(rt);
-        }
-        bound
+        })
     }
 
     /// The handle's acquire finisher: weak references (the handle keeps
@@ -138,31 +90,6 @@ impl Lock {
                 settle_late(Lock::from_parts(inner, handle), lease, &frame);
             }
         })
-    }
-
-    /// The acquire through the router (a cluster): the reply future is
-    /// kept, boxed, and bounded here; dropped or past its bound, it moves to
-    /// a task that settles it when it comes.
-    async fn send_routed(
-        &self,
-        script: &'static Script,
-        cmd: Arc<Cmd>,
-        bound: Duration,
-        lease: Duration,
-    ) -> LockResult<Frame> {
-        let client = self.inner.client.clone();
-        let mut pending = Pending {
-            fut: Some(Box::pin(async move {
-                client.eval_shared_untimed(script, &cmd).await
-            })),
-            lock: self,
-            lease,
-        };
-        match tokio::time::timeout(bound, &mut pending).await {
-            Ok(reply) => Ok(reply?),
-            // The reply may still come: `pending` settles it on drop.
-            Err(_) => Err(LockError::Client(Error::Timeout)),
-        }
     }
 
     /// One acquire script call.
@@ -195,18 +122,14 @@ impl Lock {
         let bound = self.reply_bound(deadline);
         let script = self.handle.kind.acquire_script();
         let sent_at = Instant::now();
-        let frame = if self.inner.client.is_cluster() {
-            // Boxed: the routed attempt keeps its future for the finisher.
-            Box::pin(self.send_routed(script, cmd, bound, lease_d)).await?
-        } else {
-            // The connection bounds the wait with its one timer and hands a
-            // reply that comes too late (or after a cancel) to the finisher.
-            let late = Arc::clone(self.handle.late.get_or_init(|| self.finisher()));
-            self.inner
-                .client
-                .eval_shared_settled(script, &cmd, Some(bound), late)
-                .await?
-        };
+        // The connection bounds the wait with its one timer and hands a
+        // reply that comes too late (or after a cancel) to the finisher.
+        let late = Arc::clone(self.handle.late.get_or_init(|| self.finisher()));
+        let frame = self
+            .inner
+            .client
+            .eval_shared_settled(script, &cmd, Some(bound), late)
+            .await?;
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
         let (holds, value) = parse_pair(&frame)?;

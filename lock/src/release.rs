@@ -45,7 +45,7 @@ pub(crate) async fn release(
     until: Option<Instant>,
     retry: Retry,
 ) -> LockResult<bool> {
-    let err = match once(lock, token).await {
+    let err = match once(lock, token, until).await {
         Ok(done) => return done,
         Err(e) => e,
     };
@@ -71,7 +71,7 @@ async fn retry_until(lock: &Lock, token: u64, until: Option<Instant>) -> LockRes
     loop {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_PAUSE);
-        match once(lock, token).await {
+        match once(lock, token, until).await {
             Ok(done) => return done,
             Err(e) if again(&e, until, pause) => {
                 tracing::debug!(lock = %lock.name(), error = %e, "release failed; trying again");
@@ -83,14 +83,14 @@ async fn retry_until(lock: &Lock, token: u64, until: Option<Instant>) -> LockRes
 
 /// One release call: `Ok` with the outcome when the server answered it,
 /// `Err` with the client's failure otherwise.
-async fn once(lock: &Lock, token: u64) -> Result<LockResult<bool>, Error> {
+async fn once(lock: &Lock, token: u64, until: Option<Instant>) -> Result<LockResult<bool>, Error> {
     let make = || lock.handle.release_cmd(&lock.inner.script_args, token);
     // Written once queued, even if the caller leaves before that: a release
     // asked for goes out (standalone; a cluster's keeps its future alive).
     let sent = lock
         .inner
         .client
-        .eval_with_written(&REENTRANT_RELEASE, make);
+        .eval_with_written(&REENTRANT_RELEASE, make, until);
     Ok(match sent.await? {
         Frame::Null => Err(LockError::NotOwner {
             name: lock.name().to_owned(),

@@ -49,6 +49,13 @@ const AVOID_DROPPER: Duration = Duration::from_secs(5);
 /// The pause before subscribing again after `CLUSTERDOWN`, `TRYAGAIN` and
 /// the like, so a refusing node is not asked in a tight loop.
 const RETRY_AFTER: Duration = Duration::from_millis(250);
+/// Two `MOVED` for one slot within this long of each other are a ping-pong
+/// (source and target of a migration each naming the other), not a move.
+const BOUNCE_WINDOW: Duration = Duration::from_secs(2);
+/// The first pause after a second `MOVED`; doubles per bounce.
+const BOUNCE_PAUSE: Duration = Duration::from_millis(25);
+/// The longest pause between two subscribes of a bouncing slot.
+const BOUNCE_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// What a node may keep after the topology changed.
 #[derive(Debug)]
@@ -91,6 +98,45 @@ struct State {
     classic: Option<String>,
     /// Listeners no node can take yet.
     parked: Vec<Parked>,
+    /// Slots that answered `MOVED` lately (a few at a time: linear).
+    bounces: Vec<Bounce>,
+}
+
+/// The last `MOVED` of a slot, and how many came in a row.
+#[derive(Debug)]
+struct Bounce {
+    slot: u16,
+    at: Instant,
+    count: u32,
+}
+
+/// Counts a `MOVED` of `slot` at `now`: 1 for the first within
+/// [`BOUNCE_WINDOW`] of the last, more for a ping-pong.
+fn bounce(bounces: &mut Vec<Bounce>, slot: u16, now: Instant) -> u32 {
+    bounces.retain(|b| now.saturating_duration_since(b.at) < BOUNCE_WINDOW);
+    match bounces.iter_mut().find(|b| b.slot == slot) {
+        Some(b) => {
+            b.count = b.count.saturating_add(1);
+            b.at = now;
+            b.count
+        }
+        None => {
+            bounces.push(Bounce {
+                slot,
+                at: now,
+                count: 1,
+            });
+            1
+        }
+    }
+}
+
+/// The pause before subscribing again after the `count`th bounce in a row.
+fn bounce_pause(count: u32) -> Duration {
+    let doublings = count.saturating_sub(2).min(10);
+    BOUNCE_PAUSE
+        .saturating_mul(1 << doublings)
+        .min(BOUNCE_PAUSE_MAX)
 }
 
 #[derive(Debug)]
@@ -181,10 +227,20 @@ impl ClusterHub {
         let now = Instant::now();
         match why {
             Why::Moved { slot, addr } => {
-                // The router learns it too (and checks the rest of the table).
-                self.router.apply_moved(slot, &addr);
+                let count = bounce(&mut self.lock().bounces, slot, now);
                 self.router.refresh_soon();
-                self.place_all(None, now, entries);
+                if count <= 1 {
+                    // A move: the router learns it too (and checks the rest
+                    // of the table).
+                    self.router.apply_moved(slot, &addr);
+                    self.place_all(None, now, entries);
+                } else {
+                    // A ping-pong (a migration between its two SETSLOT NODE
+                    // commands): the table is left alone (each patch would
+                    // rebalance every node), the listeners wait, with
+                    // backoff, for the refresh to settle who owns the slot.
+                    self.place_all(None, now + bounce_pause(count), entries);
+                }
             }
             Why::Retained => self.place_all(None, now, entries),
             Why::Dropped => {
@@ -307,7 +363,13 @@ impl ClusterHub {
             }
             None => {
                 for (_, inbox) in &parked.moving.listeners {
-                    inbox.set_home(NO_HOME);
+                    if inbox.home() != NO_HOME {
+                        // No longer subscribed anywhere: a waiter re-checks
+                        // instead of waiting on a message that cannot come
+                        // (another Gap follows once it is live again).
+                        inbox.set_home(NO_HOME);
+                        inbox.push_gap();
+                    }
                 }
                 state.parked.push(parked);
             }
@@ -347,5 +409,26 @@ fn owner(state: &mut State, table: &Table, kind: SubscriptionKind, name: &[u8]) 
             }
             state.classic.clone()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_moved_within_the_window_is_a_ping_pong() {
+        let t0 = Instant::now();
+        let mut b = Vec::new();
+        assert_eq!(bounce(&mut b, 7, t0), 1);
+        assert_eq!(bounce(&mut b, 8, t0), 1);
+        assert_eq!(bounce(&mut b, 7, t0 + Duration::from_millis(5)), 2);
+        assert_eq!(bounce(&mut b, 7, t0 + Duration::from_millis(10)), 3);
+        // Quiet for a window: the next MOVED is a move again.
+        assert_eq!(bounce(&mut b, 7, t0 + BOUNCE_WINDOW * 2), 1);
+        assert_eq!(b.len(), 1);
+        assert_eq!(bounce_pause(2), BOUNCE_PAUSE);
+        assert_eq!(bounce_pause(3), BOUNCE_PAUSE * 2);
+        assert_eq!(bounce_pause(40), BOUNCE_PAUSE_MAX);
     }
 }

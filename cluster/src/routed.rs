@@ -1,0 +1,340 @@
+//! One routed request, from first send to answer or deadline.
+//!
+//! Every request carries a deadline: its caller's (a lock's wait, a
+//! release's lease) or, by default, the time it was sent plus the request
+//! timeout. Each attempt waits for the time left (at most the request
+//! timeout). Answers that say "not here" or "not now" are retried until the
+//! deadline:
+//!
+//! - `MOVED` patches the table and is resent at once, unless it sends the
+//!   request back to a node that already redirected it (a slot migration
+//!   between its two `SETSLOT NODE` commands, source and target naming each
+//!   other): that is a ping-pong, and waits with backoff while the table is
+//!   refreshed;
+//! - `ASK` goes to the target with `ASKING`, at once, under the same rule;
+//! - `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, `MASTERDOWN`, `READONLY` (a
+//!   demoted master), a refused connect, and [`Error::Disconnected`] (not
+//!   sent) wait with backoff, refreshing the table where it may be stale.
+//!
+//! A pause that would end past the deadline is not taken: the request fails
+//! then with [`Error::Routing`], naming the nodes tried and the last answer.
+//! A timeout or a broken connection leaves the outcome unknown: it is never
+//! resent, but it makes the router reload the topology (the node may be
+//! dead, and its replica promoted).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_resp::{Cmd, Frame};
+use tokio::time::Instant;
+
+use crate::backoff::Backoff;
+use crate::connection::Connection;
+use crate::error::{Error, Result, ServerErrorKind};
+use crate::late::LateReply;
+use crate::router::{command_slot, Node, Router};
+use crate::script::Script;
+use crate::topology::{join_host_port, split_addr};
+
+/// How each attempt of a routed request waits for its reply.
+#[derive(Clone)]
+pub(crate) enum Wait {
+    /// The time left, at most the request timeout (none when the client has
+    /// none).
+    Timed,
+    /// As long as it takes: the caller bounds the wait (and may keep the
+    /// future to learn a late outcome).
+    Untimed,
+    /// As [`Timed`](Self::Timed), but at least until the deadline when the
+    /// client has no request timeout; a reply that comes after the attempt
+    /// timed out goes to the handler.
+    Settled(LateReply),
+}
+
+impl Router {
+    /// Sends one command (a script when `script` is given), following
+    /// redirects and retrying transient failures for up to the request
+    /// timeout.
+    pub(crate) async fn send(&self, cmd: Cmd, script: Option<&Script>) -> Result<Frame> {
+        // Shared, so a resend after a redirect costs a reference count, not a copy.
+        self.send_shared(Arc::new(cmd), script).await
+    }
+
+    /// [`send`](Self::send) for a command already shared (a prepared one the
+    /// caller reuses).
+    pub(crate) async fn send_shared(
+        &self,
+        cmd: Arc<Cmd>,
+        script: Option<&Script>,
+    ) -> Result<Frame> {
+        self.send_until(cmd, script, None, Wait::Timed).await
+    }
+
+    /// The time a request sent now may take by default: the request timeout,
+    /// or (without one) the router's retry window.
+    pub(crate) fn default_deadline(&self) -> Instant {
+        let span = self
+            .base()
+            .request_timeout
+            .unwrap_or(self.options().retry_window);
+        Instant::now() + span
+    }
+
+    /// Sends `cmd` until it is answered or `deadline` (`None`: the default
+    /// one) comes; each attempt waits as `wait` says.
+    pub(crate) async fn send_until(
+        &self,
+        cmd: Arc<Cmd>,
+        script: Option<&Script>,
+        deadline: Option<Instant>,
+        wait: Wait,
+    ) -> Result<Frame> {
+        let slot = command_slot(&cmd)?;
+        let deadline = deadline.unwrap_or_else(|| self.default_deadline());
+        let opts = self.options();
+        let mut backoff = Backoff::new(opts.retry_min, opts.retry_max);
+        let mut ask: Option<Arc<Node>> = None;
+        // Nodes that failed or redirected this request, in order, once each.
+        let mut tried: Vec<String> = Vec::new();
+        let mut last = Error::Disconnected;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let asking = ask.is_some();
+            let node = match ask.take().or_else(|| self.master_for(slot)) {
+                Some(n) => n,
+                None => {
+                    // Nobody serves the slot (failover under way): refresh,
+                    // within the time left, and try again after a pause.
+                    last = Error::from_server_error(b"CLUSTERDOWN slot not served");
+                    let _ = tokio::time::timeout_at(deadline, Box::pin(self.refresh(false))).await;
+                    if !pause(&mut backoff, deadline).await {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let conn = match tokio::time::timeout_at(deadline, node.connection(self.base())).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    note_tried(&mut tried, &node.addr);
+                    last = e;
+                    self.refresh_soon();
+                    if !pause(&mut backoff, deadline).await {
+                        break;
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    note_tried(&mut tried, &node.addr);
+                    last = Error::Timeout;
+                    self.refresh_soon();
+                    break;
+                }
+            };
+            let timeout = match &wait {
+                Wait::Untimed => None,
+                Wait::Timed => self.base().request_timeout.map(|rt| rt.min(left)),
+                Wait::Settled(_) => {
+                    Some(self.base().request_timeout.map_or(left, |rt| rt.min(left)))
+                }
+            };
+            let late = match &wait {
+                Wait::Settled(late) => Some(late),
+                _ => None,
+            };
+            let err = match run(&conn, &cmd, script, asking, timeout, late).await {
+                Ok(frame) => return Ok(frame),
+                Err(e) => e,
+            };
+            // Addresses are recorded only on failure: the common path
+            // allocates nothing for bookkeeping.
+            let seen_before = |tried: &[String], addr: &str| tried.iter().any(|t| t == addr);
+            match err.server_kind() {
+                Some(kind @ (ServerErrorKind::Moved | ServerErrorKind::Ask)) => {
+                    note_tried(&mut tried, &node.addr);
+                    let Some((s, to)) = err.as_server_error().and_then(|e| e.redirect()) else {
+                        return Err(err);
+                    };
+                    let to = redirect_addr(to, &node.addr);
+                    // Sent back to a node that already turned it away: the
+                    // two disagree for now (a migration between its two
+                    // SETSLOT NODE commands). The table is not patched (each
+                    // patch would flip the slot back and forth, and move
+                    // every shard subscription with it): wait, with backoff,
+                    // for the nodes and a refresh to settle it.
+                    let ping_pong = seen_before(&tried, &to);
+                    if kind == ServerErrorKind::Ask {
+                        ask = Some(self.node(&to));
+                    } else if !ping_pong {
+                        self.apply_moved(s, &to);
+                    }
+                    self.refresh_soon();
+                    last = err;
+                    if ping_pong && !pause(&mut backoff, deadline).await {
+                        break;
+                    }
+                }
+                Some(
+                    ServerErrorKind::TryAgain
+                    | ServerErrorKind::Loading
+                    | ServerErrorKind::MasterDown,
+                ) => {
+                    note_tried(&mut tried, &node.addr);
+                    last = err;
+                    if !pause(&mut backoff, deadline).await {
+                        break;
+                    }
+                }
+                Some(ServerErrorKind::ClusterDown | ServerErrorKind::ReadOnly) => {
+                    // The table may be stale: a failover, or a master demoted
+                    // to replica (which refuses writes, and ran nothing).
+                    note_tried(&mut tried, &node.addr);
+                    last = err;
+                    self.refresh_soon();
+                    if !pause(&mut backoff, deadline).await {
+                        break;
+                    }
+                }
+                _ if matches!(err, Error::Disconnected) => {
+                    // Not sent: the node is down or reconnecting. Another
+                    // node may know who serves the slot now.
+                    note_tried(&mut tried, &node.addr);
+                    last = err;
+                    self.refresh_soon();
+                    if !pause(&mut backoff, deadline).await {
+                        break;
+                    }
+                }
+                _ => {
+                    if err.is_unknown_outcome() {
+                        // Never resent (it may have run), but the node may
+                        // be dead: look at the topology again.
+                        self.refresh_soon();
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Err(Error::Routing {
+            slot,
+            tried,
+            last: Box::new(last),
+        })
+    }
+}
+
+/// Records `addr` as tried (once).
+fn note_tried(tried: &mut Vec<String>, addr: &str) {
+    if !tried.iter().any(|t| t == addr) {
+        tried.push(addr.to_owned());
+    }
+}
+
+/// The address a redirect names, with the redirecting node's host filled in
+/// when the node left it out (`MOVED 3999 :6381`: the node knows no
+/// address for itself, e.g. `cluster-announce-hostname` unset and an
+/// unknown endpoint type; "same host as me" is what it means).
+fn redirect_addr(to: &str, from: &str) -> String {
+    match split_addr(to) {
+        Some((host, port)) if host.is_empty() => {
+            let from_host = split_addr(from).map(|(h, _)| h).unwrap_or_default();
+            join_host_port(&from_host, port)
+        }
+        _ => to.to_owned(),
+    }
+}
+
+/// Pauses for the next backoff delay, unless the deadline would pass first;
+/// `false` then (no pause after the last attempt).
+async fn pause(backoff: &mut Backoff, deadline: Instant) -> bool {
+    let delay = backoff.next_delay();
+    if Instant::now() + delay >= deadline {
+        return false;
+    }
+    // Boxed: retries are rare, and an inline timer would enlarge every
+    // routed request's future.
+    Box::pin(tokio::time::sleep(delay)).await;
+    true
+}
+
+/// Sends on one connection: with `ASKING` first when redirected by ASK, and
+/// with `SCRIPT LOAD` + retry in one write when a script is missing. The
+/// reply waits `timeout`; with `late`, a reply that comes after that goes
+/// there (single commands; an `ASKING` pair is rare and only timed).
+pub(crate) async fn run(
+    conn: &Connection,
+    cmd: &Arc<Cmd>,
+    script: Option<&Script>,
+    asking: bool,
+    timeout: Option<Duration>,
+    late: Option<&LateReply>,
+) -> Result<Frame> {
+    let started = Instant::now();
+    let first = if asking {
+        // Rare (slot migration): the copy for the two-command write is fine.
+        let pair = [Cmd::new("ASKING"), Cmd::clone(cmd)];
+        last_of(Box::pin(conn.pipeline_timeout(pair.into_iter().collect(), timeout)).await?)
+    } else if let Some(late) = late {
+        conn.send_settled(Arc::clone(cmd), timeout, Arc::clone(late))
+            .await
+    } else {
+        conn.send_shared_timeout(Arc::clone(cmd), timeout).await
+    };
+    match (first, script) {
+        (Err(e), Some(script)) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+            let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+            let mut batch = Vec::with_capacity(4);
+            if asking {
+                batch.push(Cmd::new("ASKING"));
+            }
+            batch.push(script.load_cmd());
+            if asking {
+                batch.push(Cmd::new("ASKING"));
+            }
+            batch.push(Cmd::clone(cmd));
+            let replies =
+                Box::pin(conn.pipeline_timeout(batch.into_iter().collect(), left)).await?;
+            // A failed load explains the failure better than the retry's NOSCRIPT.
+            let load_idx = usize::from(asking);
+            if let Some(Err(e)) = replies.get(load_idx) {
+                return Err(e.clone());
+            }
+            last_of(replies)
+        }
+        (result, _) => result,
+    }
+}
+
+fn last_of(replies: Vec<Result<Frame>>) -> Result<Frame> {
+    replies
+        .into_iter()
+        .last()
+        .unwrap_or(Err(Error::ConnectionClosed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_redirect_host_is_the_redirecting_nodes() {
+        assert_eq!(redirect_addr(":7001", "10.0.0.5:7000"), "10.0.0.5:7001");
+        assert_eq!(redirect_addr(":7001", "[::1]:7000"), "[::1]:7001");
+        assert_eq!(
+            redirect_addr("10.0.0.6:7001", "10.0.0.5:7000"),
+            "10.0.0.6:7001"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_pause_that_would_end_past_the_deadline() {
+        let mut b = Backoff::new(Duration::from_secs(60), Duration::from_secs(60));
+        // At least 30 s: never fits before a deadline 1 s away.
+        assert!(!pause(&mut b, Instant::now() + Duration::from_secs(1)).await);
+        let mut b = Backoff::new(Duration::from_millis(2), Duration::from_millis(2));
+        assert!(pause(&mut b, Instant::now() + Duration::from_secs(60)).await);
+    }
+}
