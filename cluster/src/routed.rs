@@ -237,7 +237,7 @@ fn note_tried(tried: &mut Vec<String>, addr: &str) {
 /// when the node left it out (`MOVED 3999 :6381`: the node knows no
 /// address for itself, e.g. `cluster-announce-hostname` unset and an
 /// unknown endpoint type; "same host as me" is what it means).
-fn redirect_addr(to: &str, from: &str) -> String {
+pub(crate) fn redirect_addr(to: &str, from: &str) -> String {
     match split_addr(to) {
         Some((host, port)) if host.is_empty() => {
             let from_host = split_addr(from).map(|(h, _)| h).unwrap_or_default();

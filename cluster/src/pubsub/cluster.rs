@@ -38,6 +38,7 @@ use super::registry::Moving;
 use super::subscription::{Inbox, Route, Subscription, NO_HOME};
 use super::PubSubConfig;
 use crate::error::Result;
+use crate::routed::redirect_addr;
 use crate::router::{node_config, Router, Table};
 use crate::slot::Slot;
 
@@ -227,6 +228,7 @@ impl ClusterHub {
         let now = Instant::now();
         match why {
             Why::Moved { slot, addr } => {
+                let addr = redirect_addr(&addr, &from);
                 let count = bounce(&mut self.lock().bounces, slot, now);
                 self.router.refresh_soon();
                 if count <= 1 {
