@@ -141,9 +141,11 @@ async fn a_moved_ping_pong_during_a_reshard_is_waited_out_by_requests() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(300).saturating_sub(opened.elapsed())).await;
-    // Close it: SETSLOT NODE on the target, then the others.
-    blocking(|| cluster.finish_migration(slot, to)).unwrap();
+    // Close it: SETSLOT NODE on the target (the ping-pong ends here), then
+    // the others, and wait until every node agrees.
+    blocking(|| setslot_node_on(&cluster, slot, to, to));
     let closed = Instant::now();
+    blocking(|| cluster.finish_migration(slot, to)).unwrap();
     let moved_during =
         error_count(&cluster, from, "MOVED") + error_count(&cluster, to, "MOVED") - moved_before;
     eprintln!(
@@ -527,6 +529,21 @@ async fn unlock_reentry_and_renewals_work_while_the_locks_slot_is_migrating() {
     };
     assert_eq!(blocking(|| exists(from, &name)), "1");
 
+    // The condition the old release script ran into: a script that declares
+    // the unlock channel (no such key) next to the lock's keys is refused
+    // with TRYAGAIN by the migrating source.
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let answer = blocking(|| {
+        cluster
+            .node(from)
+            .cli(&["EVAL", "return 1", "2", &name, &channel])
+            .unwrap()
+    });
+    assert!(
+        answer.trim().starts_with("TRYAGAIN"),
+        "source answered {answer:?}"
+    );
+
     let bound = Duration::from_secs(5);
     let started = Instant::now();
     let second = tokio::time::timeout(bound, lock.try_acquire_now(None))
@@ -561,7 +578,12 @@ async fn unlock_reentry_and_renewals_work_while_the_locks_slot_is_migrating() {
         .expect("unlock hung")
         .expect("unlock during the migration");
     let unlock_ms = ms(started.elapsed());
-    assert_eq!(blocking(|| exists(from, &name)), "0", "lock key left held");
+    // A migrating source answers ASK for a key it does not have.
+    let gone = blocking(|| exists(from, &name));
+    assert!(
+        gone == "0" || gone.starts_with("ASK "),
+        "lock key left held: EXISTS on the source answered {gone:?}"
+    );
     assert!(!tokio::time::timeout(bound, lock.is_locked())
         .await
         .unwrap()
@@ -649,4 +671,67 @@ async fn acquire_during_a_migration_uses_the_callers_wait() {
              (finished before the migration closed at ~4 s: {early}) with {other:?}"
         ),
     }
+}
+
+// ---------------------------------------------------------------------------
+// 6. `MOVED slot :port`: a redirect with an empty host
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_with_an_empty_host_goes_to_the_answering_nodes_host() {
+    let _gate = GATE.lock().await;
+    // The nodes announce no endpoint: CLUSTER SHARDS/SLOTS leave the host
+    // out and redirects read `MOVED slot :port` ("the host you reached me on").
+    let cluster = RedisCluster::builder()
+        .args(["--cluster-preferred-endpoint-type", "unknown-endpoint"])
+        .start()
+        .unwrap();
+    // Refreshes only at connect: the redirect alone must be followed.
+    let urls = cluster.seed_urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
+    let mut opts = keylatch_cluster::RouterOptions::default();
+    opts.refresh_min_interval = Duration::from_secs(60);
+    let stale = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap().router(opts))
+        .await
+        .unwrap();
+    assert!(stale.is_cluster());
+    let hub = PubSub::from_client(&stale).await.unwrap();
+    let slot = 4242u16;
+    let key = RedisCluster::key_for_slot(slot);
+    let channel = format!("{{{key}}}:events");
+    stale.set(key.as_str(), "v").await.unwrap();
+    let (from, to) = pick_pair(&cluster, slot);
+    blocking(|| cluster.move_slot(slot, from, to)).unwrap();
+    let answer = blocking(|| raw_get(&cluster, from, &key));
+    let to_port = cluster.node(to).port();
+    assert_eq!(
+        answer,
+        format!("MOVED {slot} :{to_port}"),
+        "what the old owner answers"
+    );
+
+    let started = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(10), stale.get(key.as_str()))
+        .await
+        .expect("GET hung");
+    eprintln!(
+        "GET after MOVED {slot} :{to_port}: {got:?} in {} ms",
+        ms(started.elapsed())
+    );
+    let get_ms = ms(started.elapsed());
+    let started = Instant::now();
+    let sub = tokio::time::timeout(Duration::from_secs(10), hub.ssubscribe(&channel))
+        .await
+        .expect("SSUBSCRIBE hung");
+    let sub_ms = ms(started.elapsed());
+    eprintln!(
+        "SSUBSCRIBE after the move: {:?} in {sub_ms} ms",
+        sub.as_ref().map(|_| "ok")
+    );
+    eprintln!("RECOVERY fault=empty-host-moved request_ms={get_ms} subscribe_ms={sub_ms}");
+    assert_eq!(got.unwrap().as_deref(), Some(&b"v"[..]));
+    let mut sub = sub.unwrap();
+    assert_eq!(stale.spublish(channel.as_str(), "m").await.unwrap(), 1);
+    Soon::new(Duration::from_secs(5), Duration::from_millis(50))
+        .expect_message(&mut sub, &channel, "m")
+        .await;
 }
