@@ -735,3 +735,79 @@ async fn a_redirect_with_an_empty_host_goes_to_the_answering_nodes_host() {
         .expect_message(&mut sub, &channel, "m")
         .await;
 }
+
+// ---------------------------------------------------------------------------
+// 7. READONLY after a switchover (standalone)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_client_recovers_from_readonly_after_a_switchover() {
+    use keylatch_harness::RedisServer;
+    let _gate = GATE.lock().await;
+    let a = RedisServer::start();
+    let b = RedisServer::start();
+    let (a_port, b_port) = (a.port().to_string(), b.port().to_string());
+    let link_up = |s: &RedisServer| {
+        Soon::new(Duration::from_secs(15), Duration::from_millis(50)).until_blocking(|| {
+            let info = s.cli(&["INFO", "replication"]).unwrap();
+            if info.contains("master_link_status:up") {
+                Ok(())
+            } else {
+                Err("replication link not up".to_owned())
+            }
+        })
+    };
+    b.cli(&["REPLICAOF", "127.0.0.1", &a_port]).unwrap();
+    blocking(|| link_up(&b));
+    // Both servers as seeds; the client talks to the first, the master.
+    let client = Client::connect_with(ClientConfig::from_urls(&[&a.url(), &b.url()]).unwrap())
+        .await
+        .unwrap();
+    assert!(!client.is_cluster());
+    client.set("k", "before").await.unwrap();
+
+    // Switchover: B is promoted, A follows it.
+    blocking(|| {
+        b.cli(&["REPLICAOF", "NO", "ONE"]).unwrap();
+        a.cli(&["REPLICAOF", "127.0.0.1", &b_port]).unwrap();
+        link_up(&a);
+    });
+    let answer = blocking(|| a.cli(&["SET", "k", "x"]).unwrap());
+    assert!(
+        answer.trim().starts_with("READONLY"),
+        "A answered {answer:?}"
+    );
+    let switched = Instant::now();
+
+    // Writes fail with READONLY at first; within a few seconds the client
+    // must reach the master again (reconnect / re-resolve), not fail forever.
+    let mut first_error = None;
+    let mut n = 0u64;
+    let deadline = switched + Duration::from_secs(10);
+    let recovered = loop {
+        n += 1;
+        match tokio::time::timeout(Duration::from_secs(3), client.set("k", n)).await {
+            Ok(Ok(())) => break switched.elapsed(),
+            Ok(Err(e)) => {
+                first_error.get_or_insert_with(|| e.to_string());
+            }
+            Err(_) => {
+                first_error.get_or_insert_with(|| "hung 3 s".to_owned());
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writes still fail 10 s after the switchover ({n} tries): first {first_error:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "RECOVERY fault=readonly request_ms={} first_error={first_error:?}",
+        ms(recovered)
+    );
+    let on_b = blocking(|| b.cli(&["GET", "k"]).unwrap());
+    assert_eq!(
+        on_b.trim(),
+        n.to_string(),
+        "the write landed on the new master"
+    );
+}
