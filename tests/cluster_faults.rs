@@ -12,7 +12,11 @@
 //! 4. unlock, re-entry and renewals of a lock whose slot is migrating (its
 //!    keys still on the source) must work;
 //! 5. acquiring a free lock while its slot answers `TRYAGAIN` must use the
-//!    caller's wait, not give up after the router's attempt budget.
+//!    caller's wait, not give up after the router's attempt budget;
+//! 6. `MOVED slot :port` (nodes with `cluster-preferred-endpoint-type
+//!    unknown-endpoint`) means the host the client reached the node on;
+//! 7. a standalone client whose server became a replica (`READONLY`) must
+//!    find the master among its seeds again, not fail every write forever.
 //!
 //! What the servers answer is checked with `redis-cli` first, so a test
 //! fails only for the client's reason. Recovery times are printed as
