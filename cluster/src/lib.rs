@@ -3,10 +3,11 @@
 //! Layout:
 //! - [`Connection`] (`connection.rs`): the cheap, cloneable handle; requests
 //!   go to one task per socket over a bounded queue.
-//! - `driver.rs`: that task. It drains every ready request into one write
+//! - `driver/`: that task. It drains every ready request into one write
 //!   (automatic pipelining), reads while it writes, answers a FIFO of pending
 //!   replies, fails everything pending when the socket dies, and reconnects
-//!   with [`Backoff`].
+//!   with [`Backoff`]; `timer.rs` keeps the deadlines and the health ticks
+//!   (`health.rs`: idle `PING`, a silent node given up, stalled flag).
 //! - `handshake.rs`: connect, `HELLO 3 [AUTH] [SETNAME]`, or the RESP2 path
 //!   (`AUTH`, `SELECT`, `CLIENT SETNAME`) when `HELLO` is refused.
 //! - `stream.rs`: the socket, an enum of TCP or TLS-over-TCP (`rediss://`);
@@ -22,7 +23,8 @@
 //! - [`Error`] (`error.rs`): the one error type; server errors are parsed
 //!   once into [`ServerErrorKind`]s with a [`RetryClass`].
 //! - [`Client`] (`client.rs`): standalone or cluster; the router
-//!   (`router.rs`: slot table, `MOVED`/`ASK`, refresh), [`Slot`]s
+//!   (`router.rs`: slot table, refreshes, the background health watch;
+//!   `routed.rs`: one request's redirects and retries until its deadline), [`Slot`]s
 //!   (`slot.rs`), topology parsing (`topology.rs`), [`Script`]s.
 //! - [`PubSub`] (`pubsub/`): the pub/sub hub: one shared subscriber
 //!   connection per node, a refcounted registry (one server subscription per

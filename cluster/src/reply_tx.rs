@@ -1,6 +1,6 @@
 //! `ReplyTx`: where a request's reply goes, and what happens to it when the
 //! caller times out, leaves, or the connection fails (the connection task,
-//! `driver.rs`, holds one per pending request).
+//! `driver/`, holds one per pending request).
 
 use keylatch_resp::Frame;
 use tokio::sync::oneshot;
