@@ -23,7 +23,7 @@
 //! - [`Error`] (`error.rs`): the one error type; server errors are parsed
 //!   once into [`ServerErrorKind`]s with a [`RetryClass`].
 //! - [`Client`] (`client.rs`): standalone or cluster; the router
-//!   (`router.rs`: slot table, refreshes, the background health watch;
+//!   (`router/`: slot table, nodes; `refresh.rs`: reloads and the health watch;
 //!   `routed.rs`: one request's redirects and retries until its deadline), [`Slot`]s
 //!   (`slot.rs`), topology parsing (`topology.rs`), [`Script`]s.
 //! - [`PubSub`] (`pubsub/`): the pub/sub hub: one shared subscriber
