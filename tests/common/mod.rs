@@ -116,6 +116,31 @@ impl Soon {
         }
     }
 
+    /// The next event of `sub` other than `Gap` is a message on `channel`
+    /// carrying `payload`. A listener that moves may be told more than once
+    /// (parked, then live again on its new node).
+    pub(crate) async fn expect_message_after_gaps(
+        self,
+        sub: &mut Subscription,
+        channel: &str,
+        payload: &str,
+    ) {
+        loop {
+            match self.next(sub).await {
+                Event::Gap => continue,
+                Event::Message {
+                    channel: c,
+                    payload: p,
+                    ..
+                } => {
+                    assert_eq!((&c[..], &p[..]), (channel.as_bytes(), payload.as_bytes()));
+                    return;
+                }
+                other => panic!("expected a message on {channel}, got {other:?}"),
+            }
+        }
+    }
+
     /// The next event of `sub` is a `Gap`.
     pub(crate) async fn expect_gap(self, sub: &mut Subscription) {
         let event = self.next(sub).await;
