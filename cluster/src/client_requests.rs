@@ -12,6 +12,10 @@ use keylatch_resp::{Cmd, Frame};
 use crate::client::{Client, Inner};
 use crate::error::{Result, ServerErrorKind};
 use crate::routed::Wait;
+
+/// The least time a written command gets in a cluster, whatever its
+/// caller's deadline (see [`Client::eval_with_written`]).
+const RELEASE_FLOOR: Duration = Duration::from_secs(1);
 use crate::script::Script;
 
 impl Client {
@@ -129,7 +133,7 @@ impl Client {
                 }
             }
             Inner::Cluster(router) => {
-                let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+                let deadline = timeout.map(|t| crate::clock::later(tokio::time::Instant::now(), t));
                 let wait = Wait::Settled(late);
                 Box::pin(router.send_until(Arc::clone(cmd), Some(script), deadline, wait)).await
             }
@@ -145,7 +149,8 @@ impl Client {
     /// script first, the server may have restarted). A `NOSCRIPT` retry is
     /// otherwise sent only while the caller waits. In a cluster, redirects
     /// and transient refusals are retried until `until` (at most the request
-    /// timeout from now; `None`: that).
+    /// timeout from now, at least 1 s so that it is sent even when `until`
+    /// has passed; `None`: the request timeout).
     ///
     /// ```no_run
     /// static RELEASE: keylatch_cluster::Script =
@@ -175,9 +180,14 @@ impl Client {
                 other => other,
             },
             Inner::Cluster(router) => {
+                // At least RELEASE_FLOOR: a release asked for goes out once
+                // even when its caller's deadline has passed (the server may
+                // still hold the key a little past it).
                 let default = router.default_deadline();
-                let deadline =
-                    until.map_or(default, |u| tokio::time::Instant::from_std(u).min(default));
+                let floor = crate::clock::later(tokio::time::Instant::now(), RELEASE_FLOOR);
+                let deadline = until.map_or(default, |u| {
+                    tokio::time::Instant::from_std(u).max(floor).min(default)
+                });
                 let cmd = Arc::new(make());
                 Box::pin(router.send_until(cmd, Some(script), Some(deadline), Wait::Timed)).await
             }

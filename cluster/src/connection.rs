@@ -239,6 +239,30 @@ impl Connection {
         late: crate::LateReply,
     ) -> Result<Frame> {
         refuse(&cmd)?;
+        self.settle(Payload::Shared(cmd), timeout, late).await
+    }
+
+    /// [`send_settled`](Self::send_settled) of several commands in one
+    /// write (`ASKING` + the command, `SCRIPT LOAD` + the command): only the
+    /// last one's reply is returned, or goes to `late`.
+    pub(crate) async fn send_settled_last(
+        &self,
+        cmds: Vec<Cmd>,
+        timeout: Option<Duration>,
+        late: crate::LateReply,
+    ) -> Result<Frame> {
+        for cmd in &cmds {
+            refuse(cmd)?;
+        }
+        self.settle(Payload::Many(cmds), timeout, late).await
+    }
+
+    async fn settle(
+        &self,
+        payload: Payload,
+        timeout: Option<Duration>,
+        late: crate::LateReply,
+    ) -> Result<Frame> {
         let (tx, rx) = oneshot::channel();
         // Dropped with the reply already in it (the caller left between its
         // arrival and being read), the reply still reaches the late handler.
@@ -247,7 +271,7 @@ impl Connection {
             late: Arc::clone(&late),
         };
         self.enqueue(Request {
-            payload: Payload::Shared(cmd),
+            payload,
             tx: ReplyTx::Settle(tx, late),
             deadline: deadline(timeout),
         })

@@ -21,6 +21,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::later;
+
+/// The shortest health interval honoured.
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
 /// What the task does after a tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Check {
@@ -50,10 +55,12 @@ pub(crate) struct Health {
 
 impl Health {
     pub(crate) fn new(interval: Duration, ping_bound: Duration, now: Instant) -> Self {
+        // A zero interval would PING an idle server without pause.
+        let interval = interval.max(MIN_INTERVAL);
         Self {
             interval,
             ping_bound: ping_bound.max(interval),
-            next_tick: now + interval,
+            next_tick: later(now, interval),
             reads: 0,
             taken: 0,
             reads_at_tick: 0,
@@ -104,7 +111,7 @@ impl Health {
         self.reads_at_tick = self.reads;
         self.taken_at_tick = self.taken;
         self.busy_at_tick = busy;
-        self.next_tick = now + self.interval;
+        self.next_tick = later(now, self.interval);
         (check, stalled)
     }
 }

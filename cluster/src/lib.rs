@@ -52,6 +52,7 @@
 mod backoff;
 mod client;
 mod client_requests;
+mod clock;
 mod commands;
 mod config;
 mod connection;

@@ -77,7 +77,7 @@ impl Router {
             .base()
             .request_timeout
             .unwrap_or(self.options().retry_window);
-        Instant::now() + span
+        crate::clock::later(Instant::now(), span)
     }
 
     /// Sends `cmd` until it is answered or `deadline` (`None`: the default
@@ -251,7 +251,10 @@ pub(crate) fn redirect_addr(to: &str, from: &str) -> String {
 /// `false` then (no pause after the last attempt).
 async fn pause(backoff: &mut Backoff, deadline: Instant) -> bool {
     let delay = backoff.next_delay();
-    if Instant::now() + delay >= deadline {
+    if Instant::now()
+        .checked_add(delay)
+        .map_or(true, |end| end >= deadline)
+    {
         return false;
     }
     // Boxed: retries are rare, and an inline timer would enlarge every
@@ -263,7 +266,8 @@ async fn pause(backoff: &mut Backoff, deadline: Instant) -> bool {
 /// Sends on one connection: with `ASKING` first when redirected by ASK, and
 /// with `SCRIPT LOAD` + retry in one write when a script is missing. The
 /// reply waits `timeout`; with `late`, a reply that comes after that goes
-/// there (single commands; an `ASKING` pair is rare and only timed).
+/// there (the `ASKING` and `SCRIPT LOAD` writes too: only the command's
+/// reply counts).
 pub(crate) async fn run(
     conn: &Connection,
     cmd: &Arc<Cmd>,
@@ -275,8 +279,13 @@ pub(crate) async fn run(
     let started = Instant::now();
     let first = if asking {
         // Rare (slot migration): the copy for the two-command write is fine.
-        let pair = [Cmd::new("ASKING"), Cmd::clone(cmd)];
-        last_of(Box::pin(conn.pipeline_timeout(pair.into_iter().collect(), timeout)).await?)
+        Box::pin(several(
+            conn,
+            vec![Cmd::new("ASKING"), Cmd::clone(cmd)],
+            timeout,
+            late,
+        ))
+        .await
     } else if let Some(late) = late {
         conn.send_settled(Arc::clone(cmd), timeout, Arc::clone(late))
             .await
@@ -295,17 +304,40 @@ pub(crate) async fn run(
                 batch.push(Cmd::new("ASKING"));
             }
             batch.push(Cmd::clone(cmd));
-            let replies =
-                Box::pin(conn.pipeline_timeout(batch.into_iter().collect(), left)).await?;
-            // A failed load explains the failure better than the retry's NOSCRIPT.
-            let load_idx = usize::from(asking);
-            if let Some(Err(e)) = replies.get(load_idx) {
-                return Err(e.clone());
-            }
-            last_of(replies)
+            Box::pin(several(conn, batch, left, late)).await
         }
         (result, _) => result,
     }
+}
+
+/// Several commands in one write; the last one's reply. Settled (a late
+/// reply to `late`) when a handler is given; otherwise a failed earlier
+/// command (a `SCRIPT LOAD`) is reported, as it explains the failure better
+/// than the last one's.
+async fn several(
+    conn: &Connection,
+    cmds: Vec<Cmd>,
+    timeout: Option<Duration>,
+    late: Option<&LateReply>,
+) -> Result<Frame> {
+    if let Some(late) = late {
+        return conn
+            .send_settled_last(cmds, timeout, Arc::clone(late))
+            .await;
+    }
+    let replies = conn
+        .pipeline_timeout(cmds.into_iter().collect(), timeout)
+        .await?;
+    let n = replies.len();
+    for (i, reply) in replies.iter().enumerate() {
+        if let Err(e) = reply {
+            // ASKING never fails; a failed SCRIPT LOAD does.
+            if i + 1 < n && e.server_kind() != Some(ServerErrorKind::NoScript) {
+                return Err(e.clone());
+            }
+        }
+    }
+    last_of(replies)
 }
 
 fn last_of(replies: Vec<Result<Frame>>) -> Result<Frame> {

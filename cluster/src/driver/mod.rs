@@ -304,7 +304,9 @@ impl Connected {
             if self.rx_closed && self.pending.is_empty() && self.wbuf.is_empty() {
                 return Poll::Ready(Exit::Done);
             }
-            if self.demoted && self.pending.is_empty() && self.wbuf.is_empty() {
+            // Demoted: reconnect once no caller waits on this socket any
+            // more (replies nobody waits for are not worth the wait).
+            if self.demoted && self.wbuf.is_empty() && self.pending.iter().all(|p| p.tx.is_none()) {
                 return Poll::Ready(Exit::Failed(Error::Disconnected));
             }
             if !progress {

@@ -58,7 +58,11 @@ impl Connected {
     /// Whether the task has stopped taking requests (in-flight cap or write
     /// buffer high-water mark).
     pub(super) fn blocked(&self) -> bool {
-        self.pending.len() >= self.max_in_flight || self.wbuf.len() >= WRITE_HIGH_WATER
+        // Demoted: nothing is taken until the pending replies are in, so
+        // queued callers get the same bound.
+        self.demoted
+            || self.pending.len() >= self.max_in_flight
+            || self.wbuf.len() >= WRITE_HIGH_WATER
     }
 
     /// Starts (or ends) the bound on how long queued callers can wait while

@@ -188,7 +188,12 @@ impl Connected {
             inflight: VecDeque::new(),
             linger: Box::pin(tokio::time::sleep_until(now)),
             linger_armed: None,
-            ping: ping_interval.map(|d| (d, Box::pin(tokio::time::sleep_until(now + d)))),
+            ping: ping_interval.map(|d| {
+                (
+                    d,
+                    Box::pin(tokio::time::sleep_until(crate::clock::later(now, d))),
+                )
+            }),
             ping_outstanding: false,
         }
     }
@@ -302,7 +307,7 @@ impl Connected {
         if self.ping_outstanding {
             return Err(());
         }
-        let next = Instant::now() + *interval;
+        let next = crate::clock::later(Instant::now(), *interval);
         sleep.as_mut().reset(next);
         Cmd::new("PING").encode(&mut self.wbuf);
         self.inflight.push_back(InFlight::Ping);
