@@ -273,7 +273,8 @@ async fn the_pubsub_hub_does_not_spin_during_a_moved_ping_pong() {
         })
         .await;
     let _: () = published;
-    soon.expect_message(&mut early_sub, &early, "e").await;
+    soon.expect_message_after_gaps(&mut early_sub, &early, "e")
+        .await;
     loop {
         match soon.next(&mut late_sub).await {
             Event::Gap => continue,

@@ -134,7 +134,10 @@ async fn a_timed_out_acquire_redirected_by_ask_is_still_settled() {
     // The target stops for a moment: the re-entry (ASKING + EVALSHA) is
     // written, then given up after 300 ms.
     cluster.node(to).pause().unwrap();
-    let resume = ResumeNode { cluster: &cluster, idx: to };
+    let resume = ResumeNode {
+        cluster: &cluster,
+        idx: to,
+    };
     let r = tokio::time::timeout(Duration::from_secs(5), lock.try_acquire_now(lease))
         .await
         .expect("re-entry hung");
@@ -269,9 +272,14 @@ async fn requests_queued_behind_a_readonly_drain_still_time_out() {
 
     // A refused write and a blocking read in one write: READONLY arrives
     // while the read is pending.
-    let pipe = Pipeline::new()
-        .cmd(Cmd::new("SET").key("k").arg("w"))
-        .cmd(Cmd::new("XREAD").arg("BLOCK").arg("0").arg("STREAMS").key("s").arg("$"));
+    let pipe = Pipeline::new().cmd(Cmd::new("SET").key("k").arg("w")).cmd(
+        Cmd::new("XREAD")
+            .arg("BLOCK")
+            .arg("0")
+            .arg("STREAMS")
+            .key("s")
+            .arg("$"),
+    );
     let reader = {
         let conn = conn.clone();
         tokio::spawn(async move { conn.pipeline(pipe).await })
