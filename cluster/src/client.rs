@@ -241,6 +241,24 @@ impl Client {
         matches!(self.inner, Inner::Cluster(_))
     }
 
+    /// Whether this is a cluster whose nodes offer sharded pub/sub
+    /// (`SSUBSCRIBE`/`SPUBLISH`) and script flags (`#!lua flags=…`): Redis 7+
+    /// and Valkey do, Redis 6.2 does not. Learnt from the topology calls (a
+    /// node that does not know `CLUSTER SHARDS` predates all three).
+    /// Standalone: `false` (plain pub/sub reaches every subscriber there).
+    ///
+    /// ```no_run
+    /// # fn demo(c: keylatch_cluster::Client) {
+    /// let publish = if c.has_sharded_pubsub() { "SPUBLISH" } else { "PUBLISH" };
+    /// # }
+    /// ```
+    pub fn has_sharded_pubsub(&self) -> bool {
+        match &self.inner {
+            Inner::Standalone(_) => false,
+            Inner::Cluster(router) => router.is_modern(),
+        }
+    }
+
     /// Sends a pipeline. In a cluster it is split per node, the parts are
     /// sent concurrently (one write each), entries that meet a redirect or a
     /// transient error are retried alone, and the replies come back in the

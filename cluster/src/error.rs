@@ -248,7 +248,8 @@ pub enum ServerErrorKind {
     NoPerm,
     /// `NOPROTO`: the requested protocol version is not supported.
     NoProto,
-    /// `ERR unknown command …`: the server does not know the command.
+    /// `ERR unknown command …` or `ERR unknown subcommand …` (any case, as
+    /// servers differ): the server does not know the command or subcommand.
     UnknownCommand,
     /// `MASTERDOWN`: a replica whose link to its master is down.
     MasterDown,
@@ -348,7 +349,7 @@ impl ServerError {
     pub fn parse(line: Bytes) -> Self {
         let code_end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
         let mut kind = ServerErrorKind::from_code(&line[..code_end]);
-        if kind == ServerErrorKind::Other && line.starts_with(b"ERR unknown command") {
+        if kind == ServerErrorKind::Other && names_unknown_command(&line) {
             kind = ServerErrorKind::UnknownCommand;
         }
         Self { kind, line }
@@ -432,6 +433,17 @@ impl ServerError {
     }
 }
 
+/// Whether an `ERR` line says the command (or subcommand) does not exist,
+/// in any server's wording: `ERR unknown command 'X'` (Redis, Valkey),
+/// `ERR unknown subcommand 'X'` (Redis 7+), `ERR Unknown subcommand or wrong
+/// number of arguments for 'X'` (Redis 6.2: the only way it says so).
+fn names_unknown_command(line: &[u8]) -> bool {
+    const PREFIXES: [&[u8]; 2] = [b"ERR unknown command", b"ERR unknown subcommand"];
+    PREFIXES
+        .iter()
+        .any(|p| line.len() >= p.len() && line[..p.len()].eq_ignore_ascii_case(p))
+}
+
 impl fmt::Display for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&String::from_utf8_lossy(&self.line))
@@ -491,6 +503,14 @@ mod tests {
             (
                 b"MASTERDOWN Link with MASTER is down",
                 ServerErrorKind::MasterDown,
+            ),
+            (
+                b"ERR Unknown subcommand or wrong number of arguments for 'SHARDS'. Try CLUSTER HELP.",
+                ServerErrorKind::UnknownCommand,
+            ),
+            (
+                b"ERR unknown subcommand 'SHARDS'. Try CLUSTER HELP.",
+                ServerErrorKind::UnknownCommand,
             ),
             (b"ERR syntax error", ServerErrorKind::Other),
             (

@@ -147,7 +147,7 @@ impl Inner {
         hub: &PubSub,
         channel: &str,
     ) -> keylatch_cluster::Result<keylatch_cluster::Subscription> {
-        if self.client.is_cluster() {
+        if self.client.has_sharded_pubsub() {
             hub.ssubscribe(channel).await
         } else {
             hub.subscribe(channel).await
@@ -289,7 +289,10 @@ impl Locks {
         let script_args = ScriptArgs {
             watchdog_ms: millis(config.watchdog_timeout).to_string(),
             token_ttl_ms,
-            publish: if client.is_cluster() {
+            // Sharded where the cluster has it (Redis 7+, Valkey), so the
+            // message stays in the lock's shard; plain PUBLISH otherwise
+            // (standalone, Redis 6.2 clusters), as Redisson does.
+            publish: if client.has_sharded_pubsub() {
                 "spublish"
             } else {
                 "publish"

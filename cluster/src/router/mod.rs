@@ -168,6 +168,9 @@ pub(crate) struct Router {
     nodes: Mutex<HashMap<String, Arc<Node>>>,
     refresh_lock: tokio::sync::Mutex<Instant>,
     refreshing: AtomicBool,
+    /// The nodes know `CLUSTER SHARDS`, so Redis 7+ or Valkey: sharded
+    /// pub/sub and script flags too. Learnt from every refresh.
+    modern: AtomicBool,
     /// Round-robin for keyless commands.
     next_any: AtomicUsize,
     /// Bumped whenever a slot changes master (refresh or MOVED), so the
@@ -198,6 +201,7 @@ impl Router {
             nodes: Mutex::new(HashMap::new()),
             refresh_lock: tokio::sync::Mutex::new(Instant::now()),
             refreshing: AtomicBool::new(false),
+            modern: AtomicBool::new(true),
             next_any: AtomicUsize::new(0),
             owners: watch::Sender::new(0),
             me: me.clone(),
@@ -245,6 +249,12 @@ impl Router {
     /// The seeds' connection settings (credentials, timeouts, client name).
     pub(crate) fn base(&self) -> &ConnectionConfig {
         &self.base
+    }
+
+    /// Whether the cluster's nodes have sharded pub/sub and script flags
+    /// (Redis 7+ and Valkey; not Redis 6.2), as the last refresh found.
+    pub(crate) fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Relaxed)
     }
 
     /// The retry and refresh settings.

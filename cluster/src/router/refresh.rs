@@ -3,6 +3,7 @@
 //! of a second, and the background watch that reloads it periodically and
 //! while a master looks sick.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -107,8 +108,14 @@ impl Router {
         {
             // CLUSTER SLOTS needs no such choice: a node reports the
             // port of the kind (TLS or not) of the connection asking.
-            Ok(reply) => Topology::from_shards(reply, &host, self.base.tls.is_some()),
+            Ok(reply) => {
+                self.modern.store(true, Ordering::Relaxed);
+                Topology::from_shards(reply, &host, self.base.tls.is_some())
+            }
             Err(e) if e.server_kind() == Some(ServerErrorKind::UnknownCommand) => {
+                // Redis 6.2: no CLUSTER SHARDS, and (same release) no
+                // sharded pub/sub and no script flags either.
+                self.modern.store(false, Ordering::Relaxed);
                 let reply = conn
                     .send_timeout(Cmd::new("CLUSTER").arg("SLOTS"), bound)
                     .await?;

@@ -72,10 +72,17 @@ impl Actor {
             }
             let now = Instant::now();
             let cluster = self.client.is_cluster();
+            // One call per node needs a script flag (allow-cross-slot-keys)
+            // that Redis 6.2 lacks, as it lacks sharded pub/sub: one call
+            // per slot there.
+            let by_node = self.client.has_sharded_pubsub();
             let client = &self.client;
             let (work, mut wake) = self.table.plan(now, |slot| {
                 if !cluster {
                     return (None, 0);
+                }
+                if !by_node {
+                    return (None, slot);
                 }
                 match client.master_for_slot(slot) {
                     Some(node) => (Some(node), 0),
