@@ -298,7 +298,14 @@ impl ServerBuilder {
     }
 }
 
+/// The server's stdout and stderr, beside its log file.
+const STDERR_FILE: &str = "stderr.log";
+
 fn spawn(extra: &[String], port: u16, dir: &Path, tls: Option<&Tls>) -> io::Result<Child> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(STDERR_FILE))?;
     let ports = match tls {
         Some(tls) => tls.server_args(port),
         None => vec!["--port".to_owned(), port.to_string()],
@@ -313,8 +320,10 @@ fn spawn(extra: &[String], port: u16, dir: &Path, tls: Option<&Tls>) -> io::Resu
         .arg(dir.join("redis.log"))
         .args(extra)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // Kept: a server that refuses an option at start says why on stderr,
+        // before its log file exists (`log()` shows both).
+        .stdout(Stdio::from(out.try_clone()?))
+        .stderr(Stdio::from(out))
         .spawn()
 }
 
@@ -581,14 +590,21 @@ impl RedisServer {
         }
     }
 
-    /// The server's log so far (for failure messages).
+    /// The server's log so far, and what it printed on stdout or stderr (a
+    /// refused option at start is only said there), for failure messages.
     ///
     /// ```no_run
     /// let server = keylatch_harness::RedisServer::start();
     /// assert!(server.log().contains("Ready to accept connections"));
     /// ```
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+        let log = std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default();
+        let stderr = std::fs::read_to_string(self.dir.path().join(STDERR_FILE)).unwrap_or_default();
+        if stderr.trim().is_empty() {
+            log
+        } else {
+            format!("{log}--- stdout/stderr ---\n{stderr}")
+        }
     }
 
     fn wait_ready(&mut self) -> io::Result<()> {
