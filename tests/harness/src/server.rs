@@ -264,7 +264,8 @@ impl ServerBuilder {
                 None => free_port()?,
             };
             let dir = TempDir::new("redis")?;
-            match spawn(&self.args, port, dir.path(), tls.as_ref()) {
+            let binary = binary_for(tls.is_some());
+            match spawn(&binary, &self.args, port, dir.path(), tls.as_ref()) {
                 Ok(child) => {
                     let mut server = RedisServer {
                         child: Some(child),
@@ -272,10 +273,20 @@ impl ServerBuilder {
                         args: self.args.clone(),
                         dir,
                         tls: tls.clone(),
+                        binary: binary.clone(),
                     };
                     match server.wait_ready() {
                         Ok(()) => return Ok(server),
-                        Err(e) => last = Some(e),
+                        Err(e) => {
+                            last = Some(e);
+                            if tls.is_some() && binary != DEFAULT_SERVER && lacks_tls(&server.log())
+                            {
+                                // Again at once, on the default binary (a
+                                // fixed port too: nothing held it).
+                                note_without_tls(&binary);
+                                continue;
+                            }
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -301,7 +312,62 @@ impl ServerBuilder {
 /// The server's stdout and stderr, beside its log file.
 const STDERR_FILE: &str = "stderr.log";
 
-fn spawn(extra: &[String], port: u16, dir: &Path, tls: Option<&Tls>) -> io::Result<Child> {
+/// The binary every test runs unless it names another (`redis-server` from
+/// the PATH: Debian's, which CI installs).
+const DEFAULT_SERVER: &str = "redis-server";
+
+/// Binaries seen to lack TLS (it is a build option: some packaged servers
+/// leave it out).
+static WITHOUT_TLS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The binary for a server with or without TLS: the configured one, unless
+/// TLS is wanted and it was seen to lack it; then the default one, which
+/// has it (so a TLS test still runs, on a server that can).
+fn binary_for(tls: bool) -> String {
+    let configured = server_binary();
+    let lacking = WITHOUT_TLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&configured);
+    if tls && lacking {
+        DEFAULT_SERVER.to_owned()
+    } else {
+        configured
+    }
+}
+
+/// Whether a server that would not start said it has no TLS: Redis 6.2
+/// built without it refuses the `tls-port` directive, Valkey says "Failed
+/// finding TLS support".
+fn lacks_tls(log: &str) -> bool {
+    let log = log.to_ascii_lowercase();
+    log.contains("failed finding tls support")
+        || (log.contains("bad directive") && log.contains("tls-port"))
+}
+
+/// Records that `binary` has no TLS, saying so once, in one line.
+fn note_without_tls(binary: &str) {
+    if binary == DEFAULT_SERVER {
+        return;
+    }
+    let mut lacking = WITHOUT_TLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !lacking.iter().any(|b| b == binary) {
+        eprintln!(
+            "keylatch-harness: {binary} has no TLS built in; TLS servers run on {DEFAULT_SERVER}"
+        );
+        lacking.push(binary.to_owned());
+    }
+}
+
+fn spawn(
+    binary: &str,
+    extra: &[String],
+    port: u16,
+    dir: &Path,
+    tls: Option<&Tls>,
+) -> io::Result<Child> {
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -310,7 +376,7 @@ fn spawn(extra: &[String], port: u16, dir: &Path, tls: Option<&Tls>) -> io::Resu
         Some(tls) => tls.server_args(port),
         None => vec!["--port".to_owned(), port.to_string()],
     };
-    Command::new(server_binary())
+    Command::new(binary)
         .args(ports)
         .args(["--bind", "127.0.0.1"])
         .arg("--dir")
@@ -341,6 +407,8 @@ pub struct RedisServer {
     args: Vec<String>,
     dir: TempDir,
     tls: Option<Tls>,
+    /// The binary it runs (restarts run the same one).
+    binary: String,
 }
 
 impl RedisServer {
@@ -527,7 +595,13 @@ impl RedisServer {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             // The old socket may linger briefly; retry the bind for a while.
-            let child = spawn(&self.args, self.port, self.dir.path(), self.tls.as_ref())?;
+            let child = spawn(
+                &self.binary,
+                &self.args,
+                self.port,
+                self.dir.path(),
+                self.tls.as_ref(),
+            )?;
             self.child = Some(child);
             match self.wait_ready() {
                 Ok(()) => return Ok(()),
@@ -573,7 +647,15 @@ impl RedisServer {
             .unwrap_or_default();
         let mut all: Vec<&str> = tls.iter().map(String::as_str).collect();
         all.extend_from_slice(args);
-        redis_cli_timeout(self.port, &all, timeout)
+        // A server moved to the default binary (the configured one has no
+        // TLS) is asked with the default redis-cli, whose TLS it can trust
+        // to be there too.
+        let cli = if self.binary == DEFAULT_SERVER && server_binary() != DEFAULT_SERVER {
+            DEFAULT_CLI.to_owned()
+        } else {
+            cli_binary()
+        };
+        run_cli(&cli, self.port, &all, timeout)
     }
 
     /// One sign of life: [`ping`] for a plain server, `redis-cli --tls PING`
@@ -706,7 +788,14 @@ pub fn redis_cli(port: u16, args: &[&str]) -> io::Result<String> {
 /// `redis-cli` is missing, exits non-zero, or runs longer than `timeout`
 /// (then it is killed and the error kind is [`io::ErrorKind::TimedOut`]).
 pub fn redis_cli_timeout(port: u16, args: &[&str], timeout: Duration) -> io::Result<String> {
-    let mut child = Command::new(cli_binary())
+    run_cli(&cli_binary(), port, args, timeout)
+}
+
+/// The redis-cli that goes with [`DEFAULT_SERVER`].
+const DEFAULT_CLI: &str = "redis-cli";
+
+fn run_cli(cli: &str, port: u16, args: &[&str], timeout: Duration) -> io::Result<String> {
+    let mut child = Command::new(cli)
         .args(["-h", "127.0.0.1", "-p"])
         .arg(port.to_string())
         .args(args)
@@ -721,7 +810,7 @@ pub fn redis_cli_timeout(port: u16, args: &[&str], timeout: Duration) -> io::Res
                     format!(
                         "`{}` not found: install Debian's redis-tools package \
                          or set KEYLATCH_REDIS_CLI",
-                        cli_binary()
+                        cli
                     ),
                 )
             } else {
