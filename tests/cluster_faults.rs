@@ -23,6 +23,10 @@
 //! fails only for the client's reason. Recovery times are printed as
 //! `RECOVERY fault=… …` lines (run with `--nocapture`) for p50/max over runs.
 //!
+//! Tests 1, 2, 4, 5 and 6 need server behaviours that not every supported
+//! server has (see `keylatch_harness::Feature`); where the configured binary
+//! lacks one, that test's cluster runs on the default `redis-server`.
+//!
 //! Cluster tests run one at a time (a static gate): two cores run every node.
 
 // Tests may unwrap: a panic is the failure report.
@@ -31,7 +35,7 @@
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, ClientConfig, Commands, Event, PubSub};
-use keylatch_harness::RedisCluster;
+use keylatch_harness::{Feature, RedisCluster};
 use keylatch_lock::{Locks, LocksConfig};
 
 mod common;
@@ -123,7 +127,10 @@ fn ms(d: Duration) -> u128 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_ping_pong_during_a_reshard_is_waited_out_by_requests() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = RedisCluster::builder()
+        .needs(Feature::MovedPingPong)
+        .start()
+        .unwrap();
     let client = client_for(&cluster).await;
     let slot = 4242u16;
     let key = RedisCluster::key_for_slot(slot);
@@ -195,7 +202,11 @@ async fn a_moved_ping_pong_during_a_reshard_is_waited_out_by_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pubsub_hub_does_not_spin_during_a_moved_ping_pong() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = RedisCluster::builder()
+        .needs(Feature::MovedPingPong)
+        .needs(Feature::ShardedPubSub)
+        .start()
+        .unwrap();
     let client = client_for(&cluster).await;
     let hub = PubSub::from_client(&client).await.unwrap();
     let slot = 4242u16;
@@ -528,7 +539,10 @@ fn token_key(name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_reentry_and_renewals_work_while_the_locks_slot_is_migrating() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = RedisCluster::builder()
+        .needs(Feature::TryagainDuringMigration)
+        .start()
+        .unwrap();
     let client = client_for(&cluster).await;
     // Renewed every 500 ms: a missed renewal shows within the test.
     let locks = Locks::new(
@@ -635,7 +649,10 @@ async fn unlock_reentry_and_renewals_work_while_the_locks_slot_is_migrating() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_during_a_migration_uses_the_callers_wait() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = RedisCluster::builder()
+        .needs(Feature::TryagainDuringMigration)
+        .start()
+        .unwrap();
     let client = client_for(&cluster).await;
     let locks = Locks::new(client.clone(), LocksConfig::default());
     let slot = 4242u16;
@@ -705,6 +722,8 @@ async fn a_redirect_with_an_empty_host_goes_to_the_answering_nodes_host() {
     // The nodes announce no endpoint: CLUSTER SHARDS/SLOTS leave the host
     // out and redirects read `MOVED slot :port` ("the host you reached me on").
     let cluster = RedisCluster::builder()
+        .needs(Feature::PreferredEndpointType)
+        .needs(Feature::ShardedPubSub)
         .args(["--cluster-preferred-endpoint-type", "unknown-endpoint"])
         .start()
         .unwrap();

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands};
-use keylatch_harness::RedisCluster;
+use keylatch_harness::{Feature, RedisCluster};
 use keylatch_lock::{LockGuard, Locks, LocksConfig};
 use keylatch_resp::Cmd;
 
@@ -104,7 +104,10 @@ fn cli_any(cluster: &RedisCluster, idx: usize, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_is_never_dropped_under_a_moved_ping_pong() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = RedisCluster::builder()
+        .needs(Feature::MovedPingPong)
+        .start()
+        .unwrap();
     let slot = 4321u16;
     let (name, from, to) = slot_and_nodes(&cluster, slot);
     let locks = Locks::new(

@@ -16,7 +16,7 @@ use keylatch_cluster::{
     Commands, Connection, ConnectionConfig, Error, Event, PubSub, PubSubConfig, ServerErrorKind,
     Subscription,
 };
-use keylatch_harness::RedisServer;
+use keylatch_harness::{Feature, RedisServer};
 use keylatch_resp::{Cmd, Frame};
 
 mod common;
@@ -29,6 +29,15 @@ const SOON: Soon = Soon::new(Duration::from_secs(15), Duration::from_millis(25))
 async fn hub_with(server: &RedisServer, config: PubSubConfig) -> PubSub {
     let conn = ConnectionConfig::from_url(&server.url()).expect("url");
     PubSub::connect_with(conn, config).await.expect("hub")
+}
+
+/// A server with sharded pub/sub (SSUBSCRIBE), for the tests that use it
+/// on a standalone server (Redis 6.2 has none).
+fn sharded_server() -> RedisServer {
+    RedisServer::builder()
+        .needs(Feature::ShardedPubSub)
+        .start()
+        .unwrap()
 }
 
 async fn publisher(server: &RedisServer) -> Connection {
@@ -298,7 +307,7 @@ async fn recovery_subs(hub: &PubSub) -> [Subscription; 4] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_kill_and_restart_resubscribes_and_reports_a_gap() {
-    let mut server = RedisServer::start();
+    let mut server = sharded_server();
     let conn = publisher(&server).await;
     let hub = hub_with(&server, PubSubConfig::default()).await;
     let mut subs = recovery_subs(&hub).await;
@@ -343,7 +352,7 @@ async fn server_kill_and_restart_resubscribes_and_reports_a_gap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connection_is_replaced_and_everything_resubscribed() {
-    let server = RedisServer::start();
+    let server = sharded_server();
     let conn = publisher(&server).await;
     let hub = hub_with(&server, PubSubConfig::default()).await;
     let mut subs = recovery_subs(&hub).await;
@@ -395,7 +404,7 @@ async fn a_slow_listener_lags_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patterns_and_shard_channels_on_a_standalone_server() {
-    let server = RedisServer::start();
+    let server = sharded_server();
     let conn = publisher(&server).await;
     kinds_scenario(&server, &conn).await;
 }
@@ -403,6 +412,7 @@ async fn patterns_and_shard_channels_on_a_standalone_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resp2_server_works_the_same() {
     let server = RedisServer::builder()
+        .needs(Feature::ShardedPubSub)
         .args(["--rename-command", "HELLO", ""])
         .start()
         .unwrap();
@@ -547,7 +557,7 @@ async fn the_connection_closes_when_hub_and_subscriptions_are_gone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standalone_clients_hub_uses_its_server_and_settings() {
-    let server = RedisServer::start();
+    let server = sharded_server();
     let conn = publisher(&server).await;
     let url = format!("{}?name=orders-svc", server.url());
     let client = keylatch_cluster::Client::connect(&url).await.unwrap();

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use keylatch_cluster::{Client, Commands, Connection, PubSub, PubSubConfig, Subscription};
-use keylatch_harness::{FailoverMode, RedisCluster};
+use keylatch_harness::{FailoverMode, Feature, RedisCluster};
 use keylatch_resp::Cmd;
 
 mod common;
@@ -28,6 +28,15 @@ static GATE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// replaced after the node timeout (1 s) plus an election; two cores run six
 /// servers and the test.
 const SOON: Soon = Soon::new(Duration::from_secs(30), Duration::from_millis(50));
+
+/// A cluster with sharded pub/sub (SSUBSCRIBE), which every test here
+/// uses (Redis 6.2 has none).
+fn sharded_cluster() -> RedisCluster {
+    RedisCluster::builder()
+        .needs(Feature::ShardedPubSub)
+        .start()
+        .unwrap()
+}
 
 async fn hub_for(client: &Client) -> PubSub {
     // A short linger: tests that check a node lets go do not wait long.
@@ -96,7 +105,7 @@ async fn ssubscribe_all(hub: &PubSub, channels: &[String]) -> Vec<Subscription> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_channels_on_every_master_share_one_connection_per_master() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = sharded_cluster();
     let client = client_for(&cluster).await;
     let hub = hub_for(&client).await;
     let channels: Vec<String> = (0..300).map(lock_channel).collect();
@@ -323,7 +332,7 @@ fn owned_by(cluster: &RedisCluster, channels: &[String], idx: usize) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_failover_moves_subscriptions_to_the_new_master_with_a_gap() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = sharded_cluster();
     let client = client_for(&cluster).await;
     let hub = hub_for(&client).await;
     let mut s = spread(&cluster, &hub).await;
@@ -359,7 +368,7 @@ async fn cluster_failover_moves_subscriptions_to_the_new_master_with_a_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resharded_slot_takes_its_subscription_along() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::start();
+    let cluster = sharded_cluster();
     let client = client_for(&cluster).await;
     let hub = hub_for(&client).await;
     let moving = lock_channel(7);
@@ -428,7 +437,7 @@ async fn a_resharded_slot_takes_its_subscription_along() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_masters_subscriptions_come_back_on_the_promoted_replica() {
     let _gate = GATE.lock().await;
-    let mut cluster = RedisCluster::start();
+    let mut cluster = sharded_cluster();
     let client = client_for(&cluster).await;
     let hub = hub_for(&client).await;
     let mut s = spread(&cluster, &hub).await;

@@ -12,6 +12,9 @@
 //! - [`TlsCerts`] (`tls.rs`): a throwaway CA, server and client certificate
 //!   made with the `openssl` CLI, for TLS-only servers
 //!   ([`ServerBuilder::tls`]) and clusters ([`ClusterBuilder::tls`]).
+//! - [`Feature`] (`features.rs`): what a server offers, by its version; a
+//!   test that needs something the configured binary lacks runs on the
+//!   default `redis-server` ([`ServerBuilder::needs`]).
 //! - [`rss_kib`] (`memory.rs`): this process' resident memory, for the lock
 //!   tests and benchmarks that report what many holds cost the client.
 //!
@@ -37,6 +40,7 @@
 //! ```
 
 mod cluster;
+mod features;
 mod masters;
 mod memory;
 mod parse;
@@ -45,6 +49,7 @@ mod slot;
 mod tls;
 
 pub use cluster::{ClusterBuilder, ClusterNode, FailoverMode, RedisCluster};
+pub use features::Feature;
 pub use masters::Masters;
 pub use memory::rss_kib;
 pub use server::{

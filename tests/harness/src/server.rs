@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::features::{self, Feature};
 use crate::tls::TlsCerts;
 
 /// How long a started server has to answer PING before start is declared failed.
@@ -111,6 +112,7 @@ pub struct ServerBuilder {
     args: Vec<String>,
     port: Option<u16>,
     tls: Option<TlsRequest>,
+    needs: Vec<Feature>,
 }
 
 /// What [`ServerBuilder::tls`] and friends asked for.
@@ -224,6 +226,19 @@ impl ServerBuilder {
         self
     }
 
+    /// Runs on a server that offers `feature`: the configured binary
+    /// (`KEYLATCH_REDIS_SERVER`) if it does, else the default `redis-server`,
+    /// which the harness says once, in one line (see [`Feature`]).
+    ///
+    /// ```no_run
+    /// use keylatch_harness::{Feature, RedisServer};
+    /// let server = RedisServer::builder().needs(Feature::ShardedPubSub).start().unwrap();
+    /// ```
+    pub fn needs(mut self, feature: Feature) -> Self {
+        self.needs.push(feature);
+        self
+    }
+
     /// TLS ([`tls`](Self::tls)) with these certificates, e.g. one set
     /// shared by the nodes of a cluster.
     ///
@@ -264,7 +279,7 @@ impl ServerBuilder {
                 None => free_port()?,
             };
             let dir = TempDir::new("redis")?;
-            let binary = binary_for(tls.is_some());
+            let binary = binary_for(tls.is_some(), &self.needs);
             match spawn(&binary, &self.args, port, dir.path(), tls.as_ref()) {
                 Ok(child) => {
                     let mut server = RedisServer {
@@ -320,16 +335,20 @@ const DEFAULT_SERVER: &str = "redis-server";
 /// leave it out).
 static WITHOUT_TLS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-/// The binary for a server with or without TLS: the configured one, unless
-/// TLS is wanted and it was seen to lack it; then the default one, which
-/// has it (so a TLS test still runs, on a server that can).
-fn binary_for(tls: bool) -> String {
+/// The binary for a server with or without TLS that needs `needs`: the
+/// configured one, unless TLS is wanted and it was seen to lack it, or it
+/// lacks one of `needs`; then the default one, which has them (so the test
+/// still runs, on a server that can).
+fn binary_for(tls: bool, needs: &[Feature]) -> String {
     let configured = server_binary();
     let lacking = WITHOUT_TLS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .contains(&configured);
-    if tls && lacking {
+    if (tls && lacking)
+        || (configured != DEFAULT_SERVER
+            && features::first_lacking(&configured, needs, DEFAULT_SERVER).is_some())
+    {
         DEFAULT_SERVER.to_owned()
     } else {
         configured
@@ -354,11 +373,18 @@ fn note_without_tls(binary: &str) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !lacking.iter().any(|b| b == binary) {
-        eprintln!(
-            "keylatch-harness: {binary} has no TLS built in; TLS servers run on {DEFAULT_SERVER}"
-        );
+        notice(&format!(
+            "{binary} has no TLS built in; TLS servers run on {DEFAULT_SERVER}"
+        ));
         lacking.push(binary.to_owned());
     }
+}
+
+/// Says `what` on the process' real stderr, past the test harness' output
+/// capture (which only takes the print macros), so a run shows which tests
+/// ran on another server even when they pass.
+pub(crate) fn notice(what: &str) {
+    let _ = writeln!(io::stderr().lock(), "keylatch-harness: {what}");
 }
 
 fn spawn(

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ClusterNode, RedisCluster, DEFAULT_WAIT_TIMEOUT, QUERY_TIMEOUT};
+use crate::features::Feature;
 use crate::server::{free_port, RedisServer};
 use crate::tls::TlsCerts;
 
@@ -47,6 +48,7 @@ pub struct ClusterBuilder {
     node_timeout: Duration,
     wait_timeout: Duration,
     tls: bool,
+    needs: Vec<Feature>,
 }
 
 impl Default for ClusterBuilder {
@@ -58,6 +60,7 @@ impl Default for ClusterBuilder {
             node_timeout: DEFAULT_NODE_TIMEOUT,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             tls: false,
+            needs: Vec::new(),
         }
     }
 }
@@ -151,6 +154,18 @@ impl ClusterBuilder {
         self
     }
 
+    /// Runs every node on a server that offers `feature` (see
+    /// [`ServerBuilder::needs`](crate::ServerBuilder::needs)).
+    ///
+    /// ```no_run
+    /// use keylatch_harness::{Feature, RedisCluster};
+    /// let cluster = RedisCluster::builder().needs(Feature::MovedPingPong).start().unwrap();
+    /// ```
+    pub fn needs(mut self, feature: Feature) -> Self {
+        self.needs.push(feature);
+        self
+    }
+
     /// Starts the nodes, joins them with `redis-cli --cluster create`, and
     /// waits until the cluster is healthy (see [`RedisCluster::wait_healthy`]).
     ///
@@ -203,7 +218,7 @@ impl ClusterBuilder {
 
         let mut nodes = Vec::with_capacity(total);
         for _ in 0..total {
-            nodes.push(start_node(&args, certs.as_ref())?);
+            nodes.push(start_node(&args, certs.as_ref(), &self.needs)?);
         }
         let cluster = RedisCluster {
             nodes,
@@ -217,11 +232,18 @@ impl ClusterBuilder {
 
 /// Starts one cluster node on a port whose bus port (+10000) fits and is
 /// free (with TLS, the bus port follows the TLS port, the only one).
-fn start_node(args: &[String], certs: Option<&Arc<TlsCerts>>) -> io::Result<ClusterNode> {
+fn start_node(
+    args: &[String],
+    certs: Option<&Arc<TlsCerts>>,
+    needs: &[Feature],
+) -> io::Result<ClusterNode> {
     let mut last = None;
     for _ in 0..NODE_START_ATTEMPTS {
         let started = cluster_port().and_then(|port| {
             let mut builder = RedisServer::builder().args(args.iter().cloned()).port(port);
+            for feature in needs {
+                builder = builder.needs(*feature);
+            }
             if let Some(certs) = certs {
                 builder = builder.tls_certs(Arc::clone(certs));
             }
