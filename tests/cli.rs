@@ -99,6 +99,44 @@ fn concurrent_execs_on_one_name_never_overlap() {
 }
 
 #[test]
+fn fair_execs_never_overlap_and_queue_where_status_shows_them() {
+    let server = RedisServer::start();
+    assert_execs_never_overlap(
+        |name| {
+            let mut c = keylatch(&server);
+            c.args(["exec", name, "--fair"]);
+            c
+        },
+        &[],
+    );
+    // A fair exec waiting behind a holder is in the queue, with a deadline.
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let ready = dir.path().join("ready");
+    let mut holder = spawn_exec(
+        &server,
+        "fq-exec",
+        &["--fair"],
+        &format!("echo up > {}; sleep 2", ready.display()),
+    );
+    wait_for(&ready);
+    let mut waiter = spawn_exec(&server, "fq-exec", &["--fair", "--wait", "20s"], "true");
+    let json = Soon::new(Duration::from_secs(10), Duration::from_millis(20)).until_blocking(|| {
+        let json = stdout(&run(&server, &["status", "fq-exec", "--json"]));
+        if json.contains(r#""type":"fair""#) && json.contains(r#""deadline_in_ms":"#) {
+            Ok(json)
+        } else {
+            Err(format!("no fair waiter yet: {json}"))
+        }
+    });
+    assert!(json.contains(r#""state":"held""#), "{json}");
+    assert!(holder.wait().unwrap().success());
+    assert!(waiter.wait().unwrap().success());
+    let json = stdout(&run(&server, &["status", "fq-exec", "--json"]));
+    assert!(json.contains(r#""state":"free""#), "{json}");
+    assert!(json.contains(r#""waiters":[]"#), "{json}");
+}
+
+#[test]
 fn exit_code_passthrough_and_environment() {
     let server = RedisServer::start();
     let o = run(&server, &["exec", "codes", "--", "sh", "-c", "exit 7"]);
@@ -295,12 +333,41 @@ fn status_shows_fair_queue_waiters_and_other_types() {
         .unwrap();
     server.cli(&["HSET", "fq", "h:1", "2"]).unwrap();
     server.cli(&["PEXPIRE", "fq", "60000"]).unwrap();
+    // w:1's deadline 60 s after the server's now; w:2 has none.
+    let time = server.cli(&["TIME"]).unwrap();
+    let mut parts = time.split_whitespace().map(|p| p.parse::<i64>().unwrap());
+    let now_ms = parts.next().unwrap() * 1000 + parts.next().unwrap() / 1000;
+    server
+        .cli(&[
+            "ZADD",
+            "redisson_lock_timeout:{fq}",
+            &(now_ms + 60_000).to_string(),
+            "w:1",
+        ])
+        .unwrap();
     let json = stdout(&run(&server, &["status", "fq", "--json"]));
     assert!(json.contains(r#""type":"fair""#), "{json}");
     assert!(json.contains(r#""holders":{"h:1":2}"#), "{json}");
-    assert!(json.contains(r#""waiters":["w:1","w:2"]"#), "{json}");
+    assert!(
+        json.contains(r#""waiters":[{"owner":"w:1","deadline_in_ms":"#),
+        "{json}"
+    );
+    assert!(
+        json.contains(r#"{"owner":"w:2","deadline_in_ms":null}]"#),
+        "{json}"
+    );
+    let deadline: i64 = json
+        .split(r#""deadline_in_ms":"#)
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((50_000..=60_000).contains(&deadline), "{json}");
     let text = stdout(&run(&server, &["status", "fq"]));
     assert!(text.contains("2 fair-queue waiter(s)"), "{text}");
+    assert!(text.contains("w:1  deadline in"), "{text}");
+    assert!(text.contains("w:2  no deadline"), "{text}");
 
     server
         .cli(&["HSET", "rw", "mode", "read", "r:1", "1"])

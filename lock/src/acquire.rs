@@ -92,11 +92,13 @@ impl Lock {
         })
     }
 
-    /// One acquire script call.
+    /// One acquire script call; a fair lock's joins (or stays in) the queue
+    /// when it cannot take the lock if `join` (the caller waits).
     pub(crate) async fn attempt(
         &self,
         lease: Option<Duration>,
         deadline: Option<Instant>,
+        join: bool,
     ) -> LockResult<Attempt> {
         let cfg = &self.inner.config;
         let (lease_d, renew) = match lease {
@@ -116,7 +118,14 @@ impl Lock {
                     ms = millis(lease_d).to_string();
                     &ms
                 };
-                Arc::new(acquire_cmd(self.handle.kind, args, names, owner, lease_ms))
+                Arc::new(acquire_cmd(
+                    self.handle.kind,
+                    args,
+                    names,
+                    owner,
+                    lease_ms,
+                    join,
+                ))
             }
         };
         let bound = self.reply_bound(deadline);
@@ -232,7 +241,7 @@ impl Lock {
             });
         let mut poll = Duration::from_millis(10);
         loop {
-            let pttl = match self.attempt(lease, deadline).await? {
+            let pttl = match self.attempt(lease, deadline, false).await? {
                 Attempt::Acquired(g) => return Ok(Some(g)),
                 Attempt::Held(pttl) => pttl,
             };

@@ -17,7 +17,7 @@ use crate::hold::Hold;
 use crate::hold_key::HoldKey;
 use crate::lease::LeaseKind;
 use crate::names::LockNames;
-use crate::scripts::REENTRANT_RELEASE;
+use crate::scripts::{FAIR_ACQUIRE, FAIR_RELEASE, REENTRANT_RELEASE};
 
 /// Script arguments fixed by a [`Locks`](crate::Locks)' configuration and
 /// client, formatted once rather than on every acquire and release.
@@ -30,6 +30,9 @@ pub(crate) struct ScriptArgs {
     pub(crate) token_ttl_ms: String,
     /// `publish`, or `spublish` in a cluster.
     pub(crate) publish: &'static str,
+    /// A fair-lock waiter's deadline span in milliseconds
+    /// ([`LocksConfig::fair_waiter_timeout`](crate::LocksConfig::fair_waiter_timeout)).
+    pub(crate) fair_waiter_ms: String,
 }
 
 /// Shared by a lock handle and its clones (one owner).
@@ -109,6 +112,12 @@ impl Handle {
     /// theirs would cost about 600 bytes per held lock and the encoding
     /// work, for nothing.
     pub(crate) fn acquire_watchdog(&self, args: &ScriptArgs) -> Option<&Arc<Cmd>> {
+        if self.kind == LeaseKind::Fair {
+            // Its acquire differs between a try and a wait (whether to
+            // queue), and a fair lock is for contended use, where a
+            // prepared command saves little.
+            return None;
+        }
         if let Some(p) = self.prepared.get() {
             return Some(&p.acquire_watchdog);
         }
@@ -126,10 +135,12 @@ impl Handle {
                         &self.names,
                         self.owner(),
                         &args.watchdog_ms,
+                        false,
                     )
                     .clone_with_room(0),
                 ),
-                release_head: release_cmd(args, &self.names, self.owner(), None).clone_with_room(0),
+                release_head: release_cmd(self.kind, args, &self.names, self.owner(), None)
+                    .clone_with_room(0),
             })
         });
         Some(&p.acquire_watchdog)
@@ -144,14 +155,32 @@ impl Handle {
         match self.prepared.get() {
             // Room for the token (at most 20 digits) and its framing.
             Some(p) => p.release_head.clone_with_room(32).arg(token),
-            None => release_cmd(args, &self.names, self.owner(), Some(token)),
+            None => release_cmd(self.kind, args, &self.names, self.owner(), Some(token)),
         }
     }
 }
 
 /// The release script's command; without `token`, the head every release
 /// of this owner shares (the token is the last argument).
-fn release_cmd(args: &ScriptArgs, names: &LockNames, owner: &str, token: Option<&str>) -> Cmd {
+fn release_cmd(
+    kind: LeaseKind,
+    args: &ScriptArgs,
+    names: &LockNames,
+    owner: &str,
+    token: Option<&str>,
+) -> Cmd {
+    if kind == LeaseKind::Fair {
+        let (queue, timeouts) = names.fair_queue();
+        return FAIR_RELEASE.evalsha_cmd(
+            &[&*names.key, &*names.token, &queue, &timeouts],
+            &[
+                owner,
+                names.channel.as_str(),
+                args.publish,
+                token.unwrap_or("0"),
+            ],
+        );
+    }
     let keys = [&*names.key, &*names.token];
     let head = [owner, names.channel.as_str(), args.publish];
     match token {
@@ -163,14 +192,29 @@ fn release_cmd(args: &ScriptArgs, names: &LockNames, owner: &str, token: Option<
     }
 }
 
-/// The acquire script's command for one lease (`lease_ms`).
+/// The acquire script's command for one lease (`lease_ms`); a fair lock's
+/// joins the queue when it cannot take the lock if `join`.
 pub(crate) fn acquire_cmd(
     kind: LeaseKind,
     args: &ScriptArgs,
     names: &LockNames,
     owner: &str,
     lease_ms: &str,
+    join: bool,
 ) -> Cmd {
+    if kind == LeaseKind::Fair {
+        let (queue, timeouts) = names.fair_queue();
+        return FAIR_ACQUIRE.evalsha_cmd(
+            &[&*names.key, &*names.token, &queue, &timeouts],
+            &[
+                lease_ms,
+                owner,
+                args.token_ttl_ms.as_str(),
+                args.fair_waiter_ms.as_str(),
+                if join { "1" } else { "0" },
+            ],
+        );
+    }
     kind.acquire_script().evalsha_cmd(
         &[&*names.key, &*names.token],
         &[lease_ms, owner, args.token_ttl_ms.as_str()],
@@ -187,6 +231,7 @@ mod tests {
             watchdog_ms: "30000".into(),
             token_ttl_ms: "600000".into(),
             publish,
+            fair_waiter_ms: "5000".into(),
         }
     }
 
@@ -201,8 +246,9 @@ mod tests {
         for publish in ["publish", "spublish"] {
             let args = args(publish);
             let h = Handle::new("orders", Arc::from("client:7"), LeaseKind::Reentrant);
-            let built_acquire = acquire_cmd(h.kind, &args, &h.names, h.owner(), &args.watchdog_ms);
-            let built_release = release_cmd(&args, &h.names, h.owner(), Some("42"));
+            let built_acquire =
+                acquire_cmd(h.kind, &args, &h.names, h.owner(), &args.watchdog_ms, false);
+            let built_release = release_cmd(h.kind, &args, &h.names, h.owner(), Some("42"));
             // First use: nothing prepared, the release is built whole.
             assert!(h.acquire_watchdog(&args).is_none());
             assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));

@@ -42,6 +42,7 @@
 
 mod acquire;
 mod error;
+mod fair;
 mod guard;
 mod handle;
 mod hold;

@@ -172,6 +172,16 @@ impl Lock {
     /// # Cancel safety
     /// See [`try_acquire`](Self::try_acquire).
     pub async fn acquire(&self) -> LockResult<LockGuard> {
+        if self.handle.kind == LeaseKind::Fair {
+            // One wait without end: rounds would leave the queue and join
+            // again at its tail.
+            if let Attempt::Acquired(g) = self.attempt(None, None, true).await? {
+                return Ok(g);
+            }
+            if let Some(g) = Box::pin(self.wait_fair(None, None)).await? {
+                return Ok(g);
+            }
+        }
         loop {
             // A day per round keeps the deadline arithmetic finite.
             if let Some(g) = self.try_acquire(Duration::from_secs(86_400), None).await? {
@@ -253,7 +263,11 @@ impl Lock {
         } else {
             Instant::now().checked_add(wait)
         };
-        if let Attempt::Acquired(g) = self.attempt(lease, deadline).await? {
+        let fair = self.handle.kind == LeaseKind::Fair;
+        if let Attempt::Acquired(g) = self
+            .attempt(lease, deadline, fair && !wait.is_zero())
+            .await?
+        {
             return Ok(Some(g));
         }
         if wait.is_zero() {
@@ -261,6 +275,9 @@ impl Lock {
         }
         // Boxed: waiting (queue, subscription, timers) is the slow path, and
         // inline it would enlarge every uncontended acquire's future.
+        if fair {
+            return Box::pin(self.wait_fair(deadline, lease)).await;
+        }
         Box::pin(self.wait_for_turn(deadline, lease)).await
     }
 

@@ -46,6 +46,12 @@ pub struct LocksConfig {
     /// request timeout (default 1 s). Past it the attempt fails with a
     /// timeout and its reply is settled in the background.
     pub attempt_timeout: Duration,
+    /// How long a fair-lock waiter keeps its place in the queue without
+    /// calling (default 5 s, at least 300 ms). A live waiter calls at least
+    /// every third of it, so only a waiter whose process died (or cannot
+    /// reach the server for that long) is purged, within this time plus
+    /// the next acquire or release that looks (Redisson: up to 300 s).
+    pub fair_waiter_timeout: Duration,
 }
 
 impl Default for LocksConfig {
@@ -57,6 +63,7 @@ impl Default for LocksConfig {
             fencing: true,
             token_idle_ttl: Duration::from_secs(24 * 3600),
             attempt_timeout: Duration::from_secs(1),
+            fair_waiter_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -90,6 +97,20 @@ impl LocksConfig {
         self
     }
 
+    /// Sets how long a fair-lock waiter keeps its place without calling
+    /// (see [`fair_waiter_timeout`](Self::fair_waiter_timeout); at least 300 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_lock::LocksConfig;
+    /// let cfg = LocksConfig::default().fair_waiter_timeout(Duration::from_secs(2));
+    /// assert_eq!(cfg.fair_waiter_timeout, Duration::from_secs(2));
+    /// ```
+    pub fn fair_waiter_timeout(mut self, d: Duration) -> Self {
+        self.fair_waiter_timeout = clamp_span(d.max(MIN_FAIR_WAITER));
+        self
+    }
+
     /// Turns fencing tokens on or off.
     ///
     /// ```
@@ -106,6 +127,9 @@ impl LocksConfig {
 
 /// The shortest re-check interval a waiter uses.
 const MIN_RECHECK: Duration = Duration::from_millis(1);
+/// The shortest fair-waiter deadline span: a waiter calls every third of
+/// it, and a call must fit in that with room to spare.
+const MIN_FAIR_WAITER: Duration = Duration::from_millis(300);
 
 pub(crate) struct Inner {
     pub(crate) client: Client,
@@ -284,6 +308,7 @@ impl Locks {
         config.watchdog_timeout = clamp_span(config.watchdog_timeout);
         config.token_idle_ttl = clamp_span(config.token_idle_ttl);
         config.attempt_timeout = clamp_span(config.attempt_timeout);
+        config.fair_waiter_timeout = clamp_span(config.fair_waiter_timeout.max(MIN_FAIR_WAITER));
         let token_ttl_ms = millis(config.token_idle_ttl).to_string();
         let engine = Engine::spawn(client.clone(), token_ttl_ms.clone(), invalidations);
         let script_args = ScriptArgs {
@@ -297,6 +322,7 @@ impl Locks {
             } else {
                 "publish"
             },
+            fair_waiter_ms: millis(config.fair_waiter_timeout).to_string(),
         };
         Self {
             inner: Arc::new(Inner {
@@ -352,6 +378,32 @@ impl Locks {
             name,
             self.new_owner(),
             LeaseKind::NonReentrant,
+        )
+    }
+
+    /// A fair lock handle with a fresh owner id: waiters get the lock in
+    /// the order they asked, across processes (Redisson's `RFairLock`
+    /// layout: the queue `redisson_lock_queue:{name}` and deadlines
+    /// `redisson_lock_timeout:{name}` beside the reentrant hash, so Java
+    /// services share the queue). Only the queue's head is woken, on its own
+    /// channel. Deadlines come from server time; a live waiter keeps its
+    /// place however long it waits, a dead one is purged within
+    /// [`LocksConfig::fair_waiter_timeout`]. Holds are the reentrant lock's:
+    /// re-entry, watchdog, `lost()`, fencing token.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let lock = locks.fair_lock("print-queue");
+    /// let guard = lock.acquire().await?; // in arrival order
+    /// guard.unlock().await?; // wakes the next in line only
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, name: &str) -> Lock {
+        Lock::new(
+            Arc::clone(&self.inner),
+            name,
+            self.new_owner(),
+            LeaseKind::Fair,
         )
     }
 

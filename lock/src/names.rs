@@ -33,6 +33,24 @@ impl LockNames {
     }
 }
 
+impl LockNames {
+    /// A fair lock's queue and deadline keys, `redisson_lock_queue:{name}`
+    /// and `redisson_lock_timeout:{name}` (made on use: only fair locks
+    /// need them, and a hold keeps its names for its whole life).
+    pub(crate) fn fair_queue(&self) -> (String, String) {
+        (
+            companion("redisson_lock_queue", &self.key),
+            companion("redisson_lock_timeout", &self.key),
+        )
+    }
+
+    /// The channel a fair-lock waiter is woken on,
+    /// `redisson_lock__channel:{name}:<owner>`.
+    pub(crate) fn fair_channel(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.channel)
+    }
+}
+
 /// Redisson's `prefix:{name}`, or `prefix:name` when the name contains `{`.
 pub(crate) fn companion(prefix: &str, name: &str) -> String {
     if name.contains('{') {

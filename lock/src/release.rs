@@ -18,7 +18,6 @@ use keylatch_resp::Frame;
 
 use crate::error::{LockError, LockResult};
 use crate::lock::Lock;
-use crate::scripts::REENTRANT_RELEASE;
 
 /// First pause before a release is tried again; doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
@@ -90,7 +89,7 @@ async fn once(lock: &Lock, token: u64, until: Option<Instant>) -> Result<LockRes
     let sent = lock
         .inner
         .client
-        .eval_with_written(&REENTRANT_RELEASE, make, until);
+        .eval_with_written(lock.handle.kind.release_script(), make, until);
     Ok(match sent.await? {
         Frame::Null => Err(LockError::NotOwner {
             name: lock.name().to_owned(),

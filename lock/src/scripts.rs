@@ -68,6 +68,33 @@ pub static REENTRANT_RENEW_NODE: Script = Script::new(
 pub static FORCE_UNLOCK: Script =
     Script::new("force_unlock", include_str!("../../lua/force_unlock.lua"));
 
+/// Take or re-enter a fair lock, or join its queue (Redisson's
+/// `RedissonFairLock` layout, deadlines from server time); see
+/// `lua/fair_acquire.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::FAIR_ACQUIRE.source().contains("KEYS[4]"));
+/// ```
+pub static FAIR_ACQUIRE: Script =
+    Script::new("fair_acquire", include_str!("../../lua/fair_acquire.lua"));
+
+/// Drop one hold of a fair lock, waking only the queue's head on the last
+/// one; see `lua/fair_release.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::FAIR_RELEASE.name(), "fair_release");
+/// ```
+pub static FAIR_RELEASE: Script =
+    Script::new("fair_release", include_str!("../../lua/fair_release.lua"));
+
+/// A fair-lock waiter leaving the queue (gave up or cancelled); see
+/// `lua/fair_leave.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::FAIR_LEAVE.name(), "fair_leave");
+/// ```
+pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
+
 /// Every script, for tests and tooling (e.g. preloading).
 ///
 /// ```
@@ -80,6 +107,9 @@ pub static ALL: &[&Script] = &[
     &REENTRANT_RENEW,
     &REENTRANT_RENEW_NODE,
     &FORCE_UNLOCK,
+    &FAIR_ACQUIRE,
+    &FAIR_RELEASE,
+    &FAIR_LEAVE,
 ];
 
 #[cfg(test)]

@@ -20,11 +20,13 @@ use super::{runtime, Failure, EXIT_INTERRUPTED, EXIT_LOST, EXIT_TIMEOUT, EXIT_US
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
-usage: keylatch exec NAME [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
+usage: keylatch exec NAME [--fair] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
 exits with CMD's exit code (128+N when CMD died of signal N).
 
+  --fair       a fair lock: waiters get it in the order they asked, across
+               processes (Redisson's RFairLock queue)
   --wait D     how long to wait for the lock (default 10s; 0 = one try)
   --lease D    fixed lease: the lock expires after D and CMD is stopped then;
                `watchdog` (default) renews the lock for as long as CMD runs
@@ -56,6 +58,8 @@ struct ExecArgs {
     grace: Duration,
     urls: Vec<String>,
     command: Vec<String>,
+    /// `--fair`: the fair lock of that name.
+    fair: bool,
 }
 
 fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
@@ -64,9 +68,11 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     let mut lease = None;
     let mut grace = Duration::from_secs(5);
     let mut urls = Vec::new();
+    let mut fair = false;
     while let Some(a) = argv.next() {
         match a.as_str() {
             "--" => break,
+            "--fair" => fair = true,
             "--wait" => wait = args::duration("--wait", &argv.value("--wait")?)?,
             "--lease" => {
                 let v = argv.value("--lease")?;
@@ -103,6 +109,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
         grace,
         urls: args::urls(urls),
         command,
+        fair,
     })
 }
 
@@ -138,7 +145,11 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
         _ = sigint.recv() => return Err(interrupted("connecting")),
         _ = sigterm.recv() => return Err(interrupted("connecting")),
     };
-    let lock = locks.lock(&a.name);
+    let lock = if a.fair {
+        locks.fair_lock(&a.name)
+    } else {
+        locks.lock(&a.name)
+    };
     // Dropping the acquire on a signal is safe: an acquire whose reply had
     // not come back is released by owner in the background.
     let acquired = tokio::select! {
@@ -330,6 +341,8 @@ mod tests {
         assert_eq!(a.urls, ["redis://h:1"]);
         assert_eq!(a.command, ["sh", "-c", "true"]);
         let a = parse_str("jobs --wait 200ms --lease 3s --grace 1s -- true").unwrap();
+        assert!(!a.fair);
+        assert!(parse_str("jobs --fair -- true").unwrap().fair);
         assert_eq!(
             (a.wait, a.lease, a.grace),
             (

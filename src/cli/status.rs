@@ -18,11 +18,13 @@ usage: keylatch status NAME [--json] [--url URL]...
 
 Shows lock NAME: state (free, held, other), the type detected (reentrant,
 fair, read-write, semaphore/latch), holders with hold counts, TTL, fair-queue
-waiters and the last fencing token issued. Reads only.
+waiters with their deadlines (server time) and the last fencing token
+issued. Reads only.
 
   --json     one JSON object: {\"name\",\"state\",\"type\",\"ttl_ms\" (null when
              free, -1 without expiry),\"holders\" {owner: count},\"mode\",
-             \"value\",\"waiters\" [owner...],\"fencing_token\"}
+             \"value\",\"waiters\" [{\"owner\",\"deadline_in_ms\"}...] (head
+             first; null: no deadline),\"fencing_token\"}
   --url URL  server (repeat for cluster seeds); default $KEYLATCH_URL, else
              redis://127.0.0.1:6379; rediss://host:port for TLS (CA from
              $KEYLATCH_TLS_CA or ?ca=FILE, else the system roots)
@@ -44,9 +46,19 @@ pub(crate) struct Status {
     /// A string key's value (a semaphore's permits, a latch's count).
     pub(crate) value: Option<String>,
     /// Fair-queue waiters, head first.
-    pub(crate) waiters: Vec<String>,
+    pub(crate) waiters: Vec<Waiter>,
     /// The last fencing token issued for this name.
     pub(crate) fencing_token: Option<u64>,
+}
+
+/// One fair-queue waiter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Waiter {
+    pub(crate) owner: String,
+    /// Its deadline in `redisson_lock_timeout:{NAME}`, in ms from the
+    /// server's now (negative: past, purged at the next acquire or release);
+    /// `None` when it has none.
+    pub(crate) deadline_in_ms: Option<i64>,
 }
 
 impl Status {
@@ -105,7 +117,14 @@ impl Status {
             if i > 0 {
                 out.push(',');
             }
-            json_string(&mut out, w);
+            out.push_str("{\"owner\":");
+            json_string(&mut out, &w.owner);
+            out.push_str(",\"deadline_in_ms\":");
+            match w.deadline_in_ms {
+                Some(ms) => out.push_str(&ms.to_string()),
+                None => out.push_str("null"),
+            }
+            out.push('}');
         }
         out.push_str("],\"fencing_token\":");
         match self.fencing_token {
@@ -139,7 +158,14 @@ impl Status {
         if !self.waiters.is_empty() {
             out.push_str(&format!("\n  {} fair-queue waiter(s):", self.waiters.len()));
             for w in &self.waiters {
-                out.push_str(&format!("\n    {w}"));
+                match w.deadline_in_ms {
+                    Some(ms) => out.push_str(&format!(
+                        "\n    {}  deadline in {:.1} s",
+                        w.owner,
+                        ms as f64 / 1000.0
+                    )),
+                    None => out.push_str(&format!("\n    {}  no deadline", w.owner)),
+                }
             }
         }
         if let Some(t) = self.fencing_token {
@@ -198,6 +224,39 @@ async fn ask(client: &Client, cmd: Cmd) -> Result<Frame, String> {
     }
 }
 
+/// Each queued owner with its deadline from the zset, relative to the
+/// server's clock (the deadlines are server time, or a Java client's).
+async fn waiters(client: &Client, name: &str, owners: Vec<String>) -> Result<Vec<Waiter>, String> {
+    let now_ms = match ask(client, Cmd::new("TIME")).await? {
+        Frame::Array(parts) => {
+            let num = |f: Option<&Frame>| f.and_then(text).and_then(|t| t.parse::<i64>().ok());
+            match (num(parts.first()), num(parts.get(1))) {
+                (Some(s), Some(us)) => Some(s * 1000 + us / 1000),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let timeouts = companion("redisson_lock_timeout", name);
+    let mut out = Vec::with_capacity(owners.len());
+    for owner in owners {
+        let cmd = Cmd::new("ZSCORE")
+            .key(timeouts.as_str())
+            .arg(owner.as_str());
+        // RESP3 answers a double, RESP2 a bulk string.
+        let score = match ask(client, cmd).await? {
+            Frame::Double(d) => Some(d),
+            other => text(&other).and_then(|t| t.parse::<f64>().ok()),
+        };
+        let deadline_in_ms = score.zip(now_ms).map(|(d, now)| d as i64 - now);
+        out.push(Waiter {
+            owner,
+            deadline_in_ms,
+        });
+    }
+    Ok(out)
+}
+
 /// Reads everything `status` shows about `name`.
 pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> {
     let mut st = Status {
@@ -247,7 +306,10 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
     )
     .await?
     {
-        st.waiters = items.iter().filter_map(text).collect();
+        let owners: Vec<String> = items.iter().filter_map(text).collect();
+        if !owners.is_empty() {
+            st.waiters = waiters(client, name, owners).await?;
+        }
     }
     let token = companion("redisson_lock_token", name);
     st.fencing_token = ask(client, Cmd::new("GET").key(token.as_str()))
@@ -332,7 +394,13 @@ mod tests {
             ..Status::default()
         };
         assert_eq!(st.kind(), "reentrant");
-        st.waiters.push("u:2".into());
+        st.waiters.push(Waiter {
+            owner: "u:2".into(),
+            deadline_in_ms: Some(4000),
+        });
+        assert!(st
+            .to_json()
+            .contains(r#""waiters":[{"owner":"u:2","deadline_in_ms":4000}]"#));
         assert_eq!(st.kind(), "fair");
         st.mode = Some("read".into());
         assert_eq!(st.kind(), "read-write");

@@ -34,7 +34,8 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::hold::{nanos, Hold};
 use crate::scripts::{
-    NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RENEW, REENTRANT_RENEW_NODE,
+    FAIR_ACQUIRE, FAIR_RELEASE, NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
+    REENTRANT_RENEW, REENTRANT_RENEW_NODE,
 };
 
 /// Most holds renewed by one script call.
@@ -95,6 +96,10 @@ pub(crate) enum LeaseKind {
     /// The same hash with a count of exactly 1: a second acquire by the
     /// holder is refused (Redisson 4.4's non-reentrant lock).
     NonReentrant,
+    /// The same hash, taken in arrival order through Redisson's fair-lock
+    /// queue (`redisson_lock_queue:{name}`, `redisson_lock_timeout:{name}`);
+    /// a hold is renewed like a reentrant one.
+    Fair,
 }
 
 impl LeaseKind {
@@ -103,6 +108,15 @@ impl LeaseKind {
         match self {
             LeaseKind::Reentrant => &REENTRANT_ACQUIRE,
             LeaseKind::NonReentrant => &NONREENTRANT_ACQUIRE,
+            LeaseKind::Fair => &FAIR_ACQUIRE,
+        }
+    }
+
+    /// The script dropping one hold.
+    pub(crate) fn release_script(self) -> &'static Script {
+        match self {
+            LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RELEASE,
+            LeaseKind::Fair => &FAIR_RELEASE,
         }
     }
 
@@ -110,14 +124,16 @@ impl LeaseKind {
     /// A non-reentrant hold is the same hash field, judged the same way.
     pub(crate) fn slot_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RENEW,
+            LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fair => &REENTRANT_RENEW,
         }
     }
 
     /// The script renewing holds of many slots of one node (no `KEYS`).
     pub(crate) fn node_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RENEW_NODE,
+            LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fair => {
+                &REENTRANT_RENEW_NODE
+            }
         }
     }
 }

@@ -1,0 +1,145 @@
+//! Waiting for a fair lock ([`Locks::fair_lock`](crate::Locks::fair_lock)):
+//! in the server's queue (Redisson's `redisson_lock_queue:{name}` and
+//! `redisson_lock_timeout:{name}`), woken on the waiter's own channel
+//! `redisson_lock__channel:{name}:<owner>` when it reaches the head.
+//!
+//! The queue is the order: unlike the reentrant lock's waiters, fair waiters
+//! of one process do not queue locally first (a local queue would let a
+//! later process overtake them). A waiter's deadline in the queue is "server
+//! time + `fair_waiter_timeout`" at each of its calls, and it calls at least
+//! every third of that span, so a live waiter keeps its place however long
+//! it waits and a dead one is purged within the span. A waiter that gives up
+//! (its wait ran out, an error, or its future was dropped) leaves the queue
+//! at once (`fair_leave.lua`), waking the next head if the lock is free.
+
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::Commands;
+use keylatch_resp::Frame;
+
+use crate::acquire::Attempt;
+use crate::error::LockResult;
+use crate::guard::LockGuard;
+use crate::lock::Lock;
+use crate::scripts::FAIR_LEAVE;
+
+impl Lock {
+    /// After a first attempt that queued this owner: wait for the head's
+    /// message, a nap or a re-check, and try again (which renews this
+    /// owner's deadline), until `deadline`.
+    pub(crate) async fn wait_fair(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<LockGuard>> {
+        let mut leave = Leave(Some(self.clone()));
+        let channel = self.handle.names.fair_channel(self.owner());
+        let cfg = &self.inner.config;
+        let setup = async {
+            let hub = self.inner.pubsub().await?;
+            match self.inner.subscribe(hub, &channel).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(lock = %self.handle.names.key, error = %e,
+                        "no fair-lock subscription; waiting by polling instead");
+                    None
+                }
+            }
+        };
+        let mut limit = Instant::now() + cfg.recheck;
+        if let Some(d) = deadline {
+            limit = limit.min(d);
+        }
+        let mut sub = tokio::time::timeout_at(limit.into(), setup)
+            .await
+            .unwrap_or(None);
+        // A call at least every third of the deadline span keeps the place.
+        let renew = cfg.fair_waiter_timeout / 3;
+        let mut poll = Duration::from_millis(10);
+        loop {
+            let wait = match self.attempt(lease, deadline, true).await? {
+                Attempt::Acquired(g) => {
+                    // The acquire took this owner out of the queue.
+                    leave.0 = None;
+                    return Ok(Some(g));
+                }
+                Attempt::Held(wait) => wait,
+            };
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                leave.now().await;
+                return Ok(None);
+            }
+            let mut nap = match wait {
+                w if w > 0 => Duration::from_millis(w.unsigned_abs()),
+                _ => cfg.recheck,
+            }
+            .min(cfg.recheck)
+            .min(renew);
+            if let Some(left) = left {
+                nap = nap.min(left);
+            }
+            match sub.as_mut() {
+                Some(s) => {
+                    if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
+                        sub = None;
+                    }
+                }
+                None => {
+                    tokio::time::sleep(nap.min(poll)).await;
+                    poll = (poll * 2).min(cfg.recheck);
+                }
+            }
+        }
+    }
+}
+
+/// Takes a waiter that gives up out of the queue: awaited when the wait
+/// runs out, spawned when the future is dropped or fails. If that call is
+/// lost too, the waiter's deadline purges it within the span.
+struct Leave(Option<Lock>);
+
+impl Leave {
+    async fn now(mut self) {
+        if let Some(lock) = self.0.take() {
+            if let Err(e) = leave(&lock).await {
+                tracing::debug!(lock = %lock.name(), error = %e,
+                    "leaving the fair queue failed; the waiter's deadline purges it");
+            }
+        }
+    }
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        let Some(lock) = self.0.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            let _ = leave(&lock).await;
+        });
+    }
+}
+
+/// `fair_leave.lua` for this owner: `true` when it was queued.
+async fn leave(lock: &Lock) -> LockResult<bool> {
+    let names = &lock.handle.names;
+    let (queue, timeouts) = names.fair_queue();
+    let reply = lock
+        .inner
+        .client
+        .eval_script(
+            &FAIR_LEAVE,
+            &[&*names.key, &queue, &timeouts],
+            &[
+                lock.owner(),
+                names.channel.as_str(),
+                lock.inner.publish_command(),
+            ],
+        )
+        .await?;
+    Ok(reply == Frame::Integer(1))
+}

@@ -1,0 +1,57 @@
+-- fair_release: drop one hold of a Redisson-compatible fair lock, waking
+-- the queue's head (only it) on the last one.
+--
+-- KEYS[1]  the lock hash (the user's lock name)
+-- KEYS[2]  the fencing counter, redisson_lock_token:{name}
+-- KEYS[3]  the queue, redisson_lock_queue:{name}
+-- KEYS[4]  the deadlines, redisson_lock_timeout:{name}
+-- ARGV[1]  owner id
+-- ARGV[2]  the unlock channel prefix, redisson_lock__channel:{name}; the
+--          head is woken on "<prefix>:<head owner id>", as Redisson does
+-- ARGV[3]  the publish command: "publish" or "spublish" (sharded, in a cluster)
+-- ARGV[4]  the token of the hold being released, or "0" to release by owner
+--          without the check
+--
+-- Returns  nil when ARGV[1] does not hold the lock or the counter names
+--          another hold (as reentrant_release; a free lock still wakes the
+--          head, whose waiter may be asleep); 0 when holds remain;
+--          1 when this was the last hold: the key is deleted, dead heads
+--          purged, and "0" published to the new head's own channel.
+local function wake_head()
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while true do
+        local head = redis.call('lindex', KEYS[3], 0)
+        if not head then
+            return
+        end
+        local deadline = tonumber(redis.call('zscore', KEYS[4], head))
+        if deadline and deadline > now then
+            redis.call(ARGV[3], ARGV[2] .. ':' .. head, '0')
+            return
+        end
+        redis.call('lpop', KEYS[3])
+        redis.call('zrem', KEYS[4], head)
+    end
+end
+
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if holds == nil then
+    if redis.call('exists', KEYS[1]) == 0 then
+        wake_head()
+    end
+    return nil
+end
+if ARGV[4] ~= '0' then
+    local current = redis.call('get', KEYS[2])
+    if current and current ~= ARGV[4] then
+        return nil
+    end
+end
+if holds > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+    return 0
+end
+redis.call('del', KEYS[1])
+wake_head()
+return 1
