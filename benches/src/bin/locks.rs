@@ -35,7 +35,12 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin locks -- [--rounds 3] [--seconds 3]
 //!     [--url redis://127.0.0.1:PORT [--server-pid N]]
+//!     [--servers /usr/bin/redis-server,/path/to/valkey-server]
 //! ```
+//!
+//! `--servers`: the whole bench against a local server of each binary in
+//! turn, then one table row per server (keylatch vs redis-rs, same scripts,
+//! as ratios, with the C floor and the server's capacity beside).
 //!
 //! With `--url`, the server must be on loopback: the floors run
 //! redis-benchmark against 127.0.0.1 and the URL's port.
@@ -335,9 +340,29 @@ fn per_op(d: Duration, ops: u64) -> f64 {
     d.as_secs_f64() * 1e6 / ops.max(1) as f64
 }
 
+/// What `--servers` tabulates per server: keylatch (index 0) and redis-rs
+/// running the same scripts (index 1), scenarios 1 and 2.
+struct Summary {
+    /// Uncontended pair p50 and p99, µs.
+    p50: [f64; 2],
+    p99: [f64; 2],
+    /// 64 tasks, distinct locks: pairs/s, client and server CPU per pair (µs).
+    rate: [f64; 2],
+    client_cpu: [f64; 2],
+    server_cpu: [Option<f64>; 2],
+    /// 2 × redis-benchmark -c 1 EVALSHA p50 (µs), median over rounds.
+    floor: Option<f64>,
+    /// redis-benchmark -P 16 EVALSHA rate ÷ 2 (pairs/s).
+    capacity: Option<f64>,
+}
+
 fn main() {
     let rounds = arg("--rounds", 3) as usize;
     let seconds = arg("--seconds", 3);
+    if let Some(binaries) = arg_text("--servers") {
+        servers(&binaries, rounds, seconds);
+        return;
+    }
     let (url, server) = url_or_local_server(arg_text("--url").as_deref());
     let server_pid = match server.as_ref() {
         Some(s) => s.pid(),
@@ -372,6 +397,85 @@ fn main() {
     drop(server);
 }
 
+/// `--servers BIN,BIN…`: the whole bench against a local server of each
+/// binary in turn (in one sitting, so the rows compare), then one row per
+/// server: keylatch beside redis-rs running the same scripts, as ratios.
+fn servers(binaries: &str, rounds: usize, seconds: u64) {
+    let mut rows = Vec::new();
+    for binary in binaries.split(',').filter(|b| !b.is_empty()) {
+        let version = std::process::Command::new(binary)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        // "Redis server v=7.0.15 sha=…" → "Redis 7.0.15".
+        let mut words = version.split_whitespace();
+        let label = match (words.next(), words.nth(1)) {
+            (Some(product), Some(v)) => format!("{product} {}", v.trim_start_matches("v=")),
+            _ => binary.to_owned(),
+        };
+        println!("== {label} ({binary})");
+        // The harness starts the binary KEYLATCH_REDIS_SERVER names; set
+        // before any runtime thread exists.
+        std::env::set_var("KEYLATCH_REDIS_SERVER", binary);
+        let server = keylatch_harness::RedisServer::start();
+        let (url, port, pid) = (server.url(), server.port(), server.pid());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let summary = rt.block_on(async move {
+            tokio::spawn(async move { run(url, port, pid, rounds, seconds).await })
+                .await
+                .expect("bench task")
+        });
+        drop(rt);
+        drop(server);
+        if let Some(summary) = summary {
+            rows.push((label, summary));
+        }
+    }
+    println!();
+    println!("keylatch (k) vs redis-rs running the same scripts (r), per server; {rounds} rounds × {seconds} s");
+    println!(
+        "{:<14} {:>7} {:>7} {:>5} {:>7} {:>7} {:>5} {:>7} {:>7} {:>5} {:>6} {:>6} {:>5} {:>6} {:>5}",
+        "server", "p50 k", "p50 r", "k/r", "p99 k", "p99 r", "k/r", "pairs/s k", "r", "k/r",
+        "cpu k", "cpu r", "k/r", "srv k", "srv r"
+    );
+    let opt = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.2}"));
+    for (label, m) in &rows {
+        println!(
+            "{:<14} {:>7.1} {:>7.1} {:>5.2} {:>7.1} {:>7.1} {:>5.2} {:>9.0} {:>7.0} {:>5.2} {:>6.2} {:>6.2} {:>5.2} {:>6} {:>5}",
+            label,
+            m.p50[0],
+            m.p50[1],
+            m.p50[0] / m.p50[1],
+            m.p99[0],
+            m.p99[1],
+            m.p99[0] / m.p99[1],
+            m.rate[0],
+            m.rate[1],
+            m.rate[0] / m.rate[1],
+            m.client_cpu[0],
+            m.client_cpu[1],
+            m.client_cpu[0] / m.client_cpu[1],
+            opt(m.server_cpu[0]),
+            opt(m.server_cpu[1]),
+        );
+    }
+    println!("(p50/p99: uncontended pair, µs; pairs/s, cpu (client) and srv (server CPU) per pair in µs: 64 tasks on distinct locks)");
+    for (label, m) in &rows {
+        println!(
+            "{label}: C floor 2 × redis-benchmark -c 1 EVALSHA p50 {} µs (keylatch p50 / floor {}); server capacity {} pairs/s (keylatch reaches {})",
+            m.floor.map_or("n/a".to_owned(), |f| format!("{f:.1}")),
+            m.floor.map_or("n/a".to_owned(), |f| format!("{:.2}", m.p50[0] / f)),
+            m.capacity.map_or("n/a".to_owned(), |c| format!("{c:.0}")),
+            m.capacity.map_or("n/a".to_owned(), |c| format!("{:.2}", m.rate[0] / c)),
+        );
+    }
+}
+
 /// The port of a `redis://host:port[/db][?…]` URL (6379 when absent).
 fn url_port(url: &str) -> u16 {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -383,7 +487,13 @@ fn url_port(url: &str) -> u16 {
         .unwrap_or(6379)
 }
 
-async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, seconds: u64) {
+async fn run(
+    url: String,
+    port: u16,
+    server_pid: Option<u32>,
+    rounds: usize,
+    seconds: u64,
+) -> Option<Summary> {
     // As the README shows users: standalone or cluster, client tracking on.
     let locks = Locks::connect(&url).await.expect("keylatch");
     let rr = redis::Client::open(url.as_str())
@@ -411,7 +521,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
             ),
             std::mem::size_of_val(&conn.send(keylatch_resp::Cmd::new("PING"))),
         );
-        return;
+        return None;
     }
     // Profiling modes: one client, one scenario (`--redis-rs` picks redis-rs
     // running keylatch's scripts, `--redisson` redis-rs running Redisson's).
@@ -494,7 +604,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
             loop_time.as_secs_f64() * 1e6 / 20_000.0,
             c.as_ref().map_or(f64::NAN, |c| 1e6 / c.rps)
         );
-        return;
+        return None;
     }
     if std::env::args().any(|a| a == "--held-only") {
         // Just the 10,000 held locks: renewal calls and client memory alone,
@@ -504,7 +614,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
             "10,000 held locks: {calls} renewal calls ({per_round:.1} per round); client RSS +{mem_kib} KiB ({} B per hold)",
             mem_kib * 1024 / 10_000
         );
-        return;
+        return None;
     }
     let profile_seq = arg("--profile-seq", 0);
     if profile_seq > 0 {
@@ -527,7 +637,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
             s.p50.as_secs_f64() * 1e6,
             cpu.as_secs_f64() * 1e6 / n.max(1) as f64
         );
-        return;
+        return None;
     }
     let profile = arg("--profile-distinct", 0);
     if profile > 0 {
@@ -538,7 +648,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
             p as f64 / w.as_secs_f64(),
             c.as_secs_f64() * 1e6 / p.max(1) as f64
         );
-        return;
+        return None;
     }
     let mut cs = [
         Contender::Keylatch(locks.clone()),
@@ -624,7 +734,8 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
     }
 
     // 3. Contention: 8 contenders, one lock, think 1 ms.
-    let (k_rate, k_handoff) = contended_keylatch(&locks, seconds * 2).await;
+    let (k_rate, k_handoff) = contended_keylatch(&locks, seconds * 2, false).await;
+    let (f_rate, f_handoff) = contended_keylatch(&locks, seconds * 2, true).await;
     let poll_rate = contended_polling(locks.client(), seconds * 2).await;
 
     // 4. 10,000 held locks.
@@ -730,7 +841,7 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
             means[0] / mean_floor
         );
     }
-    if let Some(cap) = cap {
+    if let Some(cap) = &cap {
         println!(
             "server capacity: redis-benchmark -P 16 EVALSHA {:.0}/s ÷ 2 = {:.0} pairs/s; keylatch reaches {:.2} of it",
             cap.rps,
@@ -744,9 +855,24 @@ async fn run(url: String, port: u16, server_pid: Option<u32>, rounds: usize, sec
         k_rate / poll_rate.max(1.0)
     );
     println!(
+        "8 contenders, fair lock: {f_rate:.0} acq/s, handoff p50 {:.1} µs (fair / reentrant: handoff {:.2}, acq/s {:.2})",
+        us(f_handoff),
+        us(f_handoff) / us(k_handoff).max(f64::MIN_POSITIVE),
+        f_rate / k_rate.max(1.0)
+    );
+    println!(
         "10,000 held locks: {calls} renewal calls over 3 intervals ({per_round:.1} per round, one round per interval); client RSS +{mem_kib} KiB ({} B per hold)",
         mem_kib * 1024 / 10_000
     );
+    Some(Summary {
+        p50: [us(s[0].p50), us(s[1].p50)],
+        p99: [us(s[0].p99), us(s[1].p99)],
+        rate: [rate(0), rate(1)],
+        client_cpu: [cpp(0), cpp(1)],
+        server_cpu: [spp(0), spp(1)],
+        floor: floors.get(floors.len() / 2).copied(),
+        capacity: cap.as_ref().map(|c| c.rps / 2.0),
+    })
 }
 
 async fn distinct(c: &Contender, seconds: u64) -> (u64, Duration, Duration) {
@@ -767,14 +893,20 @@ async fn distinct(c: &Contender, seconds: u64) -> (u64, Duration, Duration) {
 
 /// (acquisitions/s, handoff p50). Handoff: from a release to the next
 /// acquisition by a contender that was already waiting when it happened.
-async fn contended_keylatch(locks: &Locks, seconds: u64) -> (f64, Duration) {
+/// Scenario 3 with the reentrant lock, or with the fair lock (`fair`:
+/// every release wakes the queue's head only, on its own channel).
+async fn contended_keylatch(locks: &Locks, seconds: u64, fair: bool) -> (f64, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     // (event time, contender, kind: 0 = started waiting, 1 = acquired, 2 = released)
     let log: Arc<Mutex<Vec<(Instant, usize, u8)>>> = Arc::new(Mutex::new(Vec::new()));
     let t0 = Instant::now();
     let mut hs = Vec::new();
     for c in 0..8 {
-        let lock = locks.lock("contended");
+        let lock = if fair {
+            locks.fair_lock("contended-fair")
+        } else {
+            locks.lock("contended")
+        };
         let stop = Arc::clone(&stop);
         let log = Arc::clone(&log);
         hs.push(tokio::spawn(async move {
