@@ -455,3 +455,48 @@ async fn in_a_cluster_arrival_order_holds_and_waiters_leave() {
     arrival_order(&cluster.url(), "fair-cluster-order").await;
     cancelled_and_timed_out_waiters_leave(&cluster.url(), "fair-cluster-cancel").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_wakes_the_queue_head_on_its_own_channel() {
+    let server = RedisServer::start();
+    // Long re-checks and deadlines: only the message can wake the head soon
+    // (its nap is the holder's PTTL, about 20 s).
+    let config = LocksConfig::default()
+        .fair_waiter_timeout(Duration::from_secs(60))
+        .recheck(Duration::from_secs(30))
+        .watchdog_timeout(Duration::from_secs(20));
+    let locks = Locks::new(Client::connect(&server.url()).await.unwrap(), config);
+    let admin = locks.client().clone();
+    let name = "fair-force";
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let waiter = locks.fair_lock(name);
+    let task = tokio::spawn(async move {
+        let g = waiter
+            .try_acquire(Duration::from_secs(30), None)
+            .await
+            .unwrap()
+            .expect("acquired");
+        (Instant::now(), g)
+    });
+    until_queued(&admin, name, 1).await;
+    // Let the waiter's first nap begin.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let forced = Instant::now();
+    assert!(locks.fair_lock(name).force_unlock().await.unwrap());
+    let (at, g) = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
+    let took = at.duration_since(forced);
+    eprintln!("head acquired {took:?} after force_unlock");
+    assert!(
+        took < Duration::from_secs(5),
+        "the head slept through the force unlock ({took:?})"
+    );
+    g.unlock().await.unwrap();
+    let err = holder.unlock().await.unwrap_err();
+    assert!(
+        matches!(err, LockError::NotOwner { .. } | LockError::Expired { .. }),
+        "{err}"
+    );
+}

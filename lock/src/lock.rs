@@ -409,12 +409,18 @@ impl Lock {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn force_unlock(&self) -> LockResult<bool> {
+        let names = &self.handle.names;
+        // A fair lock's waiters listen on their own channels: the queue's
+        // head is woken there too.
+        let queue = (self.handle.kind == LeaseKind::Fair).then(|| names.fair_queue().0);
+        let mut keys = vec![&*names.key];
+        keys.extend(queue.as_deref());
         let reply = self
             .inner
             .client
             .eval_script(
                 &FORCE_UNLOCK,
-                &[&*self.handle.names.key],
+                &keys,
                 &[
                     "0",
                     self.inner.publish_command(),

@@ -80,8 +80,14 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             });
         }
     }
+    // A fair lock's queue head is woken on its own channel as well.
+    let lock = if st.kind() == "fair" {
+        locks.fair_lock(&name)
+    } else {
+        locks.lock(&name)
+    };
     let removed = rt
-        .block_on(locks.lock(&name).force_unlock())
+        .block_on(lock.force_unlock())
         .map_err(|e| Failure::usage(format!("force-unlocking {name:?}: {e}")))?;
     if removed {
         println!("lock {name:?} force-unlocked");
