@@ -24,15 +24,22 @@ use crate::lock::Lock;
 use crate::scripts::FAIR_LEAVE;
 
 impl Lock {
-    /// After a first attempt that queued this owner: wait for the head's
-    /// message, a nap or a re-check, and try again (which renews this
-    /// owner's deadline), until `deadline`.
+    /// Try, joining the queue; then wait for the head's message, a nap or
+    /// a re-check, and try again (which renews this owner's deadline),
+    /// until `deadline`. However it ends without the lock (past the
+    /// deadline, an error, dropped), the owner leaves the queue.
     pub(crate) async fn wait_fair(
         &self,
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> LockResult<Option<LockGuard>> {
         let mut leave = Leave(Some(self.clone()));
+        // The uncontended case needs no subscription. (Once subscribed, the
+        // loop tries again at once: a release in between is not missed.)
+        if let Attempt::Acquired(g) = self.attempt(lease, deadline, true).await? {
+            leave.0 = None;
+            return Ok(Some(g));
+        }
         let channel = self.handle.names.fair_channel(self.owner());
         let cfg = &self.inner.config;
         let setup = async {

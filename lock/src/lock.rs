@@ -175,9 +175,6 @@ impl Lock {
         if self.handle.kind == LeaseKind::Fair {
             // One wait without end: rounds would leave the queue and join
             // again at its tail.
-            if let Attempt::Acquired(g) = self.attempt(None, None, true).await? {
-                return Ok(g);
-            }
             if let Some(g) = Box::pin(self.wait_fair(None, None)).await? {
                 return Ok(g);
             }
@@ -263,11 +260,13 @@ impl Lock {
         } else {
             Instant::now().checked_add(wait)
         };
-        let fair = self.handle.kind == LeaseKind::Fair;
-        if let Attempt::Acquired(g) = self
-            .attempt(lease, deadline, fair && !wait.is_zero())
-            .await?
-        {
+        if self.handle.kind == LeaseKind::Fair && !wait.is_zero() {
+            // Its first attempt may queue this owner: it runs inside the
+            // wait, whose guard takes the owner out of the queue however
+            // the wait ends (an error, a drop).
+            return Box::pin(self.wait_fair(deadline, lease)).await;
+        }
+        if let Attempt::Acquired(g) = self.attempt(lease, deadline, false).await? {
             return Ok(Some(g));
         }
         if wait.is_zero() {
@@ -275,9 +274,6 @@ impl Lock {
         }
         // Boxed: waiting (queue, subscription, timers) is the slow path, and
         // inline it would enlarge every uncontended acquire's future.
-        if fair {
-            return Box::pin(self.wait_fair(deadline, lease)).await;
-        }
         Box::pin(self.wait_for_turn(deadline, lease)).await
     }
 
