@@ -26,6 +26,7 @@ use crate::handle::acquire_cmd;
 use crate::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lock::{Lock, ReplicaSync};
 use crate::release::{release, Retry};
+use crate::wake::Wake;
 
 // Returned once per attempt and unpacked at once: boxing the guard would
 // cost an allocation per acquire for nothing.
@@ -207,39 +208,7 @@ impl Lock {
             },
             None => queued.await,
         };
-        let setup = async {
-            match self.inner.pubsub().await {
-                Some(hub) => match self.inner.subscribe(hub, &self.handle.names.channel).await {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        tracing::warn!(lock = %self.handle.names.key, error = %e,
-                            "no unlock subscription; waiting by polling instead");
-                        None
-                    }
-                },
-                None => {
-                    tracing::warn!(lock = %self.handle.names.key,
-                        "pub/sub hub unavailable; waiting by polling instead");
-                    None
-                }
-            }
-        };
-        // Setting up the subscription (perhaps connecting the hub) counts
-        // against the wait, and never holds up polling longer than a
-        // re-check interval: past that, poll instead.
-        // (`recheck` is clamped to ten years, so this cannot overflow.)
-        let mut limit = Instant::now() + self.inner.config.recheck;
-        if let Some(d) = deadline {
-            limit = limit.min(d);
-        }
-        let mut sub = tokio::time::timeout_at(limit.into(), setup)
-            .await
-            .unwrap_or_else(|_| {
-                tracing::warn!(lock = %self.handle.names.key,
-                    "unlock subscription not ready in time; waiting by polling instead");
-                None
-            });
-        let mut poll = Duration::from_millis(10);
+        let mut wake = Wake::subscribe(self, &self.handle.names.channel, deadline).await;
         loop {
             let pttl = match self.attempt(lease, deadline, false).await? {
                 Attempt::Acquired(g) => return Ok(Some(g)),
@@ -261,19 +230,7 @@ impl Lock {
             if let Some(left) = left {
                 nap = nap.min(left);
             }
-            match sub.as_mut() {
-                Some(s) => {
-                    // A message, a gap (resubscribed: re-check), or the nap
-                    // running out all lead to another try.
-                    if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
-                        sub = None;
-                    }
-                }
-                None => {
-                    tokio::time::sleep(nap.min(poll)).await;
-                    poll = (poll * 2).min(self.inner.config.recheck);
-                }
-            }
+            wake.pause(nap).await;
         }
     }
 

@@ -22,6 +22,7 @@ use crate::error::LockResult;
 use crate::guard::LockGuard;
 use crate::lock::Lock;
 use crate::scripts::FAIR_LEAVE;
+use crate::wake::Wake;
 
 impl Lock {
     /// Try, joining the queue; then wait for the head's message, a nap or
@@ -42,27 +43,9 @@ impl Lock {
         }
         let channel = self.handle.names.fair_channel(self.owner());
         let cfg = &self.inner.config;
-        let setup = async {
-            let hub = self.inner.pubsub().await?;
-            match self.inner.subscribe(hub, &channel).await {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!(lock = %self.handle.names.key, error = %e,
-                        "no fair-lock subscription; waiting by polling instead");
-                    None
-                }
-            }
-        };
-        let mut limit = Instant::now() + cfg.recheck;
-        if let Some(d) = deadline {
-            limit = limit.min(d);
-        }
-        let mut sub = tokio::time::timeout_at(limit.into(), setup)
-            .await
-            .unwrap_or(None);
+        let mut wake = Wake::subscribe(self, &channel, deadline).await;
         // A call at least every third of the deadline span keeps the place.
         let renew = cfg.fair_waiter_timeout / 3;
-        let mut poll = Duration::from_millis(10);
         loop {
             let wait = match self.attempt(lease, deadline, true).await? {
                 Attempt::Acquired(g) => {
@@ -86,17 +69,7 @@ impl Lock {
             if let Some(left) = left {
                 nap = nap.min(left);
             }
-            match sub.as_mut() {
-                Some(s) => {
-                    if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
-                        sub = None;
-                    }
-                }
-                None => {
-                    tokio::time::sleep(nap.min(poll)).await;
-                    poll = (poll * 2).min(cfg.recheck);
-                }
-            }
+            wake.pause(nap).await;
         }
     }
 }

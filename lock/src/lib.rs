@@ -18,6 +18,8 @@
 //!   that finish in the background when dropped.
 //! - `waiters.rs`: one local FIFO per lock name, so a release wakes one
 //!   local contender, not a herd.
+//! - `wake.rs`: a waiter's wake-up source (its subscription, or polling).
+//! - `fair.rs`: the fair lock's wait, in the server's queue, and leaving it.
 //! - `handle.rs`: what a lock handle and its clones share, with the lock's
 //!   script commands encoded once per handle (the watchdog acquire whole,
 //!   the release up to its fencing token).
@@ -55,6 +57,7 @@ mod names;
 mod release;
 pub mod scripts;
 mod waiters;
+mod wake;
 
 pub use error::{LockError, LockResult};
 pub use guard::{LockGuard, LostToken};

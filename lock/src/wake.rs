@@ -1,0 +1,83 @@
+//! How a waiter learns it may try again: a subscription to the channel a
+//! release publishes on, or polling when none can be had. Shared by the
+//! reentrant lock's waiters (`acquire.rs`) and the fair lock's (`fair.rs`).
+
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::Subscription;
+
+use crate::lock::Lock;
+
+/// The first poll interval; it doubles up to the re-check interval.
+const FIRST_POLL: Duration = Duration::from_millis(10);
+
+/// A waiter's wake-up source.
+pub(crate) struct Wake {
+    sub: Option<Subscription>,
+    poll: Duration,
+    recheck: Duration,
+}
+
+impl Wake {
+    /// Subscribes to `channel` through the shared hub, the way releases
+    /// publish on it. Setting up (perhaps connecting the hub) counts against
+    /// the wait and never takes longer than a re-check interval: past that,
+    /// or on any failure, the waiter polls instead (said once in the log).
+    pub(crate) async fn subscribe(lock: &Lock, channel: &str, deadline: Option<Instant>) -> Self {
+        let inner = &lock.inner;
+        let name = &lock.handle.names.key;
+        let setup = async {
+            match inner.pubsub().await {
+                Some(hub) => match inner.subscribe(hub, channel).await {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::warn!(lock = %name, error = %e,
+                            "no unlock subscription; waiting by polling instead");
+                        None
+                    }
+                },
+                None => {
+                    tracing::warn!(lock = %name,
+                        "pub/sub hub unavailable; waiting by polling instead");
+                    None
+                }
+            }
+        };
+        // (`recheck` is clamped to ten years, so this cannot overflow.)
+        let recheck = inner.config.recheck;
+        let mut limit = Instant::now() + recheck;
+        if let Some(d) = deadline {
+            limit = limit.min(d);
+        }
+        let sub = tokio::time::timeout_at(limit.into(), setup)
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!(lock = %name,
+                    "unlock subscription not ready in time; waiting by polling instead");
+                None
+            });
+        Self {
+            sub,
+            poll: FIRST_POLL,
+            recheck,
+        }
+    }
+
+    /// Waits until a message, a gap (resubscribed: re-check), or `nap`
+    /// runs out, all of which lead to another try. Polling, it sleeps the
+    /// shorter of `nap` and a poll interval that doubles up to the re-check.
+    pub(crate) async fn pause(&mut self, nap: Duration) {
+        match self.sub.as_mut() {
+            Some(s) => {
+                if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
+                    // The subscription ended: poll from now on.
+                    self.sub = None;
+                }
+            }
+            None => {
+                tokio::time::sleep(nap.min(self.poll)).await;
+                self.poll = (self.poll * 2).min(self.recheck);
+            }
+        }
+    }
+}
