@@ -38,6 +38,7 @@ pub use keylatch_cluster::{
 };
 pub use keylatch_lock::{
     Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, ReplicaSync,
+    RwLock,
 };
 pub use keylatch_resp::{Cmd, Frame};
 

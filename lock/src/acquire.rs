@@ -24,8 +24,10 @@ use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
 use crate::handle::acquire_cmd;
 use crate::hold::{clamp_span, millis, Hold, NewHold};
+use crate::lease::LeaseKind;
 use crate::lock::{Lock, ReplicaSync};
 use crate::release::{release, Retry};
+use crate::rwlock::WriterMarker;
 use crate::wake::Wake;
 
 // Returned once per attempt and unpacked at once: boxing the guard would
@@ -143,6 +145,12 @@ impl Lock {
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
         let (holds, value) = parse_pair(&frame)?;
+        if holds == -2 {
+            // A read-write lock's reader asked for the write.
+            return Err(LockError::UpgradeRefused {
+                name: self.name().to_owned(),
+            });
+        }
         if holds < 0 {
             // A non-reentrant lock this owner holds already.
             return Err(LockError::NotReentrant {
@@ -157,7 +165,7 @@ impl Lock {
         let (hold, new) = self.handle.hold_for(token, holds > 1, || {
             Hold::new(NewHold {
                 key: self.handle.hold.clone(),
-                counter: Arc::clone(&names.token),
+                counter: Arc::clone(&self.handle.counter),
                 token,
                 kind: self.handle.kind,
                 renew,
@@ -209,14 +217,28 @@ impl Lock {
             None => queued.await,
         };
         let mut wake = Wake::subscribe(self, &self.handle.names.channel, deadline).await;
+        // A waiting writer holds new readers back with a marker, which it
+        // takes back however its wait ends without the lock.
+        let writer = self.handle.kind == LeaseKind::RwWrite;
+        let mut marker = WriterMarker(writer.then(|| self.clone()));
+        let mut cap = self.inner.config.recheck;
+        if writer {
+            // A call at least every third of the marker's span keeps it.
+            cap = cap.min(self.inner.config.fair_waiter_timeout / 3);
+        }
         loop {
-            let pttl = match self.attempt(lease, deadline, false).await? {
-                Attempt::Acquired(g) => return Ok(Some(g)),
+            let pttl = match self.attempt(lease, deadline, writer).await? {
+                Attempt::Acquired(g) => {
+                    // The acquire took this writer's marker away itself.
+                    marker.0 = None;
+                    return Ok(Some(g));
+                }
                 Attempt::Held(pttl) => pttl,
             };
             let now = Instant::now();
             let left = deadline.map(|d| d.saturating_duration_since(now));
             if left == Some(Duration::ZERO) {
+                marker.now().await;
                 return Ok(None);
             }
             // PTTL -2: gone between two commands, try at once; -1: no expiry
@@ -226,7 +248,7 @@ impl Lock {
                 p if p > 0 => Duration::from_millis(p.unsigned_abs()),
                 _ => self.inner.config.recheck,
             }
-            .min(self.inner.config.recheck);
+            .min(cap);
             if let Some(left) = left {
                 nap = nap.min(left);
             }

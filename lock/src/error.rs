@@ -50,6 +50,15 @@ pub enum LockError {
         /// The lock's name.
         name: String,
     },
+    /// A read-write lock's write acquire by an owner that holds read holds
+    /// of it but not the write: the upgrade would wait for its own readers
+    /// for ever (Redisson's deadlock, #4796), so it is refused at once.
+    /// Nothing changed: the read holds stand. Release them first, then
+    /// acquire the write.
+    UpgradeRefused {
+        /// The lock's name.
+        name: String,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -80,6 +89,10 @@ impl fmt::Display for LockError {
                     "lock {name:?} is not reentrant and this owner holds it already"
                 )
             }
+            LockError::UpgradeRefused { name } => write!(
+                f,
+                "read-write lock {name:?}: this owner holds read holds, and an upgrade to write is refused (it would wait for itself); release the reads first"
+            ),
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }
     }

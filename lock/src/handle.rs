@@ -17,7 +17,7 @@ use crate::hold::Hold;
 use crate::hold_key::HoldKey;
 use crate::lease::LeaseKind;
 use crate::names::LockNames;
-use crate::scripts::{FAIR_ACQUIRE, FAIR_RELEASE, REENTRANT_RELEASE};
+use crate::scripts::{FAIR_ACQUIRE, RW_READ_ACQUIRE, RW_WRITE_ACQUIRE};
 
 /// Script arguments fixed by a [`Locks`](crate::Locks)' configuration and
 /// client, formatted once rather than on every acquire and release.
@@ -40,8 +40,15 @@ pub(crate) struct Handle {
     pub(crate) names: LockNames,
     /// What the holds of this lock are: how they are taken and renewed.
     pub(crate) kind: LeaseKind,
-    /// The watchdog's key for this owner's hold (name, owner, hash, slot).
+    /// The owner id this handle acts as.
+    owner: Arc<str>,
+    /// The watchdog's key for this owner's hold (name, the hash field that
+    /// holds it, hash, slot): the field is the owner id, or `<owner>:write`
+    /// for a read-write lock's write hold.
     pub(crate) hold: HoldKey,
+    /// What the renewal scripts take beside the hash: the fencing counter,
+    /// or for read holds the owner's read-hold prefix.
+    pub(crate) counter: Arc<str>,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
     /// Boxed: one pointer in the many handles that never prepare.
@@ -62,12 +69,26 @@ struct Prepared {
 
 impl Handle {
     pub(crate) fn new(name: &str, owner: Arc<str>, kind: LeaseKind) -> Self {
-        let names = LockNames::new(name);
-        let hold = HoldKey::new(Arc::clone(&names.key), owner);
+        let names = if kind.is_rw() {
+            LockNames::rw(name)
+        } else {
+            LockNames::new(name)
+        };
+        let field = match kind {
+            LeaseKind::RwWrite => Arc::from(format!("{owner}:write")),
+            _ => Arc::clone(&owner),
+        };
+        let hold = HoldKey::new(Arc::clone(&names.key), field);
+        let counter = match kind {
+            LeaseKind::RwRead => Arc::from(names.rw_read_prefix(&owner)),
+            _ => Arc::clone(&names.token),
+        };
         Self {
             names,
             kind,
+            owner,
             hold,
+            counter,
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
             current: Mutex::new(Weak::new()),
@@ -102,6 +123,12 @@ impl Handle {
 
     /// The owner id.
     pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The hash field this owner's hold is counted in (the owner id, or
+    /// `<owner>:write` for a write hold).
+    pub(crate) fn field(&self) -> &str {
         self.hold.owner()
     }
 
@@ -112,10 +139,10 @@ impl Handle {
     /// theirs would cost about 600 bytes per held lock and the encoding
     /// work, for nothing.
     pub(crate) fn acquire_watchdog(&self, args: &ScriptArgs) -> Option<&Arc<Cmd>> {
-        if self.kind == LeaseKind::Fair {
+        if matches!(self.kind, LeaseKind::Fair | LeaseKind::RwWrite) {
             // Its acquire differs between a try and a wait (whether to
-            // queue), and a fair lock is for contended use, where a
-            // prepared command saves little.
+            // queue, or to hold new readers back), and these are for
+            // contended use, where a prepared command saves little.
             return None;
         }
         if let Some(p) = self.prepared.get() {
@@ -169,31 +196,35 @@ fn release_cmd(
     owner: &str,
     token: Option<&str>,
 ) -> Cmd {
-    if kind == LeaseKind::Fair {
-        let (queue, timeouts) = names.fair_queue();
-        return FAIR_RELEASE.evalsha_cmd(
-            &[&*names.key, &*names.token, &queue, &timeouts],
-            &[
-                owner,
-                names.channel.as_str(),
-                args.publish,
-                token.unwrap_or("0"),
-            ],
-        );
-    }
-    let keys = [&*names.key, &*names.token];
     let head = [owner, names.channel.as_str(), args.publish];
-    match token {
+    let script = kind.release_script();
+    let build = |keys: &[&str]| match token {
         Some(t) => {
             let [a, b, c] = head;
-            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, c, t])
+            script.evalsha_cmd(keys, &[a, b, c, t])
         }
-        None => REENTRANT_RELEASE.evalsha_cmd(&keys, &head),
+        None => script.evalsha_cmd(keys, &head),
+    };
+    match kind {
+        // The hot path: no key built.
+        LeaseKind::Reentrant | LeaseKind::NonReentrant => build(&[&*names.key, &*names.token]),
+        LeaseKind::Fair => {
+            let (queue, timeouts) = names.fair_queue();
+            // A fair release always names a token ("0": by owner).
+            let [a, b, c] = head;
+            script.evalsha_cmd(
+                &[&*names.key, &*names.token, &queue, &timeouts],
+                &[a, b, c, token.unwrap_or("0")],
+            )
+        }
+        LeaseKind::RwRead => build(&[&*names.key, &names.rw_read_prefix(owner), &names.rw_base()]),
+        LeaseKind::RwWrite => build(&[&*names.key, &*names.token, &names.rw_base()]),
     }
 }
 
-/// The acquire script's command for one lease (`lease_ms`); a fair lock's
-/// joins the queue when it cannot take the lock if `join`.
+/// The acquire script's command for one lease (`lease_ms`); when it cannot
+/// take the lock and `join` is set, a fair lock's joins the queue and a
+/// write lock's holds new readers back (the caller waits).
 pub(crate) fn acquire_cmd(
     kind: LeaseKind,
     args: &ScriptArgs,
@@ -215,10 +246,34 @@ pub(crate) fn acquire_cmd(
             ],
         );
     }
-    kind.acquire_script().evalsha_cmd(
-        &[&*names.key, &*names.token],
-        &[lease_ms, owner, args.token_ttl_ms.as_str()],
-    )
+    match kind {
+        LeaseKind::RwRead => RW_READ_ACQUIRE.evalsha_cmd(
+            &[
+                names.key.to_string(),
+                names.rw_read_prefix(owner),
+                names.rw_writer_marker(),
+            ],
+            &[lease_ms, owner],
+        ),
+        LeaseKind::RwWrite => RW_WRITE_ACQUIRE.evalsha_cmd(
+            &[
+                names.key.to_string(),
+                names.token.to_string(),
+                names.rw_writer_marker(),
+            ],
+            &[
+                lease_ms,
+                owner,
+                args.token_ttl_ms.as_str(),
+                args.fair_waiter_ms.as_str(),
+                if join { "1" } else { "0" },
+            ],
+        ),
+        _ => kind.acquire_script().evalsha_cmd(
+            &[&*names.key, &*names.token],
+            &[lease_ms, owner, args.token_ttl_ms.as_str()],
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@
 //!   local contender, not a herd.
 //! - `wake.rs`: a waiter's wake-up source (its subscription, or polling).
 //! - `fair.rs`: the fair lock's wait, in the server's queue, and leaving it.
+//! - [`RwLock`] (`rwlock.rs`): a read-write lock whose read and write sides
+//!   are [`Lock`] handles of one owner; the waiting writer's marker.
 //! - `handle.rs`: what a lock handle and its clones share, with the lock's
 //!   script commands encoded once per handle (the watchdog acquire whole,
 //!   the release up to its fencing token).
@@ -55,6 +57,7 @@ mod locks;
 mod loss;
 mod names;
 mod release;
+mod rwlock;
 pub mod scripts;
 mod waiters;
 mod wake;
@@ -64,6 +67,7 @@ pub use guard::{LockGuard, LostToken};
 pub use lease::{LossReason, RENEW_BATCH};
 pub use lock::{Lock, ReplicaSync};
 pub use locks::{Locks, LocksConfig};
+pub use rwlock::RwLock;
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

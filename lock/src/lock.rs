@@ -358,7 +358,7 @@ impl Lock {
             .cmd(
                 Cmd::new("HGET")
                     .key(&*self.handle.names.key)
-                    .arg(self.handle.owner()),
+                    .arg(self.handle.field()),
             )
             .await?;
         Ok(n.unwrap_or(0))
@@ -418,7 +418,8 @@ impl Lock {
                 &FORCE_UNLOCK,
                 &keys,
                 &[
-                    "0",
+                    // A read-write lock's waiters of both kinds wake on "1".
+                    if self.handle.kind.is_rw() { "1" } else { "0" },
                     self.inner.publish_command(),
                     self.handle.names.channel.as_str(),
                 ],

@@ -12,6 +12,7 @@ use crate::handle::ScriptArgs;
 use crate::hold::{clamp_span, millis};
 use crate::lease::{Engine, Invalidations, LeaseKind, INVALIDATION_QUEUE};
 use crate::lock::Lock;
+use crate::rwlock::RwLock;
 use crate::waiters::WaitQueues;
 
 /// Settings shared by every lock of one [`Locks`].
@@ -51,6 +52,8 @@ pub struct LocksConfig {
     /// every third of it, so only a waiter whose process died (or cannot
     /// reach the server for that long) is purged, within this time plus
     /// the next acquire or release that looks (Redisson: up to 300 s).
+    /// The same span bounds a read-write lock's waiting-writer marker: a
+    /// writer that died holds new readers back for at most this long.
     pub fair_waiter_timeout: Duration,
 }
 
@@ -405,6 +408,23 @@ impl Locks {
             self.new_owner(),
             LeaseKind::Fair,
         )
+    }
+
+    /// A read-write lock with a fresh owner id: many readers or one writer,
+    /// in Redisson's `RReadWriteLock` layout (see [`RwLock`]). Its
+    /// [`read`](RwLock::read) and [`write`](RwLock::write) sides are
+    /// [`Lock`] handles of that one owner, so the writer can downgrade; an
+    /// upgrade is refused with [`LockError::UpgradeRefused`](crate::LockError::UpgradeRefused).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let rw = locks.rw_lock("prices");
+    /// let guard = rw.read().acquire().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rw_lock(&self, name: &str) -> RwLock {
+        RwLock::new(&self.inner, name, self.new_owner())
     }
 
     /// `<client uuid>:<n>`, n unique within this `Locks`.

@@ -34,6 +34,34 @@ impl LockNames {
 }
 
 impl LockNames {
+    /// A read-write lock's names: its channel is `redisson_rwlock:{name}`
+    /// (both modes), as Redisson's read and write locks use.
+    pub(crate) fn rw(name: &str) -> Self {
+        Self {
+            channel: companion("redisson_rwlock", name),
+            ..Self::new(name)
+        }
+    }
+
+    /// The base of a read-write lock's per-hold keys, `{name}` (or the name
+    /// itself when it has a `{`): Redisson's `suffixName(name, "")` less
+    /// the colon.
+    pub(crate) fn rw_base(&self) -> String {
+        suffixed(&self.key, None)
+    }
+
+    /// An owner's read-hold prefix, `{name}:<owner>:rwlock_timeout`: read
+    /// hold i is this plus `:i`.
+    pub(crate) fn rw_read_prefix(&self, owner: &str) -> String {
+        format!("{}:{owner}:rwlock_timeout", self.rw_base())
+    }
+
+    /// The waiting-writer marker, `{name}:rwlock_writer_waiting`
+    /// (keylatch's own key, beside Redisson's layout).
+    pub(crate) fn rw_writer_marker(&self) -> String {
+        suffixed(&self.key, Some("rwlock_writer_waiting"))
+    }
+
     /// A fair lock's queue and deadline keys, `redisson_lock_queue:{name}`
     /// and `redisson_lock_timeout:{name}` (made on use: only fair locks
     /// need them, and a hold keeps its names for its whole life).
@@ -48,6 +76,20 @@ impl LockNames {
     /// `redisson_lock__channel:{name}:<owner>`.
     pub(crate) fn fair_channel(&self, owner: &str) -> String {
         format!("{}:{owner}", self.channel)
+    }
+}
+
+/// Redisson's `{name}:suffix`, or `name:suffix` when the name contains
+/// `{`; without a suffix, `{name}` (or `name`).
+fn suffixed(name: &str, suffix: Option<&str>) -> String {
+    let base = if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    };
+    match suffix {
+        Some(s) => format!("{base}:{s}"),
+        None => base,
     }
 }
 
@@ -78,6 +120,23 @@ mod tests {
             LockNames::new("{t}x").channel,
             "redisson_lock__channel:{t}x"
         );
+    }
+
+    #[test]
+    fn read_write_names_are_redissons_and_share_the_slot() {
+        let n = LockNames::rw("docs");
+        assert_eq!(n.channel, "redisson_rwlock:{docs}");
+        assert_eq!(n.rw_read_prefix("u:1"), "{docs}:u:1:rwlock_timeout");
+        assert_eq!(n.rw_writer_marker(), "{docs}:rwlock_writer_waiting");
+        let tagged = LockNames::rw("{t}docs");
+        assert_eq!(tagged.channel, "redisson_rwlock:{t}docs");
+        assert_eq!(tagged.rw_read_prefix("u:1"), "{t}docs:u:1:rwlock_timeout");
+        for n in [n, tagged] {
+            let slot = Slot::of(n.key.as_bytes());
+            assert_eq!(Slot::of(n.rw_read_prefix("o:9").as_bytes()), slot);
+            assert_eq!(Slot::of(n.rw_writer_marker().as_bytes()), slot);
+            assert_eq!(Slot::of(n.channel.as_bytes()), slot);
+        }
     }
 
     #[test]

@@ -95,6 +95,81 @@ pub static FAIR_RELEASE: Script =
 /// ```
 pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
 
+/// Take or add a read hold of a read-write lock (Redisson's
+/// `RedissonReadLock` layout, with keylatch's waiting-writer marker); see
+/// `lua/rw_read_acquire.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::RW_READ_ACQUIRE.source().contains("rwlock_timeout"));
+/// ```
+pub static RW_READ_ACQUIRE: Script = Script::new(
+    "rw_read_acquire",
+    include_str!("../../lua/rw_read_acquire.lua"),
+);
+
+/// Drop one read hold of a read-write lock; see `lua/rw_read_release.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::RW_READ_RELEASE.name(), "rw_read_release");
+/// ```
+pub static RW_READ_RELEASE: Script = Script::new(
+    "rw_read_release",
+    include_str!("../../lua/rw_read_release.lua"),
+);
+
+/// Extend (or check) owners' read holds, one slot per call; see
+/// `lua/rw_read_renew.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::RW_READ_RENEW.name(), "rw_read_renew");
+/// ```
+pub static RW_READ_RENEW: Script =
+    Script::new("rw_read_renew", include_str!("../../lua/rw_read_renew.lua"));
+
+/// [`RW_READ_RENEW`] for many slots of one cluster node; see
+/// `lua/rw_read_renew_node.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::RW_READ_RENEW_NODE.source().starts_with("#!lua"));
+/// ```
+pub static RW_READ_RENEW_NODE: Script = Script::new(
+    "rw_read_renew_node",
+    include_str!("../../lua/rw_read_renew_node.lua"),
+);
+
+/// Take or re-enter the write hold of a read-write lock, refusing an
+/// upgrade; see `lua/rw_write_acquire.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::RW_WRITE_ACQUIRE.source().contains(":write"));
+/// ```
+pub static RW_WRITE_ACQUIRE: Script = Script::new(
+    "rw_write_acquire",
+    include_str!("../../lua/rw_write_acquire.lua"),
+);
+
+/// Drop one write hold of a read-write lock (freeing it, or downgrading to
+/// the owner's read holds); see `lua/rw_write_release.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::RW_WRITE_RELEASE.name(), "rw_write_release");
+/// ```
+pub static RW_WRITE_RELEASE: Script = Script::new(
+    "rw_write_release",
+    include_str!("../../lua/rw_write_release.lua"),
+);
+
+/// A writer that gave up waiting takes its waiting-writer marker back; see
+/// `lua/rw_write_leave.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::RW_WRITE_LEAVE.name(), "rw_write_leave");
+/// ```
+pub static RW_WRITE_LEAVE: Script = Script::new(
+    "rw_write_leave",
+    include_str!("../../lua/rw_write_leave.lua"),
+);
+
 /// Every script, for tests and tooling (e.g. preloading).
 ///
 /// ```
@@ -110,6 +185,13 @@ pub static ALL: &[&Script] = &[
     &FAIR_ACQUIRE,
     &FAIR_RELEASE,
     &FAIR_LEAVE,
+    &RW_READ_ACQUIRE,
+    &RW_READ_RELEASE,
+    &RW_READ_RENEW,
+    &RW_READ_RENEW_NODE,
+    &RW_WRITE_ACQUIRE,
+    &RW_WRITE_RELEASE,
+    &RW_WRITE_LEAVE,
 ];
 
 #[cfg(test)]

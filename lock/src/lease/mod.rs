@@ -35,7 +35,8 @@ use tokio::sync::{mpsc, Notify};
 use crate::hold::{nanos, Hold};
 use crate::scripts::{
     FAIR_ACQUIRE, FAIR_RELEASE, NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
-    REENTRANT_RENEW, REENTRANT_RENEW_NODE,
+    REENTRANT_RENEW, REENTRANT_RENEW_NODE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_READ_RENEW,
+    RW_READ_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
 };
 
 /// Most holds renewed by one script call.
@@ -100,6 +101,15 @@ pub(crate) enum LeaseKind {
     /// queue (`redisson_lock_queue:{name}`, `redisson_lock_timeout:{name}`);
     /// a hold is renewed like a reentrant one.
     Fair,
+    /// A read-write lock's read holds of one owner (Redisson's
+    /// `RedissonReadLock`: the owner's count in the hash, one string per
+    /// hold with its own expiry). The hold's "counter" is the owner's
+    /// read-hold prefix; read holds carry no token (0: judged by owner).
+    RwRead,
+    /// A read-write lock's write hold (field `<owner>:write` of the hash,
+    /// with the fencing counter): renewed like a reentrant hold of that
+    /// field.
+    RwWrite,
 }
 
 impl LeaseKind {
@@ -109,6 +119,8 @@ impl LeaseKind {
             LeaseKind::Reentrant => &REENTRANT_ACQUIRE,
             LeaseKind::NonReentrant => &NONREENTRANT_ACQUIRE,
             LeaseKind::Fair => &FAIR_ACQUIRE,
+            LeaseKind::RwRead => &RW_READ_ACQUIRE,
+            LeaseKind::RwWrite => &RW_WRITE_ACQUIRE,
         }
     }
 
@@ -117,24 +129,48 @@ impl LeaseKind {
         match self {
             LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RELEASE,
             LeaseKind::Fair => &FAIR_RELEASE,
+            LeaseKind::RwRead => &RW_READ_RELEASE,
+            LeaseKind::RwWrite => &RW_WRITE_RELEASE,
         }
     }
 
     /// The script renewing holds of one slot (`KEYS` = hash, counter pairs).
-    /// A non-reentrant hold is the same hash field, judged the same way.
+    /// A non-reentrant, fair or write hold is a hash field with its token,
+    /// judged the same way; read holds have their own expiries.
     pub(crate) fn slot_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fair => &REENTRANT_RENEW,
+            LeaseKind::Reentrant
+            | LeaseKind::NonReentrant
+            | LeaseKind::Fair
+            | LeaseKind::RwWrite => &REENTRANT_RENEW,
+            LeaseKind::RwRead => &RW_READ_RENEW,
         }
     }
 
     /// The script renewing holds of many slots of one node (no `KEYS`).
     pub(crate) fn node_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fair => {
-                &REENTRANT_RENEW_NODE
-            }
+            LeaseKind::Reentrant
+            | LeaseKind::NonReentrant
+            | LeaseKind::Fair
+            | LeaseKind::RwWrite => &REENTRANT_RENEW_NODE,
+            LeaseKind::RwRead => &RW_READ_RENEW_NODE,
         }
+    }
+
+    /// Whether holds of this kind get a tracked read (a change by anyone
+    /// else is pushed at once). Not read holds: every other reader's
+    /// acquire and release writes the same hash, so tracking it would turn
+    /// each of those into a check of every reader's hold. Read holds are
+    /// judged at their renewals (every third of the lease) instead.
+    pub(crate) fn tracked(self) -> bool {
+        self != LeaseKind::RwRead
+    }
+
+    /// Whether this kind belongs to a read-write lock (its channel is
+    /// `redisson_rwlock:{name}`).
+    pub(crate) fn is_rw(self) -> bool {
+        matches!(self, LeaseKind::RwRead | LeaseKind::RwWrite)
     }
 }
 
@@ -211,7 +247,7 @@ impl Engine {
         // In nanoseconds since the base instant: one clock conversion.
         let lease = hold.lease();
         let mut soft = lease / 3;
-        if self.shared.tracking {
+        if self.shared.tracking && hold.kind.tracked() {
             soft = soft.min(TRACK_AFTER);
         }
         let since = nanos(since);
@@ -235,7 +271,7 @@ impl Engine {
     /// held key, which ends the server's tracking of it (NOLOOP only spares
     /// us the push): the engine reads it again, keeping its renewal plan.
     pub(crate) fn retrack(&self, hold: &Arc<Hold>) {
-        if self.shared.tracking && hold.is_active() {
+        if self.shared.tracking && hold.kind.tracked() && hold.is_active() {
             self.watch(hold, Instant::now());
         }
     }

@@ -281,7 +281,7 @@ impl Table {
                 if let Some(end) = h.max_hold_end {
                     wake.urgent = earliest(wake.urgent, end);
                 }
-                if tracking && !e.tracked {
+                if tracking && h.kind.tracked() && !e.tracked {
                     if now >= e.since + TRACK_AFTER {
                         e.tracked = true;
                         let group = node_of(h.key.slot());

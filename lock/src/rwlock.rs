@@ -1,0 +1,206 @@
+//! `RwLock`: a read-write lock in Redisson's `RReadWriteLock` layout, and
+//! the waiting writer's marker.
+//!
+//! Both sides are [`Lock`] handles of one owner, so they share everything a
+//! lock has (guards, watchdog, `lost()`, waiting, the fencing token of a
+//! write hold); only their [`LeaseKind`] differs, which names their scripts:
+//! - read holds (`rw_read_*.lua`): the owner's count in the hash and one
+//!   string per hold, `{name}:<owner>:rwlock_timeout:<i>`, with its own
+//!   expiry; renewed per owner (only its own holds, never another
+//!   reader's); no token;
+//! - the write hold (`rw_write_*.lua`): field `<owner>:write`, with a token
+//!   from `redisson_lock_token:{name}`, renewed as a reentrant hold of that
+//!   field.
+//!
+//! Writer preference: a writer that waits sets `{name}:rwlock_writer_waiting`
+//! (its owner id, expiring after `LocksConfig::fair_waiter_timeout` unless
+//! the writer calls again, which it does every third of that); a new reader
+//! that sees it waits, so a stream of readers cannot starve writers. Readers
+//! already in (re-entries) and the writer's own reads are let through. The
+//! writer takes its marker back when it gets the lock or gives up.
+
+use std::sync::Arc;
+
+use keylatch_cluster::Commands;
+use keylatch_resp::Frame;
+
+use crate::error::LockResult;
+use crate::lease::LeaseKind;
+use crate::lock::Lock;
+use crate::locks::Inner;
+use crate::scripts::RW_WRITE_LEAVE;
+
+/// A read-write lock acting as one owner: many readers or one writer.
+///
+/// Wire-compatible with Redisson's `RReadWriteLock`: the hash named after
+/// the lock holds `mode` (`read`/`write`), each reader's read count, and
+/// the writer's `<owner>:write` count; each read hold has its own expiry key
+/// `{name}:<owner>:rwlock_timeout:<i>`; releases publish on
+/// `redisson_rwlock:{name}` (`0` for the last read, `1` for the last write,
+/// which wakes every waiter).
+///
+/// - The writer may take read holds and then release the write
+///   (downgrade); a reader asking for the write (upgrade) is refused at
+///   once with [`LockError::UpgradeRefused`](crate::LockError::UpgradeRefused),
+///   never left to wait for itself.
+/// - Writers are not starved: while a keylatch writer waits, new keylatch
+///   readers wait behind it (readers already in carry on). Redisson readers
+///   do not know the marker and are not held back.
+/// - Read holds carry no fencing token (readers do not write); a write hold
+///   has one, from the same counter as the reentrant lock of this name.
+///
+/// ```no_run
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// let rw = locks.rw_lock("catalogue");
+/// let r1 = rw.read().acquire().await?;
+/// let r2 = locks.rw_lock("catalogue").read().acquire().await?; // readers share
+/// r1.unlock().await?;
+/// r2.unlock().await?;
+/// let w = rw.write().acquire().await?; // alone
+/// let r = rw.read().acquire().await?; // the writer may read: downgrade
+/// w.unlock().await?; // now only a read hold
+/// r.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RwLock {
+    read: Lock,
+    write: Lock,
+}
+
+impl RwLock {
+    pub(crate) fn new(inner: &Arc<Inner>, name: &str, owner: Arc<str>) -> Self {
+        Self {
+            read: Lock::new(
+                Arc::clone(inner),
+                name,
+                Arc::clone(&owner),
+                LeaseKind::RwRead,
+            ),
+            write: Lock::new(Arc::clone(inner), name, owner, LeaseKind::RwWrite),
+        }
+    }
+
+    /// The read side: a [`Lock`] whose holds are read holds of this owner
+    /// (`acquire`, `try_acquire(wait, lease)`, re-entry, `lost()`). Clones
+    /// act as the same owner.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let guard = locks.rw_lock("catalogue").read().acquire().await?;
+    /// assert_eq!(guard.fencing_token(), None); // readers have no token
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read(&self) -> Lock {
+        self.read.clone()
+    }
+
+    /// The write side: a [`Lock`] whose holds are this owner's write hold,
+    /// exclusive of every reader and other writer, with a fencing token.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let guard = locks.rw_lock("catalogue").write().acquire().await?;
+    /// assert!(guard.fencing_token().is_some());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write(&self) -> Lock {
+        self.write.clone()
+    }
+
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// assert_eq!(locks.rw_lock("catalogue").name(), "catalogue");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.read.name()
+    }
+
+    /// The owner id both sides act as (`<client uuid>:<n>`; the write hold's
+    /// hash field is this plus `:write`, as in Redisson).
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let rw = locks.rw_lock("catalogue");
+    /// assert_eq!(rw.read().owner(), rw.write().owner());
+    /// # }
+    /// ```
+    pub fn owner(&self) -> &str {
+        self.read.owner()
+    }
+
+    /// Deletes the lock whatever holds it (readers and writer) and wakes
+    /// every waiter. `true` when there was a lock. Holders learn of it
+    /// through `lost()` (a writer at once when its `Locks` tracks keys,
+    /// readers at their next renewal).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.rw_lock("catalogue").force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`](crate::LockError::Client).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn force_unlock(&self) -> LockResult<bool> {
+        self.write.force_unlock().await
+    }
+}
+
+/// A waiting writer's marker, taken back however its wait ends without the
+/// lock: awaited when the wait runs out, spawned when the future is dropped
+/// or fails. If that call is lost too, the marker expires within its span.
+/// `None` for every other kind of waiter (and once the lock is taken).
+pub(crate) struct WriterMarker(pub(crate) Option<Lock>);
+
+impl WriterMarker {
+    pub(crate) async fn now(mut self) {
+        if let Some(lock) = self.0.take() {
+            if let Err(e) = leave(&lock).await {
+                tracing::debug!(lock = %lock.name(), error = %e,
+                    "taking the waiting-writer marker back failed; it expires by itself");
+            }
+        }
+    }
+}
+
+impl Drop for WriterMarker {
+    fn drop(&mut self) {
+        let Some(lock) = self.0.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            let _ = leave(&lock).await;
+        });
+    }
+}
+
+/// `rw_write_leave.lua` for this writer: `true` when the marker was its own.
+async fn leave(lock: &Lock) -> LockResult<bool> {
+    let names = &lock.handle.names;
+    let reply = lock
+        .inner
+        .client
+        .eval_script(
+            &RW_WRITE_LEAVE,
+            &[names.rw_writer_marker()],
+            &[
+                lock.owner(),
+                names.channel.as_str(),
+                lock.inner.publish_command(),
+            ],
+        )
+        .await?;
+    Ok(reply == Frame::Integer(1))
+}
