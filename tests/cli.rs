@@ -137,6 +137,87 @@ fn fair_execs_never_overlap_and_queue_where_status_shows_them() {
 }
 
 #[test]
+fn read_execs_share_write_execs_exclude_and_status_shows_them() {
+    let server = RedisServer::start();
+    // Writers alone never overlap.
+    assert_execs_never_overlap(
+        |name| {
+            let mut c = keylatch(&server);
+            c.args(["exec", name, "--write"]);
+            c
+        },
+        &[],
+    );
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let (r1, r2) = (dir.path().join("r1"), dir.path().join("r2"));
+    let log = dir.path().join("log");
+    let log = log.display();
+    // Two readers hold at once: each waits until the other's file exists.
+    let reader = |me: &Path, other: &Path, id: &str| {
+        spawn_exec(
+            &server,
+            "rw-exec",
+            &["--read", "--wait", "20s"],
+            &format!(
+                "echo up > {me}; i=0; while [ ! -e {other} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+                 [ -e {other} ] || exit 9; sleep 1; echo {id} end $(date +%s%N) >> {log}",
+                me = me.display(),
+                other = other.display()
+            ),
+        )
+    };
+    let mut a = reader(&r1, &r2, "r1");
+    let mut b = reader(&r2, &r1, "r2");
+    wait_for(&r1);
+    wait_for(&r2);
+    let json = stdout(&run(&server, &["status", "rw-exec", "--json"]));
+    assert!(json.contains(r#""type":"read-write""#), "{json}");
+    assert!(json.contains(r#""mode":"read""#), "{json}");
+    assert_eq!(json.matches(r#""holds_ttl_ms":["#).count(), 2, "{json}");
+    assert!(json.contains(r#""writer":null"#), "{json}");
+    // A writer waits for both, and says so in the marker.
+    let mut w = spawn_exec(
+        &server,
+        "rw-exec",
+        &["--write", "--wait", "20s"],
+        &format!("echo w start $(date +%s%N) >> {log}; echo $KEYLATCH_FENCING_TOKEN > {log}.token"),
+    );
+    let text = Soon::new(Duration::from_secs(10), Duration::from_millis(20)).until_blocking(|| {
+        let text = stdout(&run(&server, &["status", "rw-exec"]));
+        if text.contains("writer waiting") {
+            Ok(text)
+        } else {
+            Err(format!("no waiting writer shown: {text}"))
+        }
+    });
+    assert!(
+        text.contains("(read-write)") && text.contains("reader "),
+        "{text}"
+    );
+    assert!(a.wait().unwrap().success(), "reader 1 saw reader 2");
+    assert!(b.wait().unwrap().success(), "reader 2 saw reader 1");
+    assert!(w.wait().unwrap().success());
+    let text = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    let at = |prefix: &str| -> u128 {
+        let line = text.lines().find(|l| l.starts_with(prefix)).unwrap();
+        line[prefix.len()..].parse().unwrap()
+    };
+    assert!(
+        at("w start ") > at("r1 end ").max(at("r2 end ")),
+        "the writer ran after both readers: {text}"
+    );
+    let token = std::fs::read_to_string(dir.path().join("log.token")).unwrap();
+    assert!(
+        token.trim().parse::<u64>().is_ok(),
+        "a writer's token: {token}"
+    );
+    let json = stdout(&run(&server, &["status", "rw-exec", "--json"]));
+    assert!(json.contains(r#""state":"free""#), "{json}");
+    let o = run(&server, &["exec", "x", "--read", "--write", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
 fn exit_code_passthrough_and_environment() {
     let server = RedisServer::start();
     let o = run(&server, &["exec", "codes", "--", "sh", "-c", "exit 7"]);

@@ -20,13 +20,18 @@ use super::{runtime, Failure, EXIT_INTERRUPTED, EXIT_LOST, EXIT_TIMEOUT, EXIT_US
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
-usage: keylatch exec NAME [--fair] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
+usage: keylatch exec NAME [--fair | --read | --write] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
 exits with CMD's exit code (128+N when CMD died of signal N).
 
   --fair       a fair lock: waiters get it in the order they asked, across
                processes (Redisson's RFairLock queue)
+  --read       a read hold of the read-write lock NAME (Redisson's
+               RReadWriteLock): shared with other readers, excluded by a
+               writer; new readers wait while a writer waits
+  --write      the write hold of the read-write lock NAME: exclusive of
+               readers and other writers
   --wait D     how long to wait for the lock (default 10s; 0 = one try)
   --lease D    fixed lease: the lock expires after D and CMD is stopped then;
                `watchdog` (default) renews the lock for as long as CMD runs
@@ -36,7 +41,8 @@ exits with CMD's exit code (128+N when CMD died of signal N).
                for TLS (CA from $KEYLATCH_TLS_CA or ?ca=FILE)
 
 CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
-(the hold's fencing token: pass it to storage that rejects stale writers).
+(the hold's fencing token: pass it to storage that rejects stale writers;
+unset for a --read hold, which has none).
 
 Exit codes:
   N     CMD's own exit code
@@ -58,8 +64,17 @@ struct ExecArgs {
     grace: Duration,
     urls: Vec<String>,
     command: Vec<String>,
-    /// `--fair`: the fair lock of that name.
-    fair: bool,
+    /// Which lock of that name (`--fair`, `--read`, `--write`).
+    kind: Kind,
+}
+
+/// The lock `exec` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Reentrant,
+    Fair,
+    Read,
+    Write,
 }
 
 fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
@@ -68,11 +83,22 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     let mut lease = None;
     let mut grace = Duration::from_secs(5);
     let mut urls = Vec::new();
-    let mut fair = false;
+    let mut kind = Kind::Reentrant;
+    let mut pick = |k: Kind, flag: &str| {
+        if kind != Kind::Reentrant && kind != k {
+            return Err(Failure::usage(format!(
+                "exec: {flag} cannot go with another of --fair, --read, --write"
+            )));
+        }
+        kind = k;
+        Ok(())
+    };
     while let Some(a) = argv.next() {
         match a.as_str() {
             "--" => break,
-            "--fair" => fair = true,
+            "--fair" => pick(Kind::Fair, "--fair")?,
+            "--read" => pick(Kind::Read, "--read")?,
+            "--write" => pick(Kind::Write, "--write")?,
             "--wait" => wait = args::duration("--wait", &argv.value("--wait")?)?,
             "--lease" => {
                 let v = argv.value("--lease")?;
@@ -109,7 +135,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
         grace,
         urls: args::urls(urls),
         command,
-        fair,
+        kind,
     })
 }
 
@@ -145,10 +171,11 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
         _ = sigint.recv() => return Err(interrupted("connecting")),
         _ = sigterm.recv() => return Err(interrupted("connecting")),
     };
-    let lock = if a.fair {
-        locks.fair_lock(&a.name)
-    } else {
-        locks.lock(&a.name)
+    let lock = match a.kind {
+        Kind::Reentrant => locks.lock(&a.name),
+        Kind::Fair => locks.fair_lock(&a.name),
+        Kind::Read => locks.rw_lock(&a.name).read(),
+        Kind::Write => locks.rw_lock(&a.name).write(),
     };
     // Dropping the acquire on a signal is safe: an acquire whose reply had
     // not come back is released by owner in the background.
@@ -341,8 +368,12 @@ mod tests {
         assert_eq!(a.urls, ["redis://h:1"]);
         assert_eq!(a.command, ["sh", "-c", "true"]);
         let a = parse_str("jobs --wait 200ms --lease 3s --grace 1s -- true").unwrap();
-        assert!(!a.fair);
-        assert!(parse_str("jobs --fair -- true").unwrap().fair);
+        assert_eq!(a.kind, Kind::Reentrant);
+        assert_eq!(parse_str("jobs --fair -- true").unwrap().kind, Kind::Fair);
+        assert_eq!(parse_str("jobs --read -- true").unwrap().kind, Kind::Read);
+        assert_eq!(parse_str("jobs --write -- true").unwrap().kind, Kind::Write);
+        assert!(parse_str("jobs --read --write -- true").is_err());
+        assert!(parse_str("jobs --fair --read -- true").is_err());
         assert_eq!(
             (a.wait, a.lease, a.grace),
             (

@@ -18,13 +18,17 @@ usage: keylatch status NAME [--json] [--url URL]...
 
 Shows lock NAME: state (free, held, other), the type detected (reentrant,
 fair, read-write, semaphore/latch), holders with hold counts, TTL, fair-queue
-waiters with their deadlines (server time) and the last fencing token
-issued. Reads only.
+waiters with their deadlines (server time), a read-write lock's writer,
+readers (each read hold's TTL) and waiting writer, and the last fencing
+token issued. Reads only.
 
   --json     one JSON object: {\"name\",\"state\",\"type\",\"ttl_ms\" (null when
              free, -1 without expiry),\"holders\" {owner: count},\"mode\",
              \"value\",\"waiters\" [{\"owner\",\"deadline_in_ms\"}...] (head
-             first; null: no deadline),\"fencing_token\"}
+             first; null: no deadline),\"fencing_token\",\"readers\"
+             [{\"owner\",\"count\",\"holds_ttl_ms\"[...]}...],\"writer\"
+             {\"owner\",\"count\"} or null,\"writer_waiting\"
+             {\"owner\",\"ttl_ms\"} or null}
   --url URL  server (repeat for cluster seeds); default $KEYLATCH_URL, else
              redis://127.0.0.1:6379; rediss://host:port for TLS (CA from
              $KEYLATCH_TLS_CA or ?ca=FILE, else the system roots)
@@ -49,6 +53,23 @@ pub(crate) struct Status {
     pub(crate) waiters: Vec<Waiter>,
     /// The last fencing token issued for this name.
     pub(crate) fencing_token: Option<u64>,
+    /// A read-write lock's readers with their read holds.
+    pub(crate) readers: Vec<Reader>,
+    /// A read-write lock's writer (owner, write count).
+    pub(crate) writer: Option<(String, i64)>,
+    /// A waiting writer's marker (owner, ms left): new keylatch readers
+    /// wait behind it.
+    pub(crate) writer_waiting: Option<(String, i64)>,
+}
+
+/// One reader of a read-write lock.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reader {
+    pub(crate) owner: String,
+    pub(crate) count: i64,
+    /// PTTL of each read hold's key `{NAME}:<owner>:rwlock_timeout:<i>`,
+    /// i = 1..count (-2: expired, the count is stale; -1: no expiry).
+    pub(crate) holds_ttl_ms: Vec<i64>,
 }
 
 /// One fair-queue waiter.
@@ -131,6 +152,36 @@ impl Status {
             Some(t) => out.push_str(&t.to_string()),
             None => out.push_str("null"),
         }
+        out.push_str(",\"readers\":[");
+        for (i, r) in self.readers.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"owner\":");
+            json_string(&mut out, &r.owner);
+            out.push_str(&format!(",\"count\":{},\"holds_ttl_ms\":[", r.count));
+            let ttls: Vec<String> = r.holds_ttl_ms.iter().map(i64::to_string).collect();
+            out.push_str(&ttls.join(","));
+            out.push_str("]}");
+        }
+        out.push_str("],\"writer\":");
+        match &self.writer {
+            Some((owner, count)) => {
+                out.push_str("{\"owner\":");
+                json_string(&mut out, owner);
+                out.push_str(&format!(",\"count\":{count}}}"));
+            }
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"writer_waiting\":");
+        match &self.writer_waiting {
+            Some((owner, ttl)) => {
+                out.push_str("{\"owner\":");
+                json_string(&mut out, owner);
+                out.push_str(&format!(",\"ttl_ms\":{ttl}}}"));
+            }
+            None => out.push_str("null"),
+        }
         out.push('}');
         out
     }
@@ -152,8 +203,37 @@ impl Status {
         if let Some(v) = &self.value {
             out.push_str(&format!(", value {v}"));
         }
-        for (owner, count) in &self.holders {
-            out.push_str(&format!("\n  holder {owner}  count {count}"));
+        if self.mode.is_some() {
+            if let Some((owner, count)) = &self.writer {
+                out.push_str(&format!("\n  writer {owner}  count {count}"));
+            }
+            for r in &self.readers {
+                let ttls: Vec<String> = r
+                    .holds_ttl_ms
+                    .iter()
+                    .map(|t| match t {
+                        -2 => "expired".to_owned(),
+                        -1 => "no expiry".to_owned(),
+                        ms => format!("{:.1}s", *ms as f64 / 1000.0),
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "\n  reader {}  count {}  holds {}",
+                    r.owner,
+                    r.count,
+                    ttls.join(", ")
+                ));
+            }
+        } else {
+            for (owner, count) in &self.holders {
+                out.push_str(&format!("\n  holder {owner}  count {count}"));
+            }
+        }
+        if let Some((owner, ttl)) = &self.writer_waiting {
+            out.push_str(&format!(
+                "\n  writer waiting {owner}  (new readers wait; marker {:.1}s)",
+                *ttl as f64 / 1000.0
+            ));
         }
         if !self.waiters.is_empty() {
             out.push_str(&format!("\n  {} fair-queue waiter(s):", self.waiters.len()));
@@ -198,6 +278,16 @@ pub(crate) fn json_string(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+/// `{name}:suffix`, or `name:suffix` when the name has a `{` (Redisson's
+/// naming of a read-write lock's per-hold keys, as in the lock crate).
+pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
 }
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag:
@@ -311,6 +401,15 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
             st.waiters = waiters(client, name, owners).await?;
         }
     }
+    if st.mode.is_some() {
+        read_write(client, &mut st).await?;
+    }
+    let marker = suffixed(name, "rwlock_writer_waiting");
+    if let Some(owner) = text(&ask(client, Cmd::new("GET").key(marker.as_str())).await?) {
+        if let Frame::Integer(ttl) = ask(client, Cmd::new("PTTL").key(marker.as_str())).await? {
+            st.writer_waiting = Some((owner, ttl));
+        }
+    }
     let token = companion("redisson_lock_token", name);
     st.fencing_token = ask(client, Cmd::new("GET").key(token.as_str()))
         .await
@@ -318,6 +417,32 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
         .and_then(|f| text(&f))
         .and_then(|t| t.parse().ok());
     Ok(st)
+}
+
+/// A read-write lock's holders split into the writer (`<owner>:write`)
+/// and readers, each read hold with its key's PTTL.
+async fn read_write(client: &Client, st: &mut Status) -> Result<(), String> {
+    for (field, count) in &st.holders {
+        if let Some(owner) = field.strip_suffix(":write") {
+            st.writer = Some((owner.to_owned(), *count));
+            continue;
+        }
+        let mut holds_ttl_ms = Vec::new();
+        // Bounded: a count is small in practice, and a corrupt one must not
+        // make `status` hang.
+        for i in 1..=(*count).clamp(0, 1000) {
+            let key = suffixed(&st.name, &format!("{field}:rwlock_timeout:{i}"));
+            if let Frame::Integer(t) = ask(client, Cmd::new("PTTL").key(key.as_str())).await? {
+                holds_ttl_ms.push(t);
+            }
+        }
+        st.readers.push(Reader {
+            owner: field.clone(),
+            count: *count,
+            holds_ttl_ms,
+        });
+    }
+    Ok(())
 }
 
 /// Entry point: parses, reads, prints.
@@ -374,7 +499,7 @@ mod tests {
         };
         assert_eq!(
             held.to_json(),
-            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7}"#
+            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"writer_waiting":null}"#
         );
         let free = Status {
             name: "jobs".into(),
@@ -384,6 +509,39 @@ mod tests {
         assert!(free
             .to_json()
             .contains(r#""state":"free","type":"none","ttl_ms":null"#));
+    }
+
+    #[test]
+    fn a_read_write_lock_shows_its_writer_readers_and_waiting_writer() {
+        let st = Status {
+            name: "docs".into(),
+            redis_type: "hash".into(),
+            ttl_ms: Some(3000),
+            holders: vec![("u:1:write".into(), 1), ("u:1".into(), 2)],
+            mode: Some("write".into()),
+            writer: Some(("u:1".into(), 1)),
+            readers: vec![Reader {
+                owner: "u:1".into(),
+                count: 2,
+                holds_ttl_ms: vec![2900, -2],
+            }],
+            writer_waiting: Some(("u:2".into(), 1500)),
+            ..Status::default()
+        };
+        assert_eq!(st.kind(), "read-write");
+        let json = st.to_json();
+        assert!(json.contains(
+            r#""readers":[{"owner":"u:1","count":2,"holds_ttl_ms":[2900,-2]}],"writer":{"owner":"u:1","count":1},"writer_waiting":{"owner":"u:2","ttl_ms":1500}"#
+        ), "{json}");
+        let text = st.to_text();
+        assert!(text.contains("writer u:1  count 1"), "{text}");
+        assert!(
+            text.contains("reader u:1  count 2  holds 2.9s, expired"),
+            "{text}"
+        );
+        assert!(text.contains("writer waiting u:2"), "{text}");
+        assert_eq!(suffixed("docs", "x"), "{docs}:x");
+        assert_eq!(suffixed("{t}docs", "x"), "{t}docs:x");
     }
 
     #[test]

@@ -80,11 +80,12 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             });
         }
     }
-    // A fair lock's queue head is woken on its own channel as well.
-    let lock = if st.kind() == "fair" {
-        locks.fair_lock(&name)
-    } else {
-        locks.lock(&name)
+    // A fair lock's queue head is woken on its own channel as well; a
+    // read-write lock's waiters listen on `redisson_rwlock:{NAME}`.
+    let lock = match st.kind().as_str() {
+        "fair" => locks.fair_lock(&name),
+        "read-write" => locks.rw_lock(&name).write(),
+        _ => locks.lock(&name),
     };
     let removed = rt
         .block_on(lock.force_unlock())
