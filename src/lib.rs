@@ -37,8 +37,8 @@ pub use keylatch_cluster::{
     SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
-    Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, ReplicaSync,
-    RwLock,
+    CountDownLatch, ExpirableSemaphore, Lock, LockError, LockGuard, LockResult, Locks, LocksConfig,
+    LossReason, LostToken, PermitGuard, PermitId, ReplicaSync, RwLock, Semaphore,
 };
 pub use keylatch_resp::{Cmd, Frame};
 

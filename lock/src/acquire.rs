@@ -53,7 +53,12 @@ fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
         return;
     };
     let until = Instant::now() + lease;
-    let token = token.max(0).unsigned_abs();
+    // A fenced hold is released by owner (its token is the acquire's INCR,
+    // which a later re-entry moves past).
+    let token = match lock.handle.kind {
+        LeaseKind::Fenced => 0,
+        _ => token.max(0).unsigned_abs(),
+    };
     rt.spawn(async move {
         if release(&lock, token, Some(until), Retry::Here)
             .await
@@ -160,7 +165,11 @@ impl Lock {
         if holds == 0 {
             return Ok(Attempt::Held(value));
         }
-        let token = value.max(0).unsigned_abs();
+        let value = value.max(0).unsigned_abs();
+        // A fenced lock's token is this acquire's own; its hold is named by
+        // owner (token 0), since a re-entry moves the counter on.
+        let fenced = self.handle.kind == LeaseKind::Fenced;
+        let token = if fenced { 0 } else { value };
         let inner = &self.inner;
         let (hold, new) = self.handle.hold_for(token, holds > 1, || {
             Hold::new(NewHold {
@@ -182,7 +191,11 @@ impl Lock {
             // A re-entry's own write untracked the key: read it again.
             inner.engine.retrack(&hold);
         }
-        let shown = (cfg.fencing && hold.token > 0).then_some(hold.token);
+        let shown = if fenced {
+            Some(value)
+        } else {
+            (cfg.fencing && hold.token > 0).then_some(hold.token)
+        };
         let guard = LockGuard::new(
             self.clone(),
             hold,
@@ -216,7 +229,13 @@ impl Lock {
             },
             None => queued.await,
         };
-        let mut wake = Wake::subscribe(self, &self.handle.names.channel, deadline).await;
+        let mut wake = Wake::subscribe(
+            &self.inner,
+            &self.handle.names.key,
+            &self.handle.names.channel,
+            deadline,
+        )
+        .await;
         // A waiting writer holds new readers back with a marker, which it
         // takes back however its wait ends without the lock.
         let writer = self.handle.kind == LeaseKind::RwWrite;

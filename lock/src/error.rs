@@ -59,6 +59,14 @@ pub enum LockError {
         /// The lock's name.
         name: String,
     },
+    /// A wait on a semaphore (or permit-expirable semaphore) that does not
+    /// exist: nothing would ever release a permit, so the wait fails at
+    /// once instead of running out its time (Redisson waits). Set its
+    /// permits first (`try_set_permits`).
+    NoSuchSemaphore {
+        /// The semaphore's name.
+        name: String,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -92,6 +100,10 @@ impl fmt::Display for LockError {
             LockError::UpgradeRefused { name } => write!(
                 f,
                 "read-write lock {name:?}: this owner holds read holds, and an upgrade to write is refused (it would wait for itself); release the reads first"
+            ),
+            LockError::NoSuchSemaphore { name } => write!(
+                f,
+                "semaphore {name:?} does not exist: set its permits first (try_set_permits)"
             ),
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }

@@ -43,7 +43,8 @@ impl Lock {
         }
         let channel = self.handle.names.fair_channel(self.owner());
         let cfg = &self.inner.config;
-        let mut wake = Wake::subscribe(self, &channel, deadline).await;
+        let mut wake =
+            Wake::subscribe(&self.inner, &self.handle.names.key, &channel, deadline).await;
         // A call at least every third of the deadline span keeps the place.
         let renew = cfg.fair_waiter_timeout / 3;
         loop {

@@ -207,7 +207,9 @@ fn release_cmd(
     };
     match kind {
         // The hot path: no key built.
-        LeaseKind::Reentrant | LeaseKind::NonReentrant => build(&[&*names.key, &*names.token]),
+        LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fenced => {
+            build(&[&*names.key, &*names.token])
+        }
         LeaseKind::Fair => {
             let (queue, timeouts) = names.fair_queue();
             // A fair release always names a token ("0": by owner).
@@ -219,6 +221,8 @@ fn release_cmd(
         }
         LeaseKind::RwRead => build(&[&*names.key, &names.rw_read_prefix(owner), &names.rw_base()]),
         LeaseKind::RwWrite => build(&[&*names.key, &*names.token, &names.rw_base()]),
+        // Permit guards release through `semaphore.rs`, never a lock handle.
+        LeaseKind::Permits => build(&[&*names.key]),
     }
 }
 

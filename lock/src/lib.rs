@@ -20,6 +20,11 @@
 //!   local contender, not a herd.
 //! - `wake.rs`: a waiter's wake-up source (its subscription, or polling).
 //! - `fair.rs`: the fair lock's wait, in the server's queue, and leaving it.
+//! - `spin.rs`: a spin lock's wait (backoff, no pub/sub).
+//! - [`Semaphore`], [`ExpirableSemaphore`] and [`PermitGuard`]
+//!   (`semaphore.rs`): Redisson's semaphores; leased permits are holds of
+//!   the lease engine.
+//! - [`CountDownLatch`] (`latch.rs`).
 //! - [`RwLock`] (`rwlock.rs`): a read-write lock whose read and write sides
 //!   are [`Lock`] handles of one owner; the waiting writer's marker.
 //! - `handle.rs`: what a lock handle and its clones share, with the lock's
@@ -51,6 +56,7 @@ mod guard;
 mod handle;
 mod hold;
 mod hold_key;
+mod latch;
 mod lease;
 mod lock;
 mod locks;
@@ -59,15 +65,19 @@ mod names;
 mod release;
 mod rwlock;
 pub mod scripts;
+mod semaphore;
+mod spin;
 mod waiters;
 mod wake;
 
 pub use error::{LockError, LockResult};
 pub use guard::{LockGuard, LostToken};
+pub use latch::CountDownLatch;
 pub use lease::{LossReason, RENEW_BATCH};
 pub use lock::{Lock, ReplicaSync};
 pub use locks::{Locks, LocksConfig};
 pub use rwlock::RwLock;
+pub use semaphore::{BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

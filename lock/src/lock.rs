@@ -68,6 +68,8 @@ pub struct Lock {
     pub(crate) handle: Arc<Handle>,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) replica_sync: ReplicaSync,
+    /// Waits by backoff instead of pub/sub (a spin lock).
+    pub(crate) spin: bool,
 }
 
 impl std::fmt::Debug for Lock {
@@ -87,6 +89,7 @@ impl Lock {
             handle,
             max_hold: None,
             replica_sync: ReplicaSync::None,
+            spin: false,
         }
     }
 
@@ -96,6 +99,7 @@ impl Lock {
             handle: Arc::new(Handle::new(name, owner, kind)),
             max_hold: None,
             replica_sync: ReplicaSync::None,
+            spin: false,
         }
     }
 
@@ -271,6 +275,9 @@ impl Lock {
         }
         if wait.is_zero() {
             return Ok(None);
+        }
+        if self.spin {
+            return Box::pin(self.wait_spin(deadline, lease)).await;
         }
         // Boxed: waiting (queue, subscription, timers) is the slow path, and
         // inline it would enlarge every uncontended acquire's future.

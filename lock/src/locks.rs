@@ -10,9 +10,11 @@ use keylatch_cluster::{Client, ClientConfig, InvalidationHandler, PubSub, PubSub
 use crate::error::LockResult;
 use crate::handle::ScriptArgs;
 use crate::hold::{clamp_span, millis};
+use crate::latch::CountDownLatch;
 use crate::lease::{Engine, Invalidations, LeaseKind, INVALIDATION_QUEUE};
 use crate::lock::Lock;
 use crate::rwlock::RwLock;
+use crate::semaphore::{ExpirableSemaphore, Semaphore};
 use crate::waiters::WaitQueues;
 
 /// Settings shared by every lock of one [`Locks`].
@@ -408,6 +410,107 @@ impl Locks {
             self.new_owner(),
             LeaseKind::Fair,
         )
+    }
+
+    /// A spin lock with a fresh owner id: the reentrant lock's data (so it
+    /// excludes, and is excluded by, reentrant holders of the name), but a
+    /// waiter neither subscribes nor queues locally: it tries again after
+    /// an exponential backoff with jitter (1 ms doubling to 128 ms, as
+    /// Redisson's `RSpinLock`). For very many locks with little contention,
+    /// where PUBLISH per release and a subscription per waiter cost more
+    /// than an occasional extra try.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let guard = locks.spin_lock("row:7").acquire().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_lock(&self, name: &str) -> Lock {
+        let mut lock = self.lock(name);
+        lock.spin = true;
+        lock
+    }
+
+    /// A fenced lock with a fresh owner id, in Redisson's `RFencedLock`
+    /// layout: the RLock hash, and a fencing token from INCR of
+    /// `redisson_lock_token:{name}` on every acquire, re-entries included,
+    /// so a Java `RFencedLock` and this lock hand out tokens from one
+    /// counter (the counter never expires, as Redisson's).
+    ///
+    /// Which to use: every keylatch lock already fences each hold (its
+    /// token names the hold: renewals and releases check it, so a late
+    /// release can never end a newer hold; the counter may expire when idle
+    /// and restarts at server time). Use `fenced_lock` to share tokens with
+    /// Java `RFencedLock` users, or when each re-entry needs a token of its
+    /// own; its holds are judged and released by owner, as Redisson's.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let lock = locks.fenced_lock("ledger");
+    /// let first = lock.acquire().await?;
+    /// let again = lock.acquire().await?; // a re-entry: a token of its own
+    /// assert!(again.fencing_token() > first.fencing_token());
+    /// again.unlock().await?;
+    /// first.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_lock(&self, name: &str) -> Lock {
+        Lock::new(
+            Arc::clone(&self.inner),
+            name,
+            self.new_owner(),
+            LeaseKind::Fenced,
+        )
+    }
+
+    /// A semaphore in Redisson's `RSemaphore` layout (the key holds the
+    /// available permits; releases publish the new count on
+    /// `redisson_sc:{name}`). Its permits have no owner: see
+    /// [`expirable_semaphore`](Self::expirable_semaphore) for permits that
+    /// come back when their holder dies.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.semaphore("api-quota");
+    /// sem.try_set_permits(10).await?;
+    /// sem.acquire(1).await?;
+    /// sem.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Semaphore {
+        Semaphore::new(Arc::clone(&self.inner), name)
+    }
+
+    /// A permit-expirable semaphore in Redisson's
+    /// `RPermitExpirableSemaphore` layout: each permit taken has an id and a
+    /// lease (renewed by the watchdog while its guard lives), so the permits
+    /// of a process that died come back within one lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.expirable_semaphore("gpu");
+    /// sem.try_set_permits(2).await?;
+    /// let permit = sem.acquire(1, None).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn expirable_semaphore(&self, name: &str) -> ExpirableSemaphore {
+        ExpirableSemaphore::new(Arc::clone(&self.inner), name)
+    }
+
+    /// A count-down latch in Redisson's `RCountDownLatch` layout.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let latch = locks.latch("warm-up");
+    /// latch.try_set_count(1).await?;
+    /// latch.count_down().await?;
+    /// latch.wait_zero().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn latch(&self, name: &str) -> CountDownLatch {
+        CountDownLatch::new(Arc::clone(&self.inner), name)
     }
 
     /// A read-write lock with a fresh owner id: many readers or one writer,

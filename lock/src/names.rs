@@ -81,7 +81,7 @@ impl LockNames {
 
 /// Redisson's `{name}:suffix`, or `name:suffix` when the name contains
 /// `{`; without a suffix, `{name}` (or `name`).
-fn suffixed(name: &str, suffix: Option<&str>) -> String {
+pub(crate) fn suffixed(name: &str, suffix: Option<&str>) -> String {
     let base = if name.contains('{') {
         name.to_owned()
     } else {

@@ -109,7 +109,7 @@ fn again(err: &Error, until: Option<Instant>, pause: Duration) -> bool {
 /// if it ran, a second one would take one more count, and the hold's count
 /// may be more than this process knows (a clone's re-entry counted on the
 /// server before its reply revived the hold here).
-fn retriable(e: &Error) -> bool {
+pub(crate) fn retriable(e: &Error) -> bool {
     if e.is_unknown_outcome() {
         return false;
     }

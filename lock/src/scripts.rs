@@ -170,6 +170,102 @@ pub static RW_WRITE_LEAVE: Script = Script::new(
     include_str!("../../lua/rw_write_leave.lua"),
 );
 
+/// Take n permits of a semaphore (Redisson's `RSemaphore` layout); see `lua/semaphore_acquire.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::SEMAPHORE_ACQUIRE.name(), "semaphore_acquire");
+/// ```
+pub static SEMAPHORE_ACQUIRE: Script = Script::new(
+    "semaphore_acquire",
+    include_str!("../../lua/semaphore_acquire.lua"),
+);
+
+/// Release or add permits of a semaphore, publishing the new count; see `lua/semaphore_change.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::SEMAPHORE_CHANGE.name(), "semaphore_change");
+/// ```
+pub static SEMAPHORE_CHANGE: Script = Script::new(
+    "semaphore_change",
+    include_str!("../../lua/semaphore_change.lua"),
+);
+
+/// Set a semaphore's permits or a latch's count when absent; see `lua/semaphore_set.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::SEMAPHORE_SET.name(), "semaphore_set");
+/// ```
+pub static SEMAPHORE_SET: Script =
+    Script::new("semaphore_set", include_str!("../../lua/semaphore_set.lua"));
+
+/// Count or drain a semaphore's available permits (returning expired leased permits first); see `lua/semaphore_drain.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::SEMAPHORE_DRAIN.name(), "semaphore_drain");
+/// ```
+pub static SEMAPHORE_DRAIN: Script = Script::new(
+    "semaphore_drain",
+    include_str!("../../lua/semaphore_drain.lua"),
+);
+
+/// Take n leased permits of a permit-expirable semaphore (Redisson's `RPermitExpirableSemaphore` layout, server time); see `lua/permits_acquire.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::PERMITS_ACQUIRE.name(), "permits_acquire");
+/// ```
+pub static PERMITS_ACQUIRE: Script = Script::new(
+    "permits_acquire",
+    include_str!("../../lua/permits_acquire.lua"),
+);
+
+/// Give leased permits back by id; see `lua/permits_release.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::PERMITS_RELEASE.name(), "permits_release");
+/// ```
+pub static PERMITS_RELEASE: Script = Script::new(
+    "permits_release",
+    include_str!("../../lua/permits_release.lua"),
+);
+
+/// Extend (or check) permit guards' leases, one slot per call; see `lua/permits_renew.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::PERMITS_RENEW.name(), "permits_renew");
+/// ```
+pub static PERMITS_RENEW: Script =
+    Script::new("permits_renew", include_str!("../../lua/permits_renew.lua"));
+
+/// `PERMITS_RENEW` for many slots of one cluster node; see `lua/permits_renew_node.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::PERMITS_RENEW_NODE.name(), "permits_renew_node");
+/// ```
+pub static PERMITS_RENEW_NODE: Script = Script::new(
+    "permits_renew_node",
+    include_str!("../../lua/permits_renew_node.lua"),
+);
+
+/// Count a count-down latch down by one (Redisson's `RCountDownLatch`); see `lua/latch_count_down.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::LATCH_COUNT_DOWN.name(), "latch_count_down");
+/// ```
+pub static LATCH_COUNT_DOWN: Script = Script::new(
+    "latch_count_down",
+    include_str!("../../lua/latch_count_down.lua"),
+);
+
+/// Take or re-enter a fenced lock, a token per acquire (Redisson's `RFencedLock`); see `lua/fenced_acquire.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::FENCED_ACQUIRE.name(), "fenced_acquire");
+/// ```
+pub static FENCED_ACQUIRE: Script = Script::new(
+    "fenced_acquire",
+    include_str!("../../lua/fenced_acquire.lua"),
+);
+
 /// Every script, for tests and tooling (e.g. preloading).
 ///
 /// ```
@@ -192,6 +288,16 @@ pub static ALL: &[&Script] = &[
     &RW_WRITE_ACQUIRE,
     &RW_WRITE_RELEASE,
     &RW_WRITE_LEAVE,
+    &SEMAPHORE_ACQUIRE,
+    &SEMAPHORE_CHANGE,
+    &SEMAPHORE_SET,
+    &SEMAPHORE_DRAIN,
+    &PERMITS_ACQUIRE,
+    &PERMITS_RELEASE,
+    &PERMITS_RENEW,
+    &PERMITS_RENEW_NODE,
+    &LATCH_COUNT_DOWN,
+    &FENCED_ACQUIRE,
 ];
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! How a waiter learns it may try again: a subscription to the channel a
 //! release publishes on, or polling when none can be had. Shared by the
-//! reentrant lock's waiters (`acquire.rs`) and the fair lock's (`fair.rs`).
+//! reentrant lock's waiters (`acquire.rs`), the fair lock's (`fair.rs`),
+//! and the semaphores' and the latch's (`semaphore.rs`, `latch.rs`).
 
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::Subscription;
 
-use crate::lock::Lock;
+use crate::locks::Inner;
 
 /// The first poll interval; it doubles up to the re-check interval.
 const FIRST_POLL: Duration = Duration::from_millis(10);
@@ -23,9 +24,12 @@ impl Wake {
     /// publish on it. Setting up (perhaps connecting the hub) counts against
     /// the wait and never takes longer than a re-check interval: past that,
     /// or on any failure, the waiter polls instead (said once in the log).
-    pub(crate) async fn subscribe(lock: &Lock, channel: &str, deadline: Option<Instant>) -> Self {
-        let inner = &lock.inner;
-        let name = &lock.handle.names.key;
+    pub(crate) async fn subscribe(
+        inner: &Inner,
+        name: &str,
+        channel: &str,
+        deadline: Option<Instant>,
+    ) -> Self {
         let setup = async {
             match inner.pubsub().await {
                 Some(hub) => match inner.subscribe(hub, channel).await {

@@ -34,7 +34,8 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::hold::{nanos, Hold};
 use crate::scripts::{
-    FAIR_ACQUIRE, FAIR_RELEASE, NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
+    FAIR_ACQUIRE, FAIR_RELEASE, FENCED_ACQUIRE, NONREENTRANT_ACQUIRE, PERMITS_ACQUIRE,
+    PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
     REENTRANT_RENEW, REENTRANT_RENEW_NODE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_READ_RENEW,
     RW_READ_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
 };
@@ -110,6 +111,15 @@ pub(crate) enum LeaseKind {
     /// with the fencing counter): renewed like a reentrant hold of that
     /// field.
     RwWrite,
+    /// Redisson's `RFencedLock`: the RLock hash, and a token from INCR of
+    /// the counter on every acquire, re-entries included. The hold's own
+    /// token is 0 (judged and released by owner, as Redisson does): a
+    /// re-entry moves the counter past the first hold's token.
+    Fenced,
+    /// A permit-expirable semaphore's leased permits of one guard: the
+    /// hold's "owner" is its permit ids (hex, comma-separated) and its
+    /// "counter" the permits zset, `{name}:timeout`.
+    Permits,
 }
 
 impl LeaseKind {
@@ -121,16 +131,21 @@ impl LeaseKind {
             LeaseKind::Fair => &FAIR_ACQUIRE,
             LeaseKind::RwRead => &RW_READ_ACQUIRE,
             LeaseKind::RwWrite => &RW_WRITE_ACQUIRE,
+            LeaseKind::Fenced => &FENCED_ACQUIRE,
+            LeaseKind::Permits => &PERMITS_ACQUIRE,
         }
     }
 
     /// The script dropping one hold.
     pub(crate) fn release_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant | LeaseKind::NonReentrant => &REENTRANT_RELEASE,
+            LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fenced => {
+                &REENTRANT_RELEASE
+            }
             LeaseKind::Fair => &FAIR_RELEASE,
             LeaseKind::RwRead => &RW_READ_RELEASE,
             LeaseKind::RwWrite => &RW_WRITE_RELEASE,
+            LeaseKind::Permits => &PERMITS_RELEASE,
         }
     }
 
@@ -142,8 +157,10 @@ impl LeaseKind {
             LeaseKind::Reentrant
             | LeaseKind::NonReentrant
             | LeaseKind::Fair
-            | LeaseKind::RwWrite => &REENTRANT_RENEW,
+            | LeaseKind::RwWrite
+            | LeaseKind::Fenced => &REENTRANT_RENEW,
             LeaseKind::RwRead => &RW_READ_RENEW,
+            LeaseKind::Permits => &PERMITS_RENEW,
         }
     }
 
@@ -153,8 +170,10 @@ impl LeaseKind {
             LeaseKind::Reentrant
             | LeaseKind::NonReentrant
             | LeaseKind::Fair
-            | LeaseKind::RwWrite => &REENTRANT_RENEW_NODE,
+            | LeaseKind::RwWrite
+            | LeaseKind::Fenced => &REENTRANT_RENEW_NODE,
             LeaseKind::RwRead => &RW_READ_RENEW_NODE,
+            LeaseKind::Permits => &PERMITS_RENEW_NODE,
         }
     }
 
@@ -163,8 +182,10 @@ impl LeaseKind {
     /// acquire and release writes the same hash, so tracking it would turn
     /// each of those into a check of every reader's hold. Read holds are
     /// judged at their renewals (every third of the lease) instead.
+    /// Nor permits: their "key" is the semaphore's counter, which every
+    /// acquire and release of anyone writes.
     pub(crate) fn tracked(self) -> bool {
-        self != LeaseKind::RwRead
+        !matches!(self, LeaseKind::RwRead | LeaseKind::Permits)
     }
 
     /// Whether this kind belongs to a read-write lock (its channel is

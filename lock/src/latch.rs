@@ -1,0 +1,221 @@
+//! `CountDownLatch` in Redisson's `RCountDownLatch` layout: the key named
+//! after it holds the remaining count; the count reaching exactly 0
+//! deletes the key and publishes `0` on
+//! `redisson_countdownlatch__channel__{name}`; setting a count publishes
+//! `1`. Waiting re-checks on a bounded interval, so a lost message costs at
+//! most [`LocksConfig::recheck`](crate::LocksConfig::recheck) (Redisson's
+//! `await()` without a timeout never re-checks and hangs on one).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::Commands;
+use keylatch_resp::{Cmd, Frame};
+
+use crate::error::{LockError, LockResult};
+use crate::locks::Inner;
+use crate::scripts::{LATCH_COUNT_DOWN, SEMAPHORE_SET};
+use crate::wake::Wake;
+
+/// A count-down latch shared across processes: some wait until others
+/// have counted it down to zero.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// let latch = locks.latch("shards-loaded");
+/// latch.try_set_count(3).await?;
+/// // … three workers each call `latch.count_down()` when done …
+/// if latch.wait_zero_for(Duration::from_secs(30)).await? {
+///     println!("all loaded");
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CountDownLatch {
+    inner: Arc<Inner>,
+    key: Arc<str>,
+    channel: String,
+}
+
+impl fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CountDownLatch {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str) -> Self {
+        Self {
+            inner,
+            key: Arc::from(name),
+            // Braces always, as Redisson names it.
+            channel: format!("redisson_countdownlatch__channel__{{{name}}}"),
+        }
+    }
+
+    /// The latch's name.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// assert_eq!(locks.latch("shards-loaded").name(), "shards-loaded");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.key
+    }
+
+    /// Sets the count when the latch is not set (closed) already; `true`
+    /// when set (and `1` published, as Redisson does).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// assert!(locks.latch("batch-7").try_set_count(2).await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have set it.
+    pub async fn try_set_count(&self, count: u64) -> LockResult<bool> {
+        let n = count.to_string();
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &SEMAPHORE_SET,
+                &[&*self.key],
+                &[
+                    n.as_str(),
+                    self.channel.as_str(),
+                    self.inner.publish_command(),
+                    "1",
+                ],
+            )
+            .await?;
+        Ok(reply == Frame::Integer(1))
+    }
+
+    /// Counts down by one; returns the count after (0 or less: open; the
+    /// key is gone, and reaching exactly 0 wakes every waiter).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let left = locks.latch("batch-7").count_down().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have counted down.
+    pub async fn count_down(&self) -> LockResult<i64> {
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &LATCH_COUNT_DOWN,
+                &[&*self.key],
+                &[self.channel.as_str(), self.inner.publish_command()],
+            )
+            .await?;
+        match reply {
+            Frame::Integer(n) => Ok(n),
+            other => Err(LockError::Protocol(other.to_string())),
+        }
+    }
+
+    /// The remaining count (0 when open or never set).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// println!("{} to go", locks.latch("batch-7").count().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`]; [`LockError::Protocol`] when the key holds no
+    /// number.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn count(&self) -> LockResult<u64> {
+        let v: Option<String> = self
+            .inner
+            .client
+            .cmd(Cmd::new("GET").key(&*self.key))
+            .await?;
+        match v {
+            None => Ok(0),
+            Some(t) => t
+                .parse::<i64>()
+                .map(|n| n.max(0).unsigned_abs())
+                .map_err(|_| LockError::Protocol(format!("latch {:?} holds {t:?}", &*self.key))),
+        }
+    }
+
+    /// Waits until the count is zero (or the latch was never set).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.latch("batch-7").wait_zero().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`wait_zero_for`](Self::wait_zero_for).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (it only reads and listens).
+    pub async fn wait_zero(&self) -> LockResult<()> {
+        self.wait(None).await.map(drop)
+    }
+
+    /// Waits up to `timeout` for the count to reach zero; `false` when it
+    /// did not in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let open = locks.latch("batch-7").wait_zero_for(Duration::from_secs(5)).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`]; [`LockError::Protocol`] when the key holds no
+    /// number.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (it only reads and listens).
+    pub async fn wait_zero_for(&self, timeout: Duration) -> LockResult<bool> {
+        self.wait(Instant::now().checked_add(timeout)).await
+    }
+
+    async fn wait(&self, deadline: Option<Instant>) -> LockResult<bool> {
+        if self.count().await? == 0 {
+            return Ok(true);
+        }
+        // Subscribed, read again: a count-down in between is not missed.
+        let mut wake = Wake::subscribe(&self.inner, &self.key, &self.channel, deadline).await;
+        loop {
+            if self.count().await? == 0 {
+                return Ok(true);
+            }
+            let mut nap = self.inner.config.recheck;
+            if let Some(d) = deadline {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(false);
+                }
+                nap = nap.min(left);
+            }
+            wake.pause(nap).await;
+        }
+    }
+}

@@ -1,0 +1,24 @@
+-- fenced_acquire: take or re-enter a Redisson-compatible fenced lock
+-- (RFencedLock): the RLock hash, and a token from INCR of
+-- redisson_lock_token:{name} on every acquire, re-entries included.
+--
+-- KEYS[1]  the lock hash (the user's lock name): field = owner id, value = hold count
+-- KEYS[2]  the token counter, redisson_lock_token:{name} (no expiry, as
+--          Redisson's: a Java RFencedLock and this lock count on one counter)
+-- ARGV[1]  lease in milliseconds (PEXPIRE of the whole hash)
+-- ARGV[2]  owner id, "<client uuid>:<handle id>"
+--
+-- Returns  {holds, token} when acquired (holds = this owner's count after;
+--          token = this acquire's INCR, greater than every token before);
+--          {0, pttl} when another owner holds it.
+local free = redis.call('exists', KEYS[1]) == 0
+if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+-- The counter first: if it fails (another type), nothing is taken.
+local token = redis.call('incr', KEYS[2])
+local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+if free or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+return {holds, token}

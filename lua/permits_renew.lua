@@ -1,0 +1,49 @@
+-- permits_renew: extend (or only check) many permit guards' leased permits
+-- of permit-expirable semaphores in one call (the lease engine, and a
+-- guard's extend). A guard stands while every one of its permits is out
+-- and unexpired.
+--
+-- KEYS[2i-1]  a semaphore (unused here; its slot routes the call);
+--             KEYS[2i] its permits, {name}:timeout (zset raw id -> expiry)
+-- ARGV[1]     lease in ms: each permit now expires at least this long from
+--             the server's now (never sooner than it did); "0" only checks
+-- ARGV[2]     unused (the shape every renewal shares)
+-- ARGV[2i+1]  guard i's permit ids, 32 hex digits each, comma-separated;
+--             ARGV[2i+2] its token (unused: "0")
+--
+-- Returns  an array: element i is 1 when guard i's permits all stand (and
+--          are renewed), 0 when any is gone or expired, -1 when the key
+--          could not be read here (served elsewhere now).
+local function raw(hex)
+    return (hex:gsub('..', function(h) return string.char(tonumber(h, 16)) end))
+end
+
+local function judge(zset, ids, lease, now)
+    for hex in string.gmatch(ids, '[^,]+') do
+        local score = redis.pcall('zscore', zset, raw(hex))
+        if type(score) == 'table' then
+            if string.find(score.err or '', 'WRONGTYPE', 1, true) then
+                return 0
+            end
+            return -1
+        end
+        if not score or tonumber(score) <= now then
+            return 0
+        end
+    end
+    if lease > 0 then
+        for hex in string.gmatch(ids, '[^,]+') do
+            redis.call('zadd', zset, 'xx', 'gt', now + lease, raw(hex))
+        end
+    end
+    return 1
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS / 2 do
+    out[i] = judge(KEYS[2 * i], ARGV[2 * i + 1], lease, now)
+end
+return out

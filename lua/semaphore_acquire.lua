@@ -1,0 +1,20 @@
+-- semaphore_acquire: take n permits of a Redisson-compatible semaphore
+-- (RSemaphore: the key holds the number of available permits).
+--
+-- KEYS[1]  the semaphore (the user's name): a string, the available permits
+-- ARGV[1]  n, the permits wanted (> 0)
+--
+-- Returns  {1, left} when taken (left = permits available after);
+--          {0, available} when fewer than n are available (nothing changes);
+--          {-1, 0} when the semaphore does not exist (never set: a wait
+--          would wait for nothing, so the caller is told at once).
+local value = redis.call('get', KEYS[1])
+if value == false then
+    return {-1, 0}
+end
+local n = tonumber(ARGV[1])
+value = tonumber(value) or 0
+if value >= n then
+    return {1, redis.call('decrby', KEYS[1], n)}
+end
+return {0, value}

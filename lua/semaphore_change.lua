@@ -1,0 +1,14 @@
+-- semaphore_change: release permits to, or add permits to, a
+-- Redisson-compatible semaphore, and tell waiters the new count.
+--
+-- KEYS[1]  the semaphore (a string, the available permits)
+-- ARGV[1]  the change (release n: +n; add_permits(d): d, may be negative)
+-- ARGV[2]  the semaphore's channel, redisson_sc:{name} (not a key)
+-- ARGV[3]  the publish command: "publish" or "spublish"
+--
+-- Returns  the permits available after. The key's expiry is kept (INCRBY;
+--          Redisson's addPermits uses SET and drops it); the new count is
+--          published, as Redisson's release does, so waiters try again.
+local value = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[3], ARGV[2], value)
+return value

@@ -1,0 +1,29 @@
+-- semaphore_drain: take every available permit of a semaphore at once
+-- (drainPermits); for a permit-expirable one, expired permits are returned
+-- to the pool first.
+--
+-- KEYS[1]  the semaphore (a string, the available permits)
+-- KEYS[2]  (permit-expirable only) its permits, {name}:timeout (zset: raw
+--          permit id -> expiry in ms)
+-- ARGV[1]  "1": only count (availablePermits), take nothing; "0": drain
+--
+-- Returns  the permits available (drained: they are now taken, and the
+--          count is 0, its expiry kept); 0 when the semaphore does not exist.
+if KEYS[2] then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1000)
+    if #expired > 0 then
+        redis.call('zrem', KEYS[2], unpack(expired))
+        redis.call('incrby', KEYS[1], #expired)
+    end
+end
+local value = redis.call('get', KEYS[1])
+if value == false then
+    return 0
+end
+value = tonumber(value) or 0
+if ARGV[1] == '0' and value > 0 then
+    redis.call('set', KEYS[1], 0, 'keepttl')
+end
+return value
