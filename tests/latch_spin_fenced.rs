@@ -1,0 +1,286 @@
+//! The count-down latch, the spin lock and the fenced lock against real
+//! servers, standalone and on a 6-node cluster: every latch operation,
+//! waiters woken by the message and (message lost) by the re-check, and
+//! Redisson's count-down script opening our latch; spin-lock exclusion from
+//! a history with no subscription made; fenced-lock tokens from one counter
+//! (a token per acquire, re-entries included), shared with a Java
+//! `RFencedLock`'s acquire.
+
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{Client, ClientConfig, Commands};
+use keylatch_harness::{RedisCluster, RedisServer};
+use keylatch_lock::{Locks, LocksConfig};
+use keylatch_resp::{Cmd, Frame};
+
+fn config() -> LocksConfig {
+    LocksConfig::default().watchdog_timeout(Duration::from_secs(3))
+}
+
+async fn locks_with(url: &str, cfg: LocksConfig) -> Locks {
+    Locks::new(Client::connect(url).await.unwrap(), cfg)
+}
+
+async fn cluster_locks(cluster: &RedisCluster, cfg: LocksConfig) -> Locks {
+    let urls = cluster.seed_urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
+    let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
+        .await
+        .unwrap();
+    assert!(client.is_cluster());
+    Locks::new(client, cfg)
+}
+
+/// Every latch operation; `deaf` re-checks only after a minute, so its
+/// waiter can be woken in time by the message alone.
+async fn latch_operations(deaf: &Locks, name: &str) {
+    let latch = deaf.latch(name);
+    assert_eq!(latch.count().await.unwrap(), 0);
+    assert!(
+        latch.wait_zero_for(Duration::ZERO).await.unwrap(),
+        "never set: open"
+    );
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert!(!latch.try_set_count(5).await.unwrap(), "set only once");
+    assert_eq!(latch.count().await.unwrap(), 2);
+    assert!(!latch
+        .wait_zero_for(Duration::from_millis(200))
+        .await
+        .unwrap());
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move {
+            latch.wait_zero().await.unwrap();
+            Instant::now()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(latch.count_down().await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "one to go");
+    let opened = Instant::now();
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    let woke = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the message, not the 60 s re-check")
+        .unwrap();
+    assert!(woke >= opened);
+    assert_eq!(
+        deaf.client()
+            .send(Cmd::new("EXISTS").key(name))
+            .await
+            .unwrap(),
+        Frame::Integer(0),
+        "key gone"
+    );
+    assert_eq!(latch.count_down().await.unwrap(), -1, "already open");
+    assert_eq!(latch.count().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_operations_standalone_and_a_lost_message() {
+    let server = RedisServer::start();
+    let deaf = locks_with(&server.url(), config().recheck(Duration::from_secs(60))).await;
+    latch_operations(&deaf, "latch-ops").await;
+
+    // The message lost (the count zeroed behind the latch's back, nothing
+    // published): the waiter sees it at its bounded re-check.
+    let checking = locks_with(&server.url(), config().recheck(Duration::from_millis(300))).await;
+    let latch = checking.latch("latch-lost");
+    latch.try_set_count(1).await.unwrap();
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait_zero_for(Duration::from_secs(30)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    checking.client().del(["latch-lost"]).await.unwrap();
+    assert!(tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the re-check")
+        .unwrap());
+
+    // Redisson's countDown (as a Java client sends it) opens our latch and
+    // wakes our waiter.
+    let latch = deaf.latch("latch-java");
+    latch.try_set_count(1).await.unwrap();
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait_zero_for(Duration::from_secs(30)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let java_count_down = "local v = redis.call('decr', KEYS[1]);if v <= 0 then redis.call('del', KEYS[1]) end;if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+    deaf.client()
+        .eval(
+            java_count_down,
+            &[
+                "latch-java",
+                "redisson_countdownlatch__channel__{latch-java}",
+            ],
+            &["0", "publish"],
+        )
+        .await
+        .unwrap();
+    assert!(tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the Java count-down's message woke us")
+        .unwrap());
+}
+
+/// Spin-lock exclusion from a history (tasks on two clients), with no
+/// pub/sub subscription made while they wait.
+async fn spin_exclusion(clients: &[Locks], name: &str) {
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let shared = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..6 {
+        let lock = clients[t % clients.len()].spin_lock(name);
+        let (history, shared) = (Arc::clone(&history), Arc::clone(&shared));
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                let g = lock
+                    .try_acquire(Duration::from_secs(30), None)
+                    .await
+                    .unwrap()
+                    .expect("acquired within 30 s");
+                let from = Instant::now();
+                let v = shared.load(Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                shared.store(v + 1, Ordering::SeqCst);
+                let to = Instant::now();
+                history.lock().unwrap().push((from, to, g.fencing_token()));
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(shared.load(Ordering::SeqCst), 60, "no lost update");
+    let mut h = history.lock().unwrap().clone();
+    h.sort_by_key(|x| x.0);
+    for w in h.windows(2) {
+        assert!(w[0].1 <= w[1].0, "holds overlap: {w:?}");
+        assert!(w[1].2 > w[0].2, "tokens rise: {w:?}");
+    }
+}
+
+/// Fenced-lock tokens: one per acquire, re-entries included, from
+/// `redisson_lock_token:{name}` without expiry; a Java `RFencedLock`
+/// acquire (the RLock script, then INCR of the same counter) in between
+/// keeps them rising.
+async fn fenced_tokens(locks: &Locks, name: &str) {
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let lock = locks.fenced_lock(name);
+    let a = lock.acquire().await.unwrap();
+    let b = lock.acquire().await.unwrap();
+    let (ta, tb) = (a.fencing_token().unwrap(), b.fencing_token().unwrap());
+    assert!(
+        tb > ta,
+        "a re-entry gets a token of its own: {ta} then {tb}"
+    );
+    assert_eq!(b.hold_count(), 2);
+    let ttl = match locks
+        .client()
+        .send(Cmd::new("PTTL").key(counter.as_str()))
+        .await
+        .unwrap()
+    {
+        Frame::Integer(n) => n,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(ttl, -1, "the counter never expires, as Redisson's");
+    // Another owner waits; the first hold's release by owner keeps the
+    // re-entry's count (renewals and releases judge the owner).
+    assert!(locks
+        .fenced_lock(name)
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .is_none());
+    a.unlock().await.unwrap();
+    assert!(!b.is_lost());
+    b.unlock().await.unwrap();
+    // A Java RFencedLock acquire, as its script does it.
+    let java = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2]); end; return nil;";
+    let reply = locks
+        .client()
+        .eval(java, &[name, counter.as_str()], &["30000", "java-uuid:1"])
+        .await
+        .unwrap();
+    let tj = match reply {
+        Frame::Integer(n) => n.unsigned_abs(),
+        other => panic!("Java acquire: {other:?}"),
+    };
+    assert!(tj > tb);
+    locks.client().del([name]).await.unwrap();
+    let c = lock.acquire().await.unwrap();
+    assert!(c.fencing_token().unwrap() > tj, "ours after Java's");
+    c.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_and_fenced_locks_standalone() {
+    let server = RedisServer::start();
+    let clients = [
+        locks_with(&server.url(), config()).await,
+        locks_with(&server.url(), config()).await,
+    ];
+    let admin = clients[0].client().clone();
+    // While a spinner waits, nobody subscribes.
+    let holder = clients[0].lock("spin-excl").acquire().await.unwrap();
+    let spinner = {
+        let lock = clients[1].spin_lock("spin-excl");
+        tokio::spawn(async move {
+            lock.try_acquire(Duration::from_secs(20), None)
+                .await
+                .unwrap()
+                .map(|g| drop(g))
+                .is_some()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let channels = admin
+        .send(Cmd::new("PUBSUB").arg("CHANNELS").arg("*"))
+        .await
+        .unwrap();
+    assert_eq!(channels, Frame::Array(Vec::new()), "no subscription");
+    holder.unlock().await.unwrap();
+    assert!(tokio::time::timeout(Duration::from_secs(10), spinner)
+        .await
+        .expect("the spinner got in after the release")
+        .unwrap());
+    spin_exclusion(&clients, "spin-excl").await;
+    fenced_tokens(&clients[0], "fenced").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_spin_and_fenced_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let deaf = cluster_locks(&cluster, config().recheck(Duration::from_secs(60))).await;
+    latch_operations(&deaf, "latch-ops-c").await;
+    let clients = [
+        cluster_locks(&cluster, config()).await,
+        cluster_locks(&cluster, config()).await,
+    ];
+    spin_exclusion(&clients, "spin-excl-c").await;
+    fenced_tokens(&clients[0], "fenced-c").await;
+    // Fenced holds are renewed by owner on the cluster past three leases.
+    let g = clients[1]
+        .fenced_lock("fenced-renew")
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(!g.is_lost());
+    g.unlock().await.unwrap();
+}
