@@ -17,12 +17,17 @@ use keylatch::{Cmd, Commands, Connection, Pipeline};
 
 const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> --help for more)
 
-  exec NAME [--wait 10s] [--lease 30s|watchdog] [--grace 5s] -- CMD [ARGS...]
-         run CMD while holding lock NAME; exits with CMD's code, 75 when the
-         lock is not had within --wait, 76 when it is lost while CMD runs
-         (CMD gets SIGTERM, SIGKILL after --grace), 130 on Ctrl-C
+  exec NAME [--fair|--read|--write|--semaphore N] [--wait 10s]
+       [--lease 30s|watchdog] [--grace 5s] -- CMD [ARGS...]
+         run CMD while holding lock NAME (or N leased permits of semaphore
+         NAME); exits with CMD's code, 75 when not had within --wait, 76
+         when lost while CMD runs (CMD gets SIGTERM, SIGKILL after
+         --grace), 130 on Ctrl-C
   status NAME [--json]
-         holders, hold counts, TTL, type and fair-queue waiters of NAME
+         holders, hold counts, TTL, type, waiters, readers and writer,
+         permits of NAME
+  latch NAME (--set N | --count-down | --wait [--timeout D] | --count)
+         a count-down latch shared by processes
   unlock --force NAME [--yes]
          delete lock NAME whoever holds it, after confirmation
   bench [--url URL]... [--cluster URL]... [--clients 64] [--duration 10s]
@@ -90,12 +95,13 @@ fn main() -> ExitCode {
             .any(|a| a == "-h" || a == "--help")
     };
     let result = match command.as_deref() {
-        Some(sub @ ("exec" | "status" | "unlock" | "bench")) => {
+        Some(sub @ ("exec" | "status" | "unlock" | "bench" | "latch")) => {
             let rest: Vec<String> = argv.collect();
             let (usage, run): (&str, cli::Subcommand) = match sub {
                 "exec" => (cli::exec::USAGE, cli::exec::run),
                 "status" => (cli::status::USAGE, cli::status::run),
                 "bench" => (cli::bench::USAGE, cli::bench::run),
+                "latch" => (cli::latch::USAGE, cli::latch::run),
                 _ => (cli::unlock::USAGE, cli::unlock::run),
             };
             if wants_help(&rest) {

@@ -218,6 +218,103 @@ fn read_execs_share_write_execs_exclude_and_status_shows_them() {
 }
 
 #[test]
+fn semaphore_execs_limit_concurrency_and_status_shows_the_permits() {
+    let server = RedisServer::start();
+    let o = run(
+        &server,
+        &["exec", "slots", "--semaphore", "1", "--", "true"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "missing semaphore: {}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--permits"), "{}", stderr(&o));
+
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let log = dir.path().join("log");
+    let log = log.display();
+    let children: Vec<Child> = (0..4)
+        .map(|id| {
+            spawn_exec(
+                &server,
+                "slots",
+                &["--semaphore", "1", "--permits", "2", "--wait", "20s"],
+                &format!(
+                    "echo {id} start $(date +%s%N) $KEYLATCH_PERMIT_IDS >> {log}; sleep 0.6; echo {id} end $(date +%s%N) >> {log}"
+                ),
+            )
+        })
+        .collect();
+    // While two run, status shows two leased permits with their expiries.
+    let json = Soon::new(Duration::from_secs(10), Duration::from_millis(20)).until_blocking(|| {
+        let json = stdout(&run(&server, &["status", "slots", "--json"]));
+        if json.matches(r#""expires_in_ms":"#).count() == 2 {
+            Ok(json)
+        } else {
+            Err(format!("not two leased permits: {json}"))
+        }
+    });
+    assert!(json.contains(r#""type":"expirable semaphore""#), "{json}");
+    assert!(json.contains(r#""value":"0""#), "{json}");
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    // Events in time order: never more than two inside at once.
+    let mut events: Vec<(u128, i32)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[2].parse().unwrap(), if f[1] == "start" { 1 } else { -1 })
+        })
+        .collect();
+    events.sort();
+    let (mut inside, mut most) = (0, 0);
+    for (_, d) in &events {
+        inside += d;
+        most = most.max(inside);
+    }
+    assert_eq!(most, 2, "two permits, two at once at most:\n{text}");
+    assert!(
+        text.lines()
+            .filter(|l| l.contains("start"))
+            .all(|l| l.split_whitespace().nth(3).is_some_and(|id| id.len() == 32)),
+        "each command saw its permit id:\n{text}"
+    );
+    let json = stdout(&run(&server, &["status", "slots", "--json"]));
+    assert!(json.contains(r#""value":"2""#), "all back: {json}");
+}
+
+#[test]
+fn latch_from_the_shell() {
+    let server = RedisServer::start();
+    let o = run(&server, &["latch", "loaded", "--set", "2"]);
+    assert_eq!((o.status.code(), stdout(&o).trim()), (Some(0), "2"));
+    let o = run(&server, &["latch", "loaded", "--set", "5"]);
+    assert_eq!(o.status.code(), Some(1), "set already");
+    let o = run(
+        &server,
+        &["latch", "loaded", "--wait", "--timeout", "200ms"],
+    );
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let mut waiter = keylatch(&server)
+        .args(["latch", "loaded", "--wait", "--timeout", "20s"])
+        .spawn()
+        .unwrap();
+    let o = run(&server, &["latch", "loaded", "--count-down"]);
+    assert_eq!(stdout(&o).trim(), "1");
+    let o = run(&server, &["latch", "loaded", "--count"]);
+    assert_eq!(stdout(&o).trim(), "1");
+    let o = run(&server, &["latch", "loaded", "--count-down"]);
+    assert_eq!(stdout(&o).trim(), "0");
+    assert!(waiter.wait().unwrap().success(), "the waiter saw it open");
+    let o = run(&server, &["latch", "loaded"]);
+    assert_eq!(o.status.code(), Some(2), "no action is a usage error");
+}
+
+#[test]
 fn exit_code_passthrough_and_environment() {
     let server = RedisServer::start();
     let o = run(&server, &["exec", "codes", "--", "sh", "-c", "exit 7"]);

@@ -910,3 +910,68 @@ async fn on_a_cluster_downgrades_re_entries_and_a_lost_read_guard() {
     new.unlock().await.unwrap();
 }
 
+// ---------------------------------------------------------------------------
+// 14. Two waiting writers, one gives up: the other still waits, so new
+//     readers must still wait behind it. The marker is one owner id, and the
+//     leaving writer deletes it when it was the last to set it
+//     (`rw_write_leave.lua`), so until the remaining writer's next attempt
+//     the lock takes new readers.
+// ---------------------------------------------------------------------------
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_giving_up_does_not_let_readers_jump_another_waiting_writer() {
+    let server = RedisServer::start();
+    let l1 = locks_at(&server.url()).await;
+    let l2 = locks_at(&server.url()).await;
+    let l3 = locks_at(&server.url()).await;
+    let admin = l1.client().clone();
+    let name = "r18-two-writers";
+    let mut jumped = 0;
+    let rounds = 20;
+    for round in 0..rounds {
+        let holder = l1.rw_lock(name).read().acquire().await.unwrap();
+        // W2 waits for long.
+        let w2 = l2.rw_lock(name);
+        let w2_owner = w2.owner().to_owned();
+        let w2task =
+            tokio::spawn(
+                async move { w2.write().try_acquire(Duration::from_secs(20), None).await },
+            );
+        SOON.eventually("W2's marker", || {
+            let (admin, o) = (admin.clone(), w2_owner.clone());
+            async move {
+                matches!(admin.send(Cmd::new("GET").key(&*marker_key(name))).await,
+                    Ok(Frame::Bulk(b)) if b == o.as_bytes())
+            }
+        })
+        .await;
+        // W1 waits briefly, and is the last to set the marker.
+        let w1 = l3.rw_lock(name);
+        let got = w1
+            .write()
+            .try_acquire(Duration::from_millis(300), None)
+            .await
+            .unwrap();
+        assert!(got.is_none());
+        // W2 still waits: a new reader must not get in.
+        let newcomer = l3.rw_lock(name);
+        let r = newcomer.read().try_acquire_now(None).await.unwrap();
+        if let Some(r) = r {
+            jumped += 1;
+            eprintln!("round {round}: a new reader got in while W2 waits");
+            r.unlock().await.unwrap();
+        }
+        assert!(!w2task.is_finished());
+        holder.unlock().await.unwrap();
+        let g = tokio::time::timeout(T, w2task)
+            .await
+            .expect("W2 not hung")
+            .unwrap()
+            .unwrap()
+            .expect("W2 in");
+        g.unlock().await.unwrap();
+    }
+    assert_eq!(
+        jumped, 0,
+        "{jumped} of {rounds} rounds: a new reader got in while a writer waited"
+    );
+}

@@ -11,16 +11,17 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use keylatch::{LockError, LockGuard, Locks, LocksConfig, LossReason};
+use keylatch::{LockError, Locks, LocksConfig, LossReason};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::args::{self, Argv};
+use super::held::Held;
 use super::{runtime, Failure, EXIT_INTERRUPTED, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE};
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
-usage: keylatch exec NAME [--fair | --read | --write] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
+usage: keylatch exec NAME [--fair | --read | --write | --semaphore N [--permits P]] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
 exits with CMD's exit code (128+N when CMD died of signal N).
@@ -32,6 +33,13 @@ exits with CMD's exit code (128+N when CMD died of signal N).
                writer; new readers wait while a writer waits
   --write      the write hold of the read-write lock NAME: exclusive of
                readers and other writers
+  --semaphore N
+               hold N permits of the permit-expirable semaphore NAME (a
+               distributed concurrency limit; Redisson's
+               RPermitExpirableSemaphore): leased, so a keylatch that dies
+               gives them back within the lease
+  --permits P  with --semaphore: create the semaphore with P permits when it
+               does not exist (without it, a missing semaphore is an error)
   --wait D     how long to wait for the lock (default 10s; 0 = one try)
   --lease D    fixed lease: the lock expires after D and CMD is stopped then;
                `watchdog` (default) renews the lock for as long as CMD runs
@@ -42,7 +50,8 @@ exits with CMD's exit code (128+N when CMD died of signal N).
 
 CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
 (the hold's fencing token: pass it to storage that rejects stale writers;
-unset for a --read hold, which has none).
+unset for a --read hold and for permits, which have none); with
+--semaphore, KEYLATCH_PERMIT_IDS (comma-separated) instead of the owner.
 
 Exit codes:
   N     CMD's own exit code
@@ -75,6 +84,12 @@ enum Kind {
     Fair,
     Read,
     Write,
+    /// N permits of a permit-expirable semaphore; the semaphore is created
+    /// with P permits when missing (`--permits P`).
+    Semaphore {
+        n: u64,
+        create: Option<u64>,
+    },
 }
 
 fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
@@ -84,10 +99,11 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     let mut grace = Duration::from_secs(5);
     let mut urls = Vec::new();
     let mut kind = Kind::Reentrant;
+    let mut create = None;
     let mut pick = |k: Kind, flag: &str| {
         if kind != Kind::Reentrant && kind != k {
             return Err(Failure::usage(format!(
-                "exec: {flag} cannot go with another of --fair, --read, --write"
+                "exec: {flag} cannot go with another of --fair, --read, --write, --semaphore"
             )));
         }
         kind = k;
@@ -99,6 +115,21 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
             "--fair" => pick(Kind::Fair, "--fair")?,
             "--read" => pick(Kind::Read, "--read")?,
             "--write" => pick(Kind::Write, "--write")?,
+            "--semaphore" => {
+                let v = argv.value("--semaphore")?;
+                let n = v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Failure::usage(format!(
+                        "exec: --semaphore wants a permit count > 0, not {v:?}"
+                    ))
+                })?;
+                pick(Kind::Semaphore { n, create: None }, "--semaphore")?;
+            }
+            "--permits" => {
+                let v = argv.value("--permits")?;
+                create = Some(v.parse::<u64>().map_err(|_| {
+                    Failure::usage(format!("exec: --permits wants a count, not {v:?}"))
+                })?);
+            }
             "--wait" => wait = args::duration("--wait", &argv.value("--wait")?)?,
             "--lease" => {
                 let v = argv.value("--lease")?;
@@ -119,6 +150,11 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
                 )))
             }
         }
+    }
+    match (&mut kind, create) {
+        (Kind::Semaphore { create: c, .. }, Some(p)) => *c = Some(p),
+        (_, Some(_)) => return Err(Failure::usage("exec: --permits goes with --semaphore")),
+        _ => {}
     }
     if lease.is_some_and(|l| l.is_zero()) {
         return Err(Failure::usage("exec: --lease must be longer than 0"));
@@ -158,10 +194,6 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let signal_failure = |e| Failure::usage(format!("cannot handle signals: {e}"));
     let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
-    let interrupted = |what: &str| Failure {
-        code: EXIT_INTERRUPTED,
-        message: format!("interrupted while {what}"),
-    };
 
     let cfg = args::client_config(&a.urls)?;
     let locks = tokio::select! {
@@ -171,55 +203,31 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
         _ = sigint.recv() => return Err(interrupted("connecting")),
         _ = sigterm.recv() => return Err(interrupted("connecting")),
     };
-    let lock = match a.kind {
-        Kind::Reentrant => locks.lock(&a.name),
-        Kind::Fair => locks.fair_lock(&a.name),
-        Kind::Read => locks.rw_lock(&a.name).read(),
-        Kind::Write => locks.rw_lock(&a.name).write(),
-    };
-    // Dropping the acquire on a signal is safe: an acquire whose reply had
-    // not come back is released by owner in the background.
-    let acquired = tokio::select! {
-        r = lock.try_acquire(a.wait, a.lease) => Some(r),
-        _ = sigint.recv() => None,
-        _ = sigterm.recv() => None,
-    };
-    let Some(acquired) = acquired else {
-        // The background release of a cancelled acquire would die with the
-        // runtime when we return; this one is awaited. Queued behind the
-        // acquire on the same connection, it frees a hold that the acquire
-        // may have taken just before the signal ("not owner" otherwise).
-        let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
-        return Err(interrupted(&format!("waiting for lock {:?}", a.name)));
-    };
-    let guard = match acquired {
-        Ok(Some(g)) => g,
-        Ok(None) => {
-            return Err(Failure {
-                code: EXIT_TIMEOUT,
-                message: format!(
-                    "lock {:?} is held by another owner; not acquired within {:?}",
-                    a.name, a.wait
-                ),
-            })
+    let held = match a.kind {
+        Kind::Semaphore { n, create } => {
+            acquire_permits(&locks, &a, n, create, &mut sigint, &mut sigterm).await?
         }
-        Err(e) => {
-            return Err(Failure::usage(format!(
-                "cannot acquire lock {:?}: {e}",
-                a.name
-            )))
-        }
+        _ => acquire_lock(&locks, &a, &mut sigint, &mut sigterm).await?,
     };
+    let (held, owner) = held;
 
     let mut cmd = Command::new(&a.command[0]);
-    cmd.args(&a.command[1..])
-        .env("KEYLATCH_LOCK_NAME", &a.name)
-        .env("KEYLATCH_LOCK_OWNER", lock.owner());
-    match guard.fencing_token() {
+    cmd.args(&a.command[1..]).env("KEYLATCH_LOCK_NAME", &a.name);
+    match &owner {
+        Some(o) => cmd
+            .env("KEYLATCH_LOCK_OWNER", o)
+            .env_remove("KEYLATCH_PERMIT_IDS"),
+        None => cmd.env_remove("KEYLATCH_LOCK_OWNER"),
+    };
+    if let Some(ids) = held.permit_ids() {
+        cmd.env("KEYLATCH_PERMIT_IDS", ids);
+    }
+    match held.fencing_token() {
         Some(t) => cmd.env("KEYLATCH_FENCING_TOKEN", t.to_string()),
         // An inherited token would belong to some other hold.
         None => cmd.env_remove("KEYLATCH_FENCING_TOKEN"),
     };
+    let guard = held;
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -306,9 +314,100 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     }
 }
 
+/// A lock of the kind asked for, within `--wait`; the hold and its owner.
+async fn acquire_lock(
+    locks: &Locks,
+    a: &ExecArgs,
+    sigint: &mut Signal,
+    sigterm: &mut Signal,
+) -> Result<(Held, Option<String>), Failure> {
+    let lock = match a.kind {
+        Kind::Fair => locks.fair_lock(&a.name),
+        Kind::Read => locks.rw_lock(&a.name).read(),
+        Kind::Write => locks.rw_lock(&a.name).write(),
+        _ => locks.lock(&a.name),
+    };
+    // Dropping the acquire on a signal is safe: an acquire whose reply had
+    // not come back is released by owner in the background.
+    let acquired = tokio::select! {
+        r = lock.try_acquire(a.wait, a.lease) => Some(r),
+        _ = sigint.recv() => None,
+        _ = sigterm.recv() => None,
+    };
+    let Some(acquired) = acquired else {
+        // The background release of a cancelled acquire would die with the
+        // runtime when we return; this one is awaited. Queued behind the
+        // acquire on the same connection, it frees a hold that the acquire
+        // may have taken just before the signal ("not owner" otherwise).
+        let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
+        return Err(interrupted(&format!("waiting for lock {:?}", a.name)));
+    };
+    match acquired {
+        Ok(Some(g)) => Ok((Held::Lock(g), Some(lock.owner().to_owned()))),
+        Ok(None) => Err(Failure {
+            code: EXIT_TIMEOUT,
+            message: format!(
+                "lock {:?} is held by another owner; not acquired within {:?}",
+                a.name, a.wait
+            ),
+        }),
+        Err(e) => Err(Failure::usage(format!(
+            "cannot acquire lock {:?}: {e}",
+            a.name
+        ))),
+    }
+}
+
+/// `n` leased permits of the permit-expirable semaphore, within `--wait`
+/// (created with `create` permits first when asked).
+async fn acquire_permits(
+    locks: &Locks,
+    a: &ExecArgs,
+    n: u64,
+    create: Option<u64>,
+    sigint: &mut Signal,
+    sigterm: &mut Signal,
+) -> Result<(Held, Option<String>), Failure> {
+    let sem = locks.expirable_semaphore(&a.name);
+    let fail = |e: LockError| Failure::usage(format!("semaphore {:?}: {e}", a.name));
+    if let Some(p) = create {
+        sem.try_set_permits(p).await.map_err(fail)?;
+    }
+    // Dropped on a signal: permits an attempt took are given back by id
+    // (the late reply's handler), or expire with their lease.
+    let acquired = tokio::select! {
+        r = sem.try_acquire(n, a.wait, a.lease) => Some(r),
+        _ = sigint.recv() => None,
+        _ = sigterm.recv() => None,
+    };
+    match acquired {
+        None => Err(interrupted(&format!("waiting for semaphore {:?}", a.name))),
+        Some(Ok(Some(p))) => Ok((Held::Permits(p), None)),
+        Some(Ok(None)) => Err(Failure {
+            code: EXIT_TIMEOUT,
+            message: format!(
+                "semaphore {:?}: {n} permit(s) not available within {:?}",
+                a.name, a.wait
+            ),
+        }),
+        Some(Err(LockError::NoSuchSemaphore { .. })) => Err(Failure::usage(format!(
+            "semaphore {:?} does not exist; create it with --permits P",
+            a.name
+        ))),
+        Some(Err(e)) => Err(fail(e)),
+    }
+}
+
+fn interrupted(what: &str) -> Failure {
+    Failure {
+        code: EXIT_INTERRUPTED,
+        message: format!("interrupted while {what}"),
+    }
+}
+
 /// Releases and reports a failure on stderr only: the exit code already
 /// says what mattered, and the lease ends an unreleased hold anyway.
-async fn release(guard: LockGuard, name: &str) {
+async fn release(guard: Held, name: &str) {
     if let Err(e) = guard.unlock().await {
         eprintln!("keylatch: releasing lock {name:?} failed ({e}); it expires with its lease");
     }
@@ -374,6 +473,18 @@ mod tests {
         assert_eq!(parse_str("jobs --write -- true").unwrap().kind, Kind::Write);
         assert!(parse_str("jobs --read --write -- true").is_err());
         assert!(parse_str("jobs --fair --read -- true").is_err());
+        assert_eq!(
+            parse_str("jobs --semaphore 2 --permits 4 -- true")
+                .unwrap()
+                .kind,
+            Kind::Semaphore {
+                n: 2,
+                create: Some(4)
+            }
+        );
+        assert!(parse_str("jobs --semaphore 0 -- true").is_err());
+        assert!(parse_str("jobs --permits 4 -- true").is_err());
+        assert!(parse_str("jobs --semaphore 1 --write -- true").is_err());
         assert_eq!(
             (a.wait, a.lease, a.grace),
             (

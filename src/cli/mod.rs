@@ -3,7 +3,9 @@
 //!
 //! Layout:
 //! - [`args`]: the hand-written argument reader, durations, server URLs.
-//! - [`exec`]: run a command while holding a lock (the distributed `flock`).
+//! - [`exec`]: run a command while holding a lock (the distributed `flock`)
+//!   or leased semaphore permits; [`held`]: what it holds, one shape.
+//! - [`latch`]: set, count down, wait on or read a count-down latch.
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
 //! - [`bench`]: the lock benchmark (scenarios, histogram, table and plot
@@ -21,6 +23,8 @@ pub(crate) mod args;
 pub(crate) mod bench;
 pub(crate) mod compare;
 pub(crate) mod exec;
+pub(crate) mod held;
+pub(crate) mod latch;
 pub(crate) mod local_server;
 pub(crate) mod status;
 pub(crate) mod unlock;

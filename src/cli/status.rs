@@ -19,8 +19,9 @@ usage: keylatch status NAME [--json] [--url URL]...
 Shows lock NAME: state (free, held, other), the type detected (reentrant,
 fair, read-write, semaphore/latch), holders with hold counts, TTL, fair-queue
 waiters with their deadlines (server time), a read-write lock's writer,
-readers (each read hold's TTL) and waiting writer, and the last fencing
-token issued. Reads only.
+readers (each read hold's TTL) and waiting writer, a permit-expirable
+semaphore's leased permits with their expiries, and the last fencing token
+issued. Reads only.
 
   --json     one JSON object: {\"name\",\"state\",\"type\",\"ttl_ms\" (null when
              free, -1 without expiry),\"holders\" {owner: count},\"mode\",
@@ -28,7 +29,8 @@ token issued. Reads only.
              first; null: no deadline),\"fencing_token\",\"readers\"
              [{\"owner\",\"count\",\"holds_ttl_ms\"[...]}...],\"writer\"
              {\"owner\",\"count\"} or null,\"writer_waiting\"
-             {\"owner\",\"ttl_ms\"} or null}
+             {\"owner\",\"ttl_ms\"} or null,\"permits\" [{\"id\",
+             \"expires_in_ms\"}...] or null}
   --url URL  server (repeat for cluster seeds); default $KEYLATCH_URL, else
              redis://127.0.0.1:6379; rediss://host:port for TLS (CA from
              $KEYLATCH_TLS_CA or ?ca=FILE, else the system roots)
@@ -60,6 +62,9 @@ pub(crate) struct Status {
     /// A waiting writer's marker (owner, ms left): new keylatch readers
     /// wait behind it.
     pub(crate) writer_waiting: Option<(String, i64)>,
+    /// A permit-expirable semaphore's leased permits (`{NAME}:timeout`):
+    /// id (hex) and ms until it expires (server time; `None`: no lease).
+    pub(crate) permits: Option<Vec<(String, Option<i64>)>>,
 }
 
 /// One reader of a read-write lock.
@@ -96,11 +101,13 @@ impl Status {
     /// The lock type the data looks like.
     pub(crate) fn kind(&self) -> String {
         match self.redis_type.as_str() {
+            "none" if self.permits.is_some() => "expirable semaphore".to_owned(),
             "none" if self.waiters.is_empty() => "none".to_owned(),
             "none" => "fair".to_owned(),
             "hash" if self.mode.is_some() => "read-write".to_owned(),
             "hash" if !self.waiters.is_empty() => "fair".to_owned(),
             "hash" => "reentrant".to_owned(),
+            "string" if self.permits.is_some() => "expirable semaphore".to_owned(),
             "string" => "semaphore/latch".to_owned(),
             other => format!("unknown ({other})"),
         }
@@ -173,6 +180,27 @@ impl Status {
             }
             None => out.push_str("null"),
         }
+        out.push_str(",\"permits\":");
+        match &self.permits {
+            Some(p) => {
+                out.push('[');
+                for (i, (id, left)) in p.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str("{\"id\":");
+                    json_string(&mut out, id);
+                    out.push_str(",\"expires_in_ms\":");
+                    match left {
+                        Some(ms) => out.push_str(&ms.to_string()),
+                        None => out.push_str("null"),
+                    }
+                    out.push('}');
+                }
+                out.push(']');
+            }
+            None => out.push_str("null"),
+        }
         out.push_str(",\"writer_waiting\":");
         match &self.writer_waiting {
             Some((owner, ttl)) => {
@@ -227,6 +255,18 @@ impl Status {
         } else {
             for (owner, count) in &self.holders {
                 out.push_str(&format!("\n  holder {owner}  count {count}"));
+            }
+        }
+        if let Some(p) = &self.permits {
+            out.push_str(&format!("\n  {} leased permit(s):", p.len()));
+            for (id, left) in p {
+                match left {
+                    Some(ms) => out.push_str(&format!(
+                        "\n    {id}  expires in {:.1} s",
+                        *ms as f64 / 1000.0
+                    )),
+                    None => out.push_str(&format!("\n    {id}  no lease")),
+                }
             }
         }
         if let Some((owner, ttl)) = &self.writer_waiting {
@@ -317,16 +357,7 @@ async fn ask(client: &Client, cmd: Cmd) -> Result<Frame, String> {
 /// Each queued owner with its deadline from the zset, relative to the
 /// server's clock (the deadlines are server time, or a Java client's).
 async fn waiters(client: &Client, name: &str, owners: Vec<String>) -> Result<Vec<Waiter>, String> {
-    let now_ms = match ask(client, Cmd::new("TIME")).await? {
-        Frame::Array(parts) => {
-            let num = |f: Option<&Frame>| f.and_then(text).and_then(|t| t.parse::<i64>().ok());
-            match (num(parts.first()), num(parts.get(1))) {
-                (Some(s), Some(us)) => Some(s * 1000 + us / 1000),
-                _ => None,
-            }
-        }
-        _ => None,
-    };
+    let now_ms = server_now_ms(client).await?;
     let timeouts = companion("redisson_lock_timeout", name);
     let mut out = Vec::with_capacity(owners.len());
     for owner in owners {
@@ -404,6 +435,7 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
     if st.mode.is_some() {
         read_write(client, &mut st).await?;
     }
+    st.permits = permits(client, name).await?;
     let marker = suffixed(name, "rwlock_writer_waiting");
     if let Some(owner) = text(&ask(client, Cmd::new("GET").key(marker.as_str())).await?) {
         if let Frame::Integer(ttl) = ask(client, Cmd::new("PTTL").key(marker.as_str())).await? {
@@ -417,6 +449,80 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
         .and_then(|f| text(&f))
         .and_then(|t| t.parse().ok());
     Ok(st)
+}
+
+/// The server's clock in ms (scores in keylatch's zsets are server time).
+async fn server_now_ms(client: &Client) -> Result<Option<i64>, String> {
+    Ok(match ask(client, Cmd::new("TIME")).await? {
+        Frame::Array(parts) => {
+            let num = |f: Option<&Frame>| f.and_then(text).and_then(|t| t.parse::<i64>().ok());
+            match (num(parts.first()), num(parts.get(1))) {
+                (Some(s), Some(us)) => Some(s * 1000 + us / 1000),
+                _ => None,
+            }
+        }
+        _ => None,
+    })
+}
+
+/// A permit-expirable semaphore's leased permits, when `{NAME}:timeout`
+/// is a zset: each raw id shown in hex, with its expiry from now.
+async fn permits(
+    client: &Client,
+    name: &str,
+) -> Result<Option<Vec<(String, Option<i64>)>>, String> {
+    let key = suffixed(name, "timeout");
+    if text(&ask(client, Cmd::new("TYPE").key(key.as_str())).await?).as_deref() != Some("zset") {
+        return Ok(None);
+    }
+    let now = server_now_ms(client).await?;
+    let reply = ask(
+        client,
+        Cmd::new("ZRANGE")
+            .key(key.as_str())
+            .arg(0)
+            .arg(999)
+            .arg("WITHSCORES"),
+    )
+    .await?;
+    // RESP3: [[member, score]...]; RESP2: [member, score, ...].
+    let mut pairs: Vec<(Frame, Frame)> = Vec::new();
+    if let Frame::Array(items) = reply {
+        if items.iter().all(|f| matches!(f, Frame::Array(_))) {
+            for f in items {
+                if let Frame::Array(mut p) = f {
+                    if p.len() == 2 {
+                        let s = p.pop().unwrap_or(Frame::Null);
+                        let m = p.pop().unwrap_or(Frame::Null);
+                        pairs.push((m, s));
+                    }
+                }
+            }
+        } else {
+            let mut it = items.into_iter();
+            while let (Some(m), Some(s)) = (it.next(), it.next()) {
+                pairs.push((m, s));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(pairs.len());
+    for (m, s) in pairs {
+        let id: String = m
+            .as_bytes()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+            .unwrap_or_default();
+        let score = match s {
+            Frame::Double(d) => Some(d),
+            other => text(&other).and_then(|t| t.parse::<f64>().ok()),
+        };
+        // Redisson's "no lease" score.
+        let left = score
+            .filter(|d| *d < 922_337_203_685_477.0)
+            .zip(now)
+            .map(|(d, now)| d as i64 - now);
+        out.push((id, left));
+    }
+    Ok(Some(out))
 }
 
 /// A read-write lock's holders split into the writer (`<owner>:write`)
@@ -499,7 +605,7 @@ mod tests {
         };
         assert_eq!(
             held.to_json(),
-            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"writer_waiting":null}"#
+            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"permits":null,"writer_waiting":null}"#
         );
         let free = Status {
             name: "jobs".into(),
@@ -531,7 +637,7 @@ mod tests {
         assert_eq!(st.kind(), "read-write");
         let json = st.to_json();
         assert!(json.contains(
-            r#""readers":[{"owner":"u:1","count":2,"holds_ttl_ms":[2900,-2]}],"writer":{"owner":"u:1","count":1},"writer_waiting":{"owner":"u:2","ttl_ms":1500}"#
+            r#""readers":[{"owner":"u:1","count":2,"holds_ttl_ms":[2900,-2]}],"writer":{"owner":"u:1","count":1},"permits":null,"writer_waiting":{"owner":"u:2","ttl_ms":1500}"#
         ), "{json}");
         let text = st.to_text();
         assert!(text.contains("writer u:1  count 1"), "{text}");

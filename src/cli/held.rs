@@ -1,0 +1,55 @@
+//! What `exec` holds while its command runs: a lock's guard, or leased
+//! permits of a permit-expirable semaphore (`--semaphore N`). One shape for
+//! the exec flow: the loss signal, the fencing token, the release.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use keylatch::{LockGuard, LockResult, LossReason, PermitGuard};
+
+/// A lock hold or leased permits.
+pub(crate) enum Held {
+    Lock(LockGuard),
+    Permits(PermitGuard),
+}
+
+impl Held {
+    /// Resolves when the hold (or a permit) is known lost.
+    pub(crate) fn lost(&self) -> Pin<Box<dyn Future<Output = LossReason> + Send>> {
+        match self {
+            Held::Lock(g) => Box::pin(g.lost()),
+            Held::Permits(p) => Box::pin(p.lost()),
+        }
+    }
+
+    /// The fencing token, if the hold has one (read holds and permits have
+    /// none).
+    pub(crate) fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Held::Lock(g) => g.fencing_token(),
+            Held::Permits(_) => None,
+        }
+    }
+
+    /// The permits' ids, comma-separated (for the command's environment).
+    pub(crate) fn permit_ids(&self) -> Option<String> {
+        match self {
+            Held::Lock(_) => None,
+            Held::Permits(p) => Some(
+                p.ids()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        }
+    }
+
+    /// Releases it, with the guards' own errors (`Expired`, `NotOwner`).
+    pub(crate) async fn unlock(self) -> LockResult<()> {
+        match self {
+            Held::Lock(g) => g.unlock().await,
+            Held::Permits(p) => p.release().await,
+        }
+    }
+}
