@@ -244,7 +244,7 @@ async fn spin_and_fenced_locks_standalone() {
             lock.try_acquire(Duration::from_secs(20), None)
                 .await
                 .unwrap()
-                .map(|g| drop(g))
+                .map(drop)
                 .is_some()
         })
     };

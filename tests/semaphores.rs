@@ -228,7 +228,7 @@ async fn waiters_wake_on_the_message_and_without_it() {
                         .try_acquire(1, Duration::from_secs(30), None)
                         .await
                         .unwrap();
-                    g.map(|g| drop(g)).is_some()
+                    g.map(drop).is_some()
                 } else {
                     sem.try_acquire(1, Duration::from_secs(30)).await.unwrap()
                 }
@@ -258,7 +258,7 @@ async fn waiters_wake_on_the_message_and_without_it() {
                 xsem.try_acquire(1, Duration::from_secs(30), None)
                     .await
                     .unwrap()
-                    .map(|g| drop(g))
+                    .map(drop)
                     .is_some()
             } else {
                 sem.try_acquire(1, Duration::from_secs(30)).await.unwrap()
