@@ -2,24 +2,63 @@
 -- lock; on the last one free the lock, or downgrade it to the owner's reads.
 --
 -- KEYS[1]  the lock hash (the user's lock name)
--- KEYS[2]  the fencing counter, redisson_lock_token:{name}
--- KEYS[3]  the read-hold base, {name} (read hold i of owner o is
---          KEYS[3] .. ':' .. o .. ':rwlock_timeout:' .. i)
+-- KEYS[2]  the fencing counter, redisson_lock_token:{name} (unused; kept so
+--          every release has the same shape)
+-- KEYS[3]  the hold keys' base, {name} (hold i of field f is
+--          KEYS[3] .. ':' .. f .. ':rwlock_timeout:' .. i)
 -- ARGV[1]  owner id (the field is ARGV[1]:write)
 -- ARGV[2]  the lock's channel, redisson_rwlock:{name} (not a key)
 -- ARGV[3]  the publish command: "publish" or "spublish"
--- ARGV[4]  the token of the hold being released, or "0" to release by owner
---          without the check
+-- ARGV[4]  the token of the hold being released (its key holds it), or "0"
+--          to release by owner without the check
 --
--- Returns  nil when this owner holds no write hold, or the counter names
---          another hold than ARGV[4] (nothing changes); 0 when write holds
---          remain; 1 for the last one: the hash is deleted, or, when this
---          owner still has read holds, 'mode' becomes 'read' and the hash
---          lives as long as its longest read hold (downgrade). Either way
---          "1" is published (Redisson's write-unlock message, which wakes
---          every waiter; Redisson publishes nothing on a downgrade and
---          leaves waiting readers asleep).
+-- Returns  nil when this owner holds no write hold, its write key holds
+--          another token (a newer hold: nothing changes), or its lease had
+--          run out (it is ended now: the owner's reads keep a 'read' lock,
+--          or it is deleted, and "1" published); 0 when write holds remain;
+--          1 for the last one: the hash is deleted, or, when this owner
+--          still has read holds, 'mode' becomes 'read' and the hash lives as
+--          long as its longest hold (downgrade). Either way "1" is published
+--          (Redisson's write-unlock message, which wakes every waiter;
+--          Redisson publishes nothing on a downgrade and leaves waiting
+--          readers asleep).
+-- The owner's write hold ran out (its expiry key is gone) while the hash
+-- lived on (its reads keep it): end the write now, as its lease says. Only
+-- a keylatch write has that key, and only its own owner's calls end it.
+local function end_lapsed_write(hash, base, owner)
+    local field = owner .. ':write'
+    if redis.call('hexists', hash, field) == 0 then
+        return false
+    end
+    if redis.call('exists', base .. ':' .. field .. ':rwlock_timeout:1') == 1 then
+        return false
+    end
+    redis.call('hdel', hash, field)
+    if redis.call('hlen', hash) <= 1 then
+        redis.call('del', hash)
+    else
+        redis.call('hset', hash, 'mode', 'read')
+    end
+    return true
+end
+
+-- The longest remaining expiry of any hold key in the hash (read holds,
+-- and keylatch write holds' keys): what the hash must live.
+local function longest(hash, base)
+    local out = -3
+    for _, f in ipairs(redis.call('hkeys', hash)) do
+        local n = tonumber(redis.call('hget', hash, f))
+        if f ~= 'mode' and n then
+            for i = n, 1, -1 do
+                out = math.max(out, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. i))
+            end
+        end
+    end
+    return out
+end
+
 local field = ARGV[1] .. ':write'
+local wkey = KEYS[3] .. ':' .. field .. ':rwlock_timeout:1'
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return nil
 end
@@ -27,32 +66,28 @@ local holds = tonumber(redis.call('hget', KEYS[1], field))
 if holds == nil then
     return nil
 end
-if ARGV[4] ~= '0' then
-    local current = redis.call('get', KEYS[2])
-    if current and current ~= ARGV[4] then
-        return nil
-    end
+local current = redis.call('get', wkey)
+if not current then
+    end_lapsed_write(KEYS[1], KEYS[3], ARGV[1])
+    redis.call(ARGV[3], ARGV[2], '1')
+    return nil
+end
+if ARGV[4] ~= '0' and current ~= ARGV[4] then
+    return nil
 end
 if holds > 1 then
     redis.call('hincrby', KEYS[1], field, -1)
     return 0
 end
 redis.call('hdel', KEYS[1], field)
-local longest = -3
+redis.call('del', wkey)
+local left = -3
 if redis.call('hlen', KEYS[1]) > 1 then
     redis.call('hset', KEYS[1], 'mode', 'read')
-    for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
-        local n = tonumber(redis.call('hget', KEYS[1], f))
-        if f ~= 'mode' and n then
-            for i = n, 1, -1 do
-                local left = redis.call('pttl', KEYS[3] .. ':' .. f .. ':rwlock_timeout:' .. i)
-                longest = math.max(longest, left)
-            end
-        end
-    end
+    left = longest(KEYS[1], KEYS[3])
 end
-if longest > 0 then
-    redis.call('pexpire', KEYS[1], longest)
+if left > 0 then
+    redis.call('pexpire', KEYS[1], left)
 else
     redis.call('del', KEYS[1])
 end

@@ -193,6 +193,9 @@ impl Lock {
         }
         let shown = if fenced {
             Some(value)
+        } else if self.handle.kind == LeaseKind::RwRead {
+            // A read session's token names it; readers get no fencing token.
+            None
         } else {
             (cfg.fencing && hold.token > 0).then_some(hold.token)
         };

@@ -47,7 +47,7 @@ pub(crate) struct Handle {
     /// for a read-write lock's write hold.
     pub(crate) hold: HoldKey,
     /// What the renewal scripts take beside the hash: the fencing counter,
-    /// or for read holds the owner's read-hold prefix.
+    /// or for a read-write lock the prefix of the hold's own keys.
     pub(crate) counter: Arc<str>,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
@@ -78,9 +78,11 @@ impl Handle {
             LeaseKind::RwWrite => Arc::from(format!("{owner}:write")),
             _ => Arc::clone(&owner),
         };
-        let hold = HoldKey::new(Arc::clone(&names.key), field);
+        let hold = HoldKey::new(Arc::clone(&names.key), Arc::clone(&field));
         let counter = match kind {
-            LeaseKind::RwRead => Arc::from(names.rw_read_prefix(&owner)),
+            // A read session's keys, or the write hold's key: judged by
+            // the token they hold.
+            LeaseKind::RwRead | LeaseKind::RwWrite => Arc::from(names.rw_read_prefix(&field)),
             _ => Arc::clone(&names.token),
         };
         Self {
@@ -256,6 +258,7 @@ pub(crate) fn acquire_cmd(
                 names.key.to_string(),
                 names.rw_read_prefix(owner),
                 names.rw_writer_marker(),
+                names.rw_base(),
             ],
             &[lease_ms, owner],
         ),
@@ -264,6 +267,8 @@ pub(crate) fn acquire_cmd(
                 names.key.to_string(),
                 names.token.to_string(),
                 names.rw_writer_marker(),
+                names.rw_read_prefix(owner),
+                names.rw_base(),
             ],
             &[
                 lease_ms,

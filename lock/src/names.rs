@@ -56,10 +56,10 @@ impl LockNames {
         format!("{}:{owner}:rwlock_timeout", self.rw_base())
     }
 
-    /// The waiting-writer marker, `{name}:rwlock_writer_waiting`
-    /// (keylatch's own key, beside Redisson's layout).
+    /// The waiting writers, `{name}:rwlock_writers_waiting` (a zset of
+    /// owner → deadline; keylatch's own key, beside Redisson's layout).
     pub(crate) fn rw_writer_marker(&self) -> String {
-        suffixed(&self.key, Some("rwlock_writer_waiting"))
+        suffixed(&self.key, Some("rwlock_writers_waiting"))
     }
 
     /// A fair lock's queue and deadline keys, `redisson_lock_queue:{name}`
@@ -127,7 +127,7 @@ mod tests {
         let n = LockNames::rw("docs");
         assert_eq!(n.channel, "redisson_rwlock:{docs}");
         assert_eq!(n.rw_read_prefix("u:1"), "{docs}:u:1:rwlock_timeout");
-        assert_eq!(n.rw_writer_marker(), "{docs}:rwlock_writer_waiting");
+        assert_eq!(n.rw_writer_marker(), "{docs}:rwlock_writers_waiting");
         let tagged = LockNames::rw("{t}docs");
         assert_eq!(tagged.channel, "redisson_rwlock:{t}docs");
         assert_eq!(tagged.rw_read_prefix("u:1"), "{t}docs:u:1:rwlock_timeout");

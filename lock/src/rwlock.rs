@@ -1,23 +1,31 @@
 //! `RwLock`: a read-write lock in Redisson's `RReadWriteLock` layout, and
-//! the waiting writer's marker.
+//! the waiting writers' set.
 //!
 //! Both sides are [`Lock`] handles of one owner, so they share everything a
 //! lock has (guards, watchdog, `lost()`, waiting, the fencing token of a
 //! write hold); only their [`LeaseKind`] differs, which names their scripts:
 //! - read holds (`rw_read_*.lua`): the owner's count in the hash and one
-//!   string per hold, `{name}:<owner>:rwlock_timeout:<i>`, with its own
-//!   expiry; renewed per owner (only its own holds, never another
-//!   reader's); no token;
-//! - the write hold (`rw_write_*.lua`): field `<owner>:write`, with a token
-//!   from `redisson_lock_token:{name}`, renewed as a reentrant hold of that
-//!   field.
+//!   string per hold, `{name}:<owner>:rwlock_timeout:<i>`. One owner's
+//!   read holds are one *session*: its generation (server time in µs at
+//!   its first hold) is the value of every one of its keys and the hold's
+//!   token, so a late release or renewal of an ended session never touches
+//!   a newer one; the session's keys expire together, at the latest of
+//!   their leases. Renewed per owner (only its own keys, never another
+//!   reader's); no fencing token.
+//! - the write hold (`rw_write_*.lua`): field `<owner>:write`, a fencing
+//!   token from `redisson_lock_token:{name}`, and its lease as its own key
+//!   `{name}:<owner>:write:rwlock_timeout:1` holding the token (the owner's
+//!   reads keep the hash alive, never the write; a write whose key ran out
+//!   is ended by its owner's next call). Judged by the same script
+//!   (`rw_renew.lua`) as read sessions.
 //!
-//! Writer preference: a writer that waits sets `{name}:rwlock_writer_waiting`
-//! (its owner id, expiring after `LocksConfig::fair_waiter_timeout` unless
-//! the writer calls again, which it does every third of that); a new reader
-//! that sees it waits, so a stream of readers cannot starve writers. Readers
-//! already in (re-entries) and the writer's own reads are let through. The
-//! writer takes its marker back when it gets the lock or gives up.
+//! Writer preference: a writer that waits joins
+//! `{name}:rwlock_writers_waiting` (a zset of owner → deadline in server
+//! time, `LocksConfig::fair_waiter_timeout` ahead, renewed by its calls
+//! every third of that); a new reader that finds a live entry waits, so a
+//! stream of readers cannot starve writers. Readers already in (re-entries)
+//! and the writer's own reads are let through. A writer leaves the set when
+//! it gets the lock or gives up.
 
 use std::sync::Arc;
 
@@ -45,7 +53,7 @@ use crate::scripts::RW_WRITE_LEAVE;
 ///   never left to wait for itself.
 /// - Writers are not starved: while a keylatch writer waits, new keylatch
 ///   readers wait behind it (readers already in carry on). Redisson readers
-///   do not know the marker and are not held back.
+///   do not know the set of waiting writers and are not held back.
 /// - Read holds carry no fencing token (readers do not write); a write hold
 ///   has one, from the same counter as the reentrant lock of this name.
 ///
@@ -155,9 +163,9 @@ impl RwLock {
     }
 }
 
-/// A waiting writer's marker, taken back however its wait ends without the
+/// A waiting writer's entry in the waiting writers, taken out however its wait ends without the
 /// lock: awaited when the wait runs out, spawned when the future is dropped
-/// or fails. If that call is lost too, the marker expires within its span.
+/// or fails. If that call is lost too, the entry expires within its span.
 /// `None` for every other kind of waiter (and once the lock is taken).
 pub(crate) struct WriterMarker(pub(crate) Option<Lock>);
 
@@ -166,7 +174,7 @@ impl WriterMarker {
         if let Some(lock) = self.0.take() {
             if let Err(e) = leave(&lock).await {
                 tracing::debug!(lock = %lock.name(), error = %e,
-                    "taking the waiting-writer marker back failed; it expires by itself");
+                    "leaving the waiting writers failed; the entry expires by itself");
             }
         }
     }
@@ -186,7 +194,7 @@ impl Drop for WriterMarker {
     }
 }
 
-/// `rw_write_leave.lua` for this writer: `true` when the marker was its own.
+/// `rw_write_leave.lua` for this writer: `true` when it was waiting.
 async fn leave(lock: &Lock) -> LockResult<bool> {
     let names = &lock.handle.names;
     let reply = lock

@@ -117,25 +117,22 @@ pub static RW_READ_RELEASE: Script = Script::new(
     include_str!("../../lua/rw_read_release.lua"),
 );
 
-/// Extend (or check) owners' read holds, one slot per call; see
-/// `lua/rw_read_renew.lua`.
+/// Extend (or check) read-write lock holds (read sessions and write
+/// holds), one slot per call; see `lua/rw_renew.lua`.
 ///
 /// ```
-/// assert_eq!(keylatch_lock::scripts::RW_READ_RENEW.name(), "rw_read_renew");
+/// assert_eq!(keylatch_lock::scripts::RW_RENEW.name(), "rw_renew");
 /// ```
-pub static RW_READ_RENEW: Script =
-    Script::new("rw_read_renew", include_str!("../../lua/rw_read_renew.lua"));
+pub static RW_RENEW: Script = Script::new("rw_renew", include_str!("../../lua/rw_renew.lua"));
 
-/// [`RW_READ_RENEW`] for many slots of one cluster node; see
-/// `lua/rw_read_renew_node.lua`.
+/// [`RW_RENEW`] for many slots of one cluster node; see
+/// `lua/rw_renew_node.lua`.
 ///
 /// ```
-/// assert!(keylatch_lock::scripts::RW_READ_RENEW_NODE.source().starts_with("#!lua"));
+/// assert!(keylatch_lock::scripts::RW_RENEW_NODE.source().starts_with("#!lua"));
 /// ```
-pub static RW_READ_RENEW_NODE: Script = Script::new(
-    "rw_read_renew_node",
-    include_str!("../../lua/rw_read_renew_node.lua"),
-);
+pub static RW_RENEW_NODE: Script =
+    Script::new("rw_renew_node", include_str!("../../lua/rw_renew_node.lua"));
 
 /// Take or re-enter the write hold of a read-write lock, refusing an
 /// upgrade; see `lua/rw_write_acquire.lua`.
@@ -283,8 +280,8 @@ pub static ALL: &[&Script] = &[
     &FAIR_LEAVE,
     &RW_READ_ACQUIRE,
     &RW_READ_RELEASE,
-    &RW_READ_RENEW,
-    &RW_READ_RENEW_NODE,
+    &RW_RENEW,
+    &RW_RENEW_NODE,
     &RW_WRITE_ACQUIRE,
     &RW_WRITE_RELEASE,
     &RW_WRITE_LEAVE,

@@ -28,8 +28,8 @@ issued. Reads only.
              \"value\",\"waiters\" [{\"owner\",\"deadline_in_ms\"}...] (head
              first; null: no deadline),\"fencing_token\",\"readers\"
              [{\"owner\",\"count\",\"holds_ttl_ms\"[...]}...],\"writer\"
-             {\"owner\",\"count\"} or null,\"writer_waiting\"
-             {\"owner\",\"ttl_ms\"} or null,\"permits\" [{\"id\",
+             {\"owner\",\"count\"} or null,\"writers_waiting\"
+             [{\"owner\",\"deadline_in_ms\"}...],\"permits\" [{\"id\",
              \"expires_in_ms\"}...] or null}
   --url URL  server (repeat for cluster seeds); default $KEYLATCH_URL, else
              redis://127.0.0.1:6379; rediss://host:port for TLS (CA from
@@ -59,9 +59,9 @@ pub(crate) struct Status {
     pub(crate) readers: Vec<Reader>,
     /// A read-write lock's writer (owner, write count).
     pub(crate) writer: Option<(String, i64)>,
-    /// A waiting writer's marker (owner, ms left): new keylatch readers
-    /// wait behind it.
-    pub(crate) writer_waiting: Option<(String, i64)>,
+    /// Writers waiting for a read-write lock (owner, ms until their entry
+    /// runs out unless renewed): new keylatch readers wait behind them.
+    pub(crate) writers_waiting: Vec<(String, i64)>,
     /// A permit-expirable semaphore's leased permits (`{NAME}:timeout`):
     /// id (hex) and ms until it expires (server time; `None`: no lease).
     pub(crate) permits: Option<Vec<(String, Option<i64>)>>,
@@ -201,15 +201,16 @@ impl Status {
             }
             None => out.push_str("null"),
         }
-        out.push_str(",\"writer_waiting\":");
-        match &self.writer_waiting {
-            Some((owner, ttl)) => {
-                out.push_str("{\"owner\":");
-                json_string(&mut out, owner);
-                out.push_str(&format!(",\"ttl_ms\":{ttl}}}"));
+        out.push_str(",\"writers_waiting\":[");
+        for (i, (owner, left)) in self.writers_waiting.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
             }
-            None => out.push_str("null"),
+            out.push_str("{\"owner\":");
+            json_string(&mut out, owner);
+            out.push_str(&format!(",\"deadline_in_ms\":{left}}}"));
         }
+        out.push(']');
         out.push('}');
         out
     }
@@ -269,10 +270,10 @@ impl Status {
                 }
             }
         }
-        if let Some((owner, ttl)) = &self.writer_waiting {
+        for (owner, left) in &self.writers_waiting {
             out.push_str(&format!(
-                "\n  writer waiting {owner}  (new readers wait; marker {:.1}s)",
-                *ttl as f64 / 1000.0
+                "\n  writer waiting {owner}  (new readers wait; deadline in {:.1} s)",
+                *left as f64 / 1000.0
             ));
         }
         if !self.waiters.is_empty() {
@@ -436,12 +437,7 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
         read_write(client, &mut st).await?;
     }
     st.permits = permits(client, name).await?;
-    let marker = suffixed(name, "rwlock_writer_waiting");
-    if let Some(owner) = text(&ask(client, Cmd::new("GET").key(marker.as_str())).await?) {
-        if let Frame::Integer(ttl) = ask(client, Cmd::new("PTTL").key(marker.as_str())).await? {
-            st.writer_waiting = Some((owner, ttl));
-        }
-    }
+    st.writers_waiting = writers_waiting(client, name).await?;
     let token = companion("redisson_lock_token", name);
     st.fencing_token = ask(client, Cmd::new("GET").key(token.as_str()))
         .await
@@ -465,21 +461,16 @@ async fn server_now_ms(client: &Client) -> Result<Option<i64>, String> {
     })
 }
 
-/// A permit-expirable semaphore's leased permits, when `{NAME}:timeout`
-/// is a zset: each raw id shown in hex, with its expiry from now.
-async fn permits(
-    client: &Client,
-    name: &str,
-) -> Result<Option<Vec<(String, Option<i64>)>>, String> {
-    let key = suffixed(name, "timeout");
-    if text(&ask(client, Cmd::new("TYPE").key(key.as_str())).await?).as_deref() != Some("zset") {
+/// The members and scores of zset `key` (at most 1,000), or `None` when
+/// it is not a zset.
+async fn zset(client: &Client, key: &str) -> Result<Option<Vec<(Bytes, f64)>>, String> {
+    if text(&ask(client, Cmd::new("TYPE").key(key)).await?).as_deref() != Some("zset") {
         return Ok(None);
     }
-    let now = server_now_ms(client).await?;
     let reply = ask(
         client,
         Cmd::new("ZRANGE")
-            .key(key.as_str())
+            .key(key)
             .arg(0)
             .arg(999)
             .arg("WITHSCORES"),
@@ -505,24 +496,63 @@ async fn permits(
             }
         }
     }
-    let mut out = Vec::with_capacity(pairs.len());
-    for (m, s) in pairs {
-        let id: String = m
-            .as_bytes()
-            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
-            .unwrap_or_default();
-        let score = match s {
-            Frame::Double(d) => Some(d),
-            other => text(&other).and_then(|t| t.parse::<f64>().ok()),
-        };
-        // Redisson's "no lease" score.
-        let left = score
-            .filter(|d| *d < 922_337_203_685_477.0)
-            .zip(now)
-            .map(|(d, now)| d as i64 - now);
-        out.push((id, left));
-    }
-    Ok(Some(out))
+    Ok(Some(
+        pairs
+            .into_iter()
+            .filter_map(|(m, s)| {
+                let score = match s {
+                    Frame::Double(d) => Some(d),
+                    other => text(&other).and_then(|t| t.parse::<f64>().ok()),
+                };
+                Some((m.as_bytes()?.clone(), score?))
+            })
+            .collect(),
+    ))
+}
+
+/// A permit-expirable semaphore's leased permits, when `{NAME}:timeout`
+/// is a zset: each raw id shown in hex, with its expiry from now.
+async fn permits(
+    client: &Client,
+    name: &str,
+) -> Result<Option<Vec<(String, Option<i64>)>>, String> {
+    let Some(members) = zset(client, &suffixed(name, "timeout")).await? else {
+        return Ok(None);
+    };
+    let now = server_now_ms(client).await?;
+    Ok(Some(
+        members
+            .into_iter()
+            .map(|(id, score)| {
+                let hex = id.iter().map(|x| format!("{x:02x}")).collect();
+                // Redisson's "no lease" score.
+                let left = Some(score)
+                    .filter(|d| *d < 922_337_203_685_477.0)
+                    .zip(now)
+                    .map(|(d, now)| d as i64 - now);
+                (hex, left)
+            })
+            .collect(),
+    ))
+}
+
+/// Writers waiting for a read-write lock (`{NAME}:rwlock_writers_waiting`)
+/// with their deadlines from now; expired entries are left out.
+async fn writers_waiting(client: &Client, name: &str) -> Result<Vec<(String, i64)>, String> {
+    let Some(members) = zset(client, &suffixed(name, "rwlock_writers_waiting")).await? else {
+        return Ok(Vec::new());
+    };
+    let now = server_now_ms(client).await?.unwrap_or(0);
+    Ok(members
+        .into_iter()
+        .map(|(owner, score)| {
+            (
+                String::from_utf8_lossy(&owner).into_owned(),
+                score as i64 - now,
+            )
+        })
+        .filter(|(_, left)| *left > 0)
+        .collect())
 }
 
 /// A read-write lock's holders split into the writer (`<owner>:write`)
@@ -605,7 +635,7 @@ mod tests {
         };
         assert_eq!(
             held.to_json(),
-            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"permits":null,"writer_waiting":null}"#
+            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"permits":null,"writers_waiting":[]}"#
         );
         let free = Status {
             name: "jobs".into(),
@@ -631,13 +661,13 @@ mod tests {
                 count: 2,
                 holds_ttl_ms: vec![2900, -2],
             }],
-            writer_waiting: Some(("u:2".into(), 1500)),
+            writers_waiting: vec![("u:2".into(), 1500)],
             ..Status::default()
         };
         assert_eq!(st.kind(), "read-write");
         let json = st.to_json();
         assert!(json.contains(
-            r#""readers":[{"owner":"u:1","count":2,"holds_ttl_ms":[2900,-2]}],"writer":{"owner":"u:1","count":1},"permits":null,"writer_waiting":{"owner":"u:2","ttl_ms":1500}"#
+            r#""readers":[{"owner":"u:1","count":2,"holds_ttl_ms":[2900,-2]}],"writer":{"owner":"u:1","count":1},"permits":null,"writers_waiting":[{"owner":"u:2","deadline_in_ms":1500}]"#
         ), "{json}");
         let text = st.to_text();
         assert!(text.contains("writer u:1  count 1"), "{text}");

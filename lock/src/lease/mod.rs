@@ -36,8 +36,8 @@ use crate::hold::{nanos, Hold};
 use crate::scripts::{
     FAIR_ACQUIRE, FAIR_RELEASE, FENCED_ACQUIRE, NONREENTRANT_ACQUIRE, PERMITS_ACQUIRE,
     PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
-    REENTRANT_RENEW, REENTRANT_RENEW_NODE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_READ_RENEW,
-    RW_READ_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
+    REENTRANT_RENEW, REENTRANT_RENEW_NODE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW,
+    RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
 };
 
 /// Most holds renewed by one script call.
@@ -102,14 +102,15 @@ pub(crate) enum LeaseKind {
     /// queue (`redisson_lock_queue:{name}`, `redisson_lock_timeout:{name}`);
     /// a hold is renewed like a reentrant one.
     Fair,
-    /// A read-write lock's read holds of one owner (Redisson's
+    /// A read-write lock's read session of one owner (Redisson's
     /// `RedissonReadLock`: the owner's count in the hash, one string per
-    /// hold with its own expiry). The hold's "counter" is the owner's
-    /// read-hold prefix; read holds carry no token (0: judged by owner).
+    /// hold). The hold's "counter" is the owner's read-hold prefix; its
+    /// token the session's generation, which every hold key holds.
     RwRead,
-    /// A read-write lock's write hold (field `<owner>:write` of the hash,
-    /// with the fencing counter): renewed like a reentrant hold of that
-    /// field.
+    /// A read-write lock's write hold (field `<owner>:write` of the hash);
+    /// its lease is its own key, `{name}:<owner>:write:rwlock_timeout:1`,
+    /// holding its fencing token (the hold's "counter" is that key's
+    /// prefix). Judged by the same script as read sessions.
     RwWrite,
     /// Redisson's `RFencedLock`: the RLock hash, and a token from INCR of
     /// the counter on every acquire, re-entries included. The hold's own
@@ -157,9 +158,8 @@ impl LeaseKind {
             LeaseKind::Reentrant
             | LeaseKind::NonReentrant
             | LeaseKind::Fair
-            | LeaseKind::RwWrite
             | LeaseKind::Fenced => &REENTRANT_RENEW,
-            LeaseKind::RwRead => &RW_READ_RENEW,
+            LeaseKind::RwRead | LeaseKind::RwWrite => &RW_RENEW,
             LeaseKind::Permits => &PERMITS_RENEW,
         }
     }
@@ -170,9 +170,8 @@ impl LeaseKind {
             LeaseKind::Reentrant
             | LeaseKind::NonReentrant
             | LeaseKind::Fair
-            | LeaseKind::RwWrite
             | LeaseKind::Fenced => &REENTRANT_RENEW_NODE,
-            LeaseKind::RwRead => &RW_READ_RENEW_NODE,
+            LeaseKind::RwRead | LeaseKind::RwWrite => &RW_RENEW_NODE,
             LeaseKind::Permits => &PERMITS_RENEW_NODE,
         }
     }
