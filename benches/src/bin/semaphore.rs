@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use keylatch_benches::{
     arg, pid_cpu, process_cpu, redis_benchmark, stopped, summarise, url_or_local_server,
 };
-use keylatch_cluster::Commands;
 use keylatch_lock::scripts::{SEMAPHORE_ACQUIRE, SEMAPHORE_CHANGE};
 use keylatch_lock::Locks;
 
