@@ -38,7 +38,8 @@ pub use keylatch_cluster::{
 };
 pub use keylatch_lock::{
     CountDownLatch, ExpirableSemaphore, Lock, LockError, LockGuard, LockResult, Locks, LocksConfig,
-    LossReason, LostToken, PermitGuard, PermitId, ReplicaSync, RwLock, Semaphore,
+    LossReason, LostToken, MultiGuard, MultiLock, PermitGuard, PermitId, RedLock, RedLockGuard,
+    ReplicaSync, RwLock, Semaphore,
 };
 pub use keylatch_resp::{Cmd, Frame};
 

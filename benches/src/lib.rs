@@ -228,3 +228,37 @@ pub fn url_or_local_server(url: Option<&str>) -> (String, Option<keylatch_harnes
         }
     }
 }
+
+/// One contender's event in a contention run: (when, contender, what) with
+/// what = 0 started waiting, 1 acquired, 2 released.
+pub type ContentionEvent = (Instant, usize, u8);
+
+/// From a contention run's events (any order, contenders numbered below
+/// 64): how many acquisitions, and every handoff, the time from a release
+/// to the next acquisition by a contender already waiting when the release
+/// happened.
+pub fn handoffs(mut events: Vec<ContentionEvent>) -> (usize, Vec<Duration>) {
+    events.sort_by_key(|e| e.0);
+    let acquisitions = events.iter().filter(|e| e.2 == 1).count();
+    let mut waiting_since: [Option<Instant>; 64] = [None; 64];
+    let mut last_release: Option<(Instant, usize)> = None;
+    let mut out = Vec::new();
+    for (t, c, kind) in events {
+        let Some(slot) = waiting_since.get_mut(c) else {
+            continue;
+        };
+        match kind {
+            0 => *slot = Some(t),
+            1 => {
+                if let (Some((rt, rc)), Some(ws)) = (last_release, *slot) {
+                    if rc != c && ws < rt {
+                        out.push(t.duration_since(rt));
+                    }
+                }
+                *slot = None;
+            }
+            _ => last_release = Some((t, c)),
+        }
+    }
+    (acquisitions, out)
+}

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::LateReply;
 use keylatch_resp::Frame;
 
+use crate::depart::{Departure, Place};
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
 use crate::handle::acquire_cmd;
@@ -27,7 +28,6 @@ use crate::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lease::LeaseKind;
 use crate::lock::{Lock, ReplicaSync};
 use crate::release::{release, Retry};
-use crate::rwlock::WriterMarker;
 use crate::wake::Wake;
 
 // Returned once per attempt and unpacked at once: boxing the guard would
@@ -42,7 +42,7 @@ pub(crate) enum Attempt {
 /// An acquire's reply nobody waits for any more: if it took the lock, that
 /// hold is released by its token (a re-entry: that one count), within the
 /// lease. Never by owner: it can end no other hold.
-fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
+pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
     let Ok((holds, token)) = parse_pair(frame) else {
         return;
     };
@@ -165,6 +165,28 @@ impl Lock {
         if holds == 0 {
             return Ok(Attempt::Held(value));
         }
+        let guard = self.guard_for(holds, value, renew, lease_d, sent_at);
+        if matches!(self.replica_sync, ReplicaSync::None) {
+            return Ok(Attempt::Acquired(guard));
+        }
+        // Boxed: WAIT is opt-in, and inline it would enlarge every acquire.
+        Box::pin(self.check_replicas(guard))
+            .await
+            .map(Attempt::Acquired)
+    }
+
+    /// The guard for an acquire script's answer `{holds, value}` (holds >
+    /// 0): joins this handle's hold of the same token (a re-entry) or makes
+    /// a new one and hands it to the engine.
+    pub(crate) fn guard_for(
+        &self,
+        holds: i64,
+        value: i64,
+        renew: bool,
+        lease_d: Duration,
+        sent_at: Instant,
+    ) -> LockGuard {
+        let cfg = &self.inner.config;
         let value = value.max(0).unsigned_abs();
         // A fenced lock's token is this acquire's own; its hold is named by
         // owner (token 0), since a re-entry moves the counter on.
@@ -199,7 +221,7 @@ impl Lock {
         } else {
             (cfg.fencing && hold.token > 0).then_some(hold.token)
         };
-        let guard = LockGuard::new(
+        LockGuard::new(
             self.clone(),
             hold,
             renew,
@@ -207,14 +229,7 @@ impl Lock {
             // The hold's token (a re-entry of unknown token shows its hold's).
             shown,
             lease_d,
-        );
-        if matches!(self.replica_sync, ReplicaSync::None) {
-            return Ok(Attempt::Acquired(guard));
-        }
-        // Boxed: WAIT is opt-in, and inline it would enlarge every acquire.
-        Box::pin(self.check_replicas(guard))
-            .await
-            .map(Attempt::Acquired)
+        )
     }
 
     /// After a failed first try: queue locally, subscribe, and try again on
@@ -242,7 +257,7 @@ impl Lock {
         // A waiting writer holds new readers back with a marker, which it
         // takes back however its wait ends without the lock.
         let writer = self.handle.kind == LeaseKind::RwWrite;
-        let mut marker = WriterMarker(writer.then(|| self.clone()));
+        let mut marker = Departure::new(self, writer.then_some(Place::WaitingWriters));
         let mut cap = self.inner.config.recheck;
         if writer {
             // A call at least every third of the marker's span keeps it.
@@ -252,7 +267,7 @@ impl Lock {
             let pttl = match self.attempt(lease, deadline, writer).await? {
                 Attempt::Acquired(g) => {
                     // The acquire took this writer's marker away itself.
-                    marker.0 = None;
+                    marker.keep();
                     return Ok(Some(g));
                 }
                 Attempt::Held(pttl) => pttl,
@@ -321,7 +336,7 @@ impl Lock {
     }
 }
 
-fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
+pub(crate) fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
     match frame {
         Frame::Array(items) => match items.as_slice() {
             [Frame::Integer(a), Frame::Integer(b)] => Ok((*a, *b)),

@@ -67,6 +67,15 @@ pub enum LockError {
         /// The semaphore's name.
         name: String,
     },
+    /// A RedLock acquire that could not ask a quorum of its masters: fewer
+    /// than `needed` answered at all in the last round (errors, timeouts),
+    /// so no answer could have been a quorum. Nothing is left held.
+    Quorum {
+        /// Masters that answered (held or free).
+        answered: usize,
+        /// The quorum: N/2 + 1.
+        needed: usize,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -104,6 +113,10 @@ impl fmt::Display for LockError {
             LockError::NoSuchSemaphore { name } => write!(
                 f,
                 "semaphore {name:?} does not exist: set its permits first (try_set_permits)"
+            ),
+            LockError::Quorum { answered, needed } => write!(
+                f,
+                "RedLock: only {answered} masters answered, {needed} needed for a quorum; nothing held"
             ),
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }

@@ -18,6 +18,7 @@ use keylatch_cluster::Commands;
 use keylatch_resp::Frame;
 
 use crate::acquire::Attempt;
+use crate::depart::{Departure, Place};
 use crate::error::LockResult;
 use crate::guard::LockGuard;
 use crate::lock::Lock;
@@ -34,11 +35,11 @@ impl Lock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> LockResult<Option<LockGuard>> {
-        let mut leave = Leave(Some(self.clone()));
+        let mut leave = Departure::new(self, Some(Place::FairQueue));
         // The uncontended case needs no subscription. (Once subscribed, the
         // loop tries again at once: a release in between is not missed.)
         if let Attempt::Acquired(g) = self.attempt(lease, deadline, true).await? {
-            leave.0 = None;
+            leave.keep();
             return Ok(Some(g));
         }
         let channel = self.handle.names.fair_channel(self.owner());
@@ -51,7 +52,7 @@ impl Lock {
             let wait = match self.attempt(lease, deadline, true).await? {
                 Attempt::Acquired(g) => {
                     // The acquire took this owner out of the queue.
-                    leave.0 = None;
+                    leave.keep();
                     return Ok(Some(g));
                 }
                 Attempt::Held(wait) => wait,
@@ -75,38 +76,8 @@ impl Lock {
     }
 }
 
-/// Takes a waiter that gives up out of the queue: awaited when the wait
-/// runs out, spawned when the future is dropped or fails. If that call is
-/// lost too, the waiter's deadline purges it within the span.
-struct Leave(Option<Lock>);
-
-impl Leave {
-    async fn now(mut self) {
-        if let Some(lock) = self.0.take() {
-            if let Err(e) = leave(&lock).await {
-                tracing::debug!(lock = %lock.name(), error = %e,
-                    "leaving the fair queue failed; the waiter's deadline purges it");
-            }
-        }
-    }
-}
-
-impl Drop for Leave {
-    fn drop(&mut self) {
-        let Some(lock) = self.0.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        rt.spawn(async move {
-            let _ = leave(&lock).await;
-        });
-    }
-}
-
 /// `fair_leave.lua` for this owner: `true` when it was queued.
-async fn leave(lock: &Lock) -> LockResult<bool> {
+pub(crate) async fn leave(lock: &Lock) -> LockResult<bool> {
     let names = &lock.handle.names;
     let (queue, timeouts) = names.fair_queue();
     let reply = lock

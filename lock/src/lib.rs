@@ -20,11 +20,16 @@
 //!   local contender, not a herd.
 //! - `wake.rs`: a waiter's wake-up source (its subscription, or polling).
 //! - `fair.rs`: the fair lock's wait, in the server's queue, and leaving it.
+//! - `depart.rs`: a waiter's place (fair queue, waiting writers) given up
+//!   however its wait ends without the lock.
 //! - `spin.rs`: a spin lock's wait (backoff, no pub/sub).
 //! - [`Semaphore`], [`ExpirableSemaphore`] and [`PermitGuard`]
 //!   (`semaphore.rs`): Redisson's semaphores; leased permits are holds of
 //!   the lease engine.
 //! - [`CountDownLatch`] (`latch.rs`).
+//! - [`MultiLock`] (`multilock.rs`): all of several locks or none, in one
+//!   canonical order; [`RedLock`] (`redlock.rs`): a quorum over
+//!   independent masters; `losses.rs`: their loss signals.
 //! - [`RwLock`] (`rwlock.rs`): a read-write lock whose read and write sides
 //!   are [`Lock`] handles of one owner; the waiting writer's marker.
 //! - `handle.rs`: what a lock handle and its clones share, with the lock's
@@ -50,6 +55,7 @@
 #![forbid(unsafe_code)]
 
 mod acquire;
+mod depart;
 mod error;
 mod fair;
 mod guard;
@@ -61,7 +67,10 @@ mod lease;
 mod lock;
 mod locks;
 mod loss;
+mod losses;
+mod multilock;
 mod names;
+mod redlock;
 mod release;
 mod rwlock;
 pub mod scripts;
@@ -76,6 +85,10 @@ pub use latch::CountDownLatch;
 pub use lease::{LossReason, RENEW_BATCH};
 pub use lock::{Lock, ReplicaSync};
 pub use locks::{Locks, LocksConfig};
+pub use multilock::{MultiGuard, MultiLock};
+pub use redlock::{
+    RedLock, RedLockGuard, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE, MAX_RETRY_DELAY,
+};
 pub use rwlock::RwLock;
 pub use semaphore::{BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore};
 

@@ -13,6 +13,7 @@ use crate::hold::{clamp_span, millis};
 use crate::latch::CountDownLatch;
 use crate::lease::{Engine, Invalidations, LeaseKind, INVALIDATION_QUEUE};
 use crate::lock::Lock;
+use crate::multilock::MultiLock;
 use crate::rwlock::RwLock;
 use crate::semaphore::{ExpirableSemaphore, Semaphore};
 use crate::waiters::WaitQueues;
@@ -552,6 +553,46 @@ impl Locks {
             name,
             owner.into(),
             LeaseKind::Reentrant,
+        )
+    }
+
+    /// The settings every lock of this `Locks` uses.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// println!("watchdog lease {:?}", locks.config().watchdog_timeout);
+    /// # }
+    /// ```
+    pub fn config(&self) -> &LocksConfig {
+        &self.inner.config
+    }
+
+    /// A multi-lock over these names: every one or none, under one guard
+    /// (one owner id for all members). Taken in one canonical order, so
+    /// callers listing the same names in other orders cannot deadlock; names
+    /// that share a hash tag are taken in one script call. For members of
+    /// other kinds or clients, use [`MultiLock::new`].
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.multi_lock(&["{acct}:17", "{acct}:4"]).acquire().await?; // one call
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn multi_lock(&self, names: &[&str]) -> MultiLock {
+        let owner = self.new_owner();
+        MultiLock::new(
+            names
+                .iter()
+                .map(|n| {
+                    Lock::new(
+                        Arc::clone(&self.inner),
+                        n,
+                        Arc::clone(&owner),
+                        LeaseKind::Reentrant,
+                    )
+                })
+                .collect(),
         )
     }
 

@@ -163,39 +163,8 @@ impl RwLock {
     }
 }
 
-/// A waiting writer's entry in the waiting writers, taken out however its wait ends without the
-/// lock: awaited when the wait runs out, spawned when the future is dropped
-/// or fails. If that call is lost too, the entry expires within its span.
-/// `None` for every other kind of waiter (and once the lock is taken).
-pub(crate) struct WriterMarker(pub(crate) Option<Lock>);
-
-impl WriterMarker {
-    pub(crate) async fn now(mut self) {
-        if let Some(lock) = self.0.take() {
-            if let Err(e) = leave(&lock).await {
-                tracing::debug!(lock = %lock.name(), error = %e,
-                    "leaving the waiting writers failed; the entry expires by itself");
-            }
-        }
-    }
-}
-
-impl Drop for WriterMarker {
-    fn drop(&mut self) {
-        let Some(lock) = self.0.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        rt.spawn(async move {
-            let _ = leave(&lock).await;
-        });
-    }
-}
-
 /// `rw_write_leave.lua` for this writer: `true` when it was waiting.
-async fn leave(lock: &Lock) -> LockResult<bool> {
+pub(crate) async fn leave(lock: &Lock) -> LockResult<bool> {
     let names = &lock.handle.names;
     let reply = lock
         .inner

@@ -263,6 +263,15 @@ pub static FENCED_ACQUIRE: Script = Script::new(
     include_str!("../../lua/fenced_acquire.lua"),
 );
 
+/// Take several reentrant locks of one slot at once, all or none (a
+/// multi-lock's members sharing a hash tag); see `lua/multi_acquire.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::MULTI_ACQUIRE.name(), "multi_acquire");
+/// ```
+pub static MULTI_ACQUIRE: Script =
+    Script::new("multi_acquire", include_str!("../../lua/multi_acquire.lua"));
+
 /// Every script, for tests and tooling (e.g. preloading).
 ///
 /// ```
@@ -295,6 +304,7 @@ pub static ALL: &[&Script] = &[
     &PERMITS_RENEW_NODE,
     &LATCH_COUNT_DOWN,
     &FENCED_ACQUIRE,
+    &MULTI_ACQUIRE,
 ];
 
 #[cfg(test)]

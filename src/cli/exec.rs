@@ -21,7 +21,8 @@ use super::{runtime, Failure, EXIT_INTERRUPTED, EXIT_LOST, EXIT_TIMEOUT, EXIT_US
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
-usage: keylatch exec NAME [--fair | --read | --write | --semaphore N [--permits P]] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
+usage: keylatch exec NAME [--fair | --read | --write | --semaphore N [--permits P] |
+                          --redlock URL,URL,...] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
 exits with CMD's exit code (128+N when CMD died of signal N).
@@ -40,6 +41,11 @@ exits with CMD's exit code (128+N when CMD died of signal N).
                gives them back within the lease
   --permits P  with --semaphore: create the semaphore with P permits when it
                does not exist (without it, a missing semaphore is an error)
+  --redlock URL,URL,...
+               a RedLock over these independent masters (3 or more): held
+               while a majority holds it; the command is stopped (exit 76)
+               once fewer than a majority do. No fencing token; --url is
+               not used.
   --wait D     how long to wait for the lock (default 10s; 0 = one try)
   --lease D    fixed lease: the lock expires after D and CMD is stopped then;
                `watchdog` (default) renews the lock for as long as CMD runs
@@ -73,8 +79,10 @@ struct ExecArgs {
     grace: Duration,
     urls: Vec<String>,
     command: Vec<String>,
-    /// Which lock of that name (`--fair`, `--read`, `--write`).
+    /// Which lock of that name (`--fair`, `--read`, `--write`, …).
     kind: Kind,
+    /// `--redlock`: the masters' URLs.
+    redlock: Vec<String>,
 }
 
 /// The lock `exec` holds.
@@ -90,6 +98,8 @@ enum Kind {
         n: u64,
         create: Option<u64>,
     },
+    /// A RedLock over the masters in `ExecArgs::redlock`.
+    RedLock,
 }
 
 fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
@@ -100,6 +110,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     let mut urls = Vec::new();
     let mut kind = Kind::Reentrant;
     let mut create = None;
+    let mut redlock = Vec::new();
     let mut pick = |k: Kind, flag: &str| {
         if kind != Kind::Reentrant && kind != k {
             return Err(Failure::usage(format!(
@@ -123,6 +134,21 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
                     ))
                 })?;
                 pick(Kind::Semaphore { n, create: None }, "--semaphore")?;
+            }
+            "--redlock" => {
+                let v = argv.value("--redlock")?;
+                redlock = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if redlock.len() < 3 {
+                    return Err(Failure::usage(
+                        "exec: --redlock wants 3 or more master URLs, comma-separated",
+                    ));
+                }
+                pick(Kind::RedLock, "--redlock")?;
             }
             "--permits" => {
                 let v = argv.value("--permits")?;
@@ -172,6 +198,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
         urls: args::urls(urls),
         command,
         kind,
+        redlock,
     })
 }
 
@@ -195,19 +222,24 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
 
-    let cfg = args::client_config(&a.urls)?;
-    let locks = tokio::select! {
-        r = Locks::connect_with(cfg, LocksConfig::default()) => {
-            r.map_err(|e| args::connect_failure(&a.urls, e))?
+    let held = if a.kind == Kind::RedLock {
+        // Its own masters: --url's server is not needed.
+        acquire_redlock(&a, &mut sigint, &mut sigterm).await?
+    } else {
+        let cfg = args::client_config(&a.urls)?;
+        let locks = tokio::select! {
+            r = Locks::connect_with(cfg, LocksConfig::default()) => {
+                r.map_err(|e| args::connect_failure(&a.urls, e))?
+            }
+            _ = sigint.recv() => return Err(interrupted("connecting")),
+            _ = sigterm.recv() => return Err(interrupted("connecting")),
+        };
+        match a.kind {
+            Kind::Semaphore { n, create } => {
+                acquire_permits(&locks, &a, n, create, &mut sigint, &mut sigterm).await?
+            }
+            _ => acquire_lock(&locks, &a, &mut sigint, &mut sigterm).await?,
         }
-        _ = sigint.recv() => return Err(interrupted("connecting")),
-        _ = sigterm.recv() => return Err(interrupted("connecting")),
-    };
-    let held = match a.kind {
-        Kind::Semaphore { n, create } => {
-            acquire_permits(&locks, &a, n, create, &mut sigint, &mut sigterm).await?
-        }
-        _ => acquire_lock(&locks, &a, &mut sigint, &mut sigterm).await?,
     };
     let (held, owner) = held;
 
@@ -395,6 +427,39 @@ async fn acquire_permits(
             a.name
         ))),
         Some(Err(e)) => Err(fail(e)),
+    }
+}
+
+/// A RedLock over `--redlock`'s masters, within `--wait`.
+async fn acquire_redlock(
+    a: &ExecArgs,
+    sigint: &mut Signal,
+    sigterm: &mut Signal,
+) -> Result<(Held, Option<String>), Failure> {
+    let urls: Vec<&str> = a.redlock.iter().map(String::as_str).collect();
+    let redlock = keylatch::RedLock::connect(&urls)
+        .await
+        .map_err(|e| Failure::usage(format!("--redlock: {e}")))?;
+    // Dropped on a signal: member holds taken are released in the
+    // background, replies in flight settled when they come.
+    let acquired = tokio::select! {
+        r = redlock.try_acquire(&a.name, a.wait, a.lease) => Some(r),
+        _ = sigint.recv() => None,
+        _ = sigterm.recv() => None,
+    };
+    match acquired {
+        None => Err(interrupted(&format!("waiting for RedLock {:?}", a.name))),
+        Some(Ok(Some(g))) => Ok((Held::RedLock(g), None)),
+        Some(Ok(None)) => Err(Failure {
+            code: EXIT_TIMEOUT,
+            message: format!(
+                "RedLock {:?}: no majority of the {} masters within {:?}",
+                a.name,
+                urls.len(),
+                a.wait
+            ),
+        }),
+        Some(Err(e)) => Err(Failure::usage(format!("RedLock {:?}: {e}", a.name))),
     }
 }
 

@@ -5,12 +5,13 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use keylatch::{LockGuard, LockResult, LossReason, PermitGuard};
+use keylatch::{LockGuard, LockResult, LossReason, PermitGuard, RedLockGuard};
 
-/// A lock hold or leased permits.
+/// A lock hold, leased permits, or a RedLock over independent masters.
 pub(crate) enum Held {
     Lock(LockGuard),
     Permits(PermitGuard),
+    RedLock(RedLockGuard),
 }
 
 impl Held {
@@ -19,22 +20,23 @@ impl Held {
         match self {
             Held::Lock(g) => Box::pin(g.lost()),
             Held::Permits(p) => Box::pin(p.lost()),
+            Held::RedLock(r) => Box::pin(r.lost()),
         }
     }
 
-    /// The fencing token, if the hold has one (read holds and permits have
-    /// none).
+    /// The fencing token, if the hold has one (read holds, permits and
+    /// RedLocks have none).
     pub(crate) fn fencing_token(&self) -> Option<u64> {
         match self {
             Held::Lock(g) => g.fencing_token(),
-            Held::Permits(_) => None,
+            Held::Permits(_) | Held::RedLock(_) => None,
         }
     }
 
     /// The permits' ids, comma-separated (for the command's environment).
     pub(crate) fn permit_ids(&self) -> Option<String> {
         match self {
-            Held::Lock(_) => None,
+            Held::Lock(_) | Held::RedLock(_) => None,
             Held::Permits(p) => Some(
                 p.ids()
                     .iter()
@@ -50,6 +52,7 @@ impl Held {
         match self {
             Held::Lock(g) => g.unlock().await,
             Held::Permits(p) => p.release().await,
+            Held::RedLock(r) => r.unlock().await,
         }
     }
 }

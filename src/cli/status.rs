@@ -14,14 +14,15 @@ use super::{runtime, Failure};
 
 /// `keylatch status --help`.
 pub(crate) const USAGE: &str = "\
-usage: keylatch status NAME [--json] [--url URL]...
+usage: keylatch status NAME [NAME...] [--json] [--url URL]...
 
 Shows lock NAME: state (free, held, other), the type detected (reentrant,
 fair, read-write, semaphore/latch), holders with hold counts, TTL, fair-queue
 waiters with their deadlines (server time), a read-write lock's writer,
 readers (each read hold's TTL) and waiting writer, a permit-expirable
 semaphore's leased permits with their expiries, and the last fencing token
-issued. Reads only.
+issued. Several names (a multi-lock's members): each in turn, and --json
+prints an array of the objects. Reads only.
 
   --json     one JSON object: {\"name\",\"state\",\"type\",\"ttl_ms\" (null when
              free, -1 without expiry),\"holders\" {owner: count},\"mode\",
@@ -583,7 +584,7 @@ async fn read_write(client: &Client, st: &mut Status) -> Result<(), String> {
 
 /// Entry point: parses, reads, prints.
 pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
-    let mut name = None;
+    let mut names = Vec::new();
     let mut json = false;
     let mut urls = Vec::new();
     while let Some(a) = argv.next() {
@@ -593,22 +594,41 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             flag if flag.starts_with('-') => {
                 return Err(Failure::usage(format!("status: unknown option {flag:?}")))
             }
-            _ if name.is_none() => name = Some(a),
-            other => return Err(Failure::usage(format!("status: unexpected {other:?}"))),
+            _ => names.push(a),
         }
     }
-    let name = name.ok_or_else(|| Failure::usage("status: missing the lock NAME"))?;
+    if names.is_empty() {
+        return Err(Failure::usage("status: missing the lock NAME"));
+    }
     let urls = args::urls(urls);
     let cfg = args::client_config(&urls)?;
-    let st = runtime()?.block_on(async {
+    let all = runtime()?.block_on(async {
         let client = Client::connect_with(cfg)
             .await
             .map_err(|e| args::connect_failure(&urls, e))?;
-        read(&client, &name)
-            .await
-            .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))
+        let mut all = Vec::with_capacity(names.len());
+        for name in &names {
+            all.push(
+                read(&client, name)
+                    .await
+                    .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))?,
+            );
+        }
+        Ok::<_, Failure>(all)
     })?;
-    println!("{}", if json { st.to_json() } else { st.to_text() });
+    // Several names (a multi-lock's members): one JSON array, or the text
+    // blocks one after the other.
+    if json {
+        let objects: Vec<String> = all.iter().map(Status::to_json).collect();
+        if objects.len() == 1 {
+            println!("{}", objects[0]);
+        } else {
+            println!("[{}]", objects.join(","));
+        }
+    } else {
+        let texts: Vec<String> = all.iter().map(Status::to_text).collect();
+        println!("{}", texts.join("\n"));
+    }
     Ok(0)
 }
 

@@ -275,26 +275,8 @@ async fn handoff(locks: &Locks, kind: Kind, seconds: u64, name: &str) -> (f64, f
         h.await.expect("task");
     }
     let elapsed = t0.elapsed();
-    let mut events = log.lock().expect("log").clone();
-    events.sort_by_key(|e| e.0);
-    let acquisitions = events.iter().filter(|e| e.2 == 1).count();
-    let mut waiting_since: [Option<Instant>; 8] = [None; 8];
-    let mut last_release: Option<(Instant, usize)> = None;
-    let mut handoffs = Vec::new();
-    for (t, c, kind) in events {
-        match kind {
-            0 => waiting_since[c] = Some(t),
-            1 => {
-                if let (Some((rt, rc)), Some(ws)) = (last_release, waiting_since[c]) {
-                    if rc != c && ws < rt {
-                        handoffs.push(t.duration_since(rt));
-                    }
-                }
-                waiting_since[c] = None;
-            }
-            _ => last_release = Some((t, c)),
-        }
-    }
+    let events = log.lock().expect("log").clone();
+    let (acquisitions, mut handoffs) = keylatch_benches::handoffs(events);
     let s = summarise(&mut handoffs);
     (
         acquisitions as f64 / elapsed.as_secs_f64(),

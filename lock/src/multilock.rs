@@ -1,0 +1,405 @@
+//! `MultiLock`: all of several locks or none, under one guard.
+//!
+//! Members are taken in one canonical order, (cluster slot, name, owner),
+//! whatever order the caller listed them in, so two callers listing the
+//! same names in opposite orders cannot deadlock (Redisson #1160): each
+//! waits only while holding members that come before the one it waits
+//! for. Members of one client, owner and slot (a shared hash tag) that are
+//! plain reentrant locks are taken together in one script call
+//! (`multi_acquire.lua`), all or none. A partial acquire is rolled back
+//! before the call returns; a dropped acquire releases what it took in the
+//! background (its guards' drops, and the late-reply finishers of attempts
+//! in flight).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch_resp::Frame;
+
+use crate::acquire::settle_late;
+use crate::error::{LockError, LockResult};
+use crate::guard::LockGuard;
+use crate::hold::{clamp_span, millis};
+use crate::lease::{LeaseKind, LossReason};
+use crate::lock::Lock;
+use crate::losses::Losses;
+use crate::scripts::MULTI_ACQUIRE;
+use crate::wake::Wake;
+
+/// All of several locks or none. Members may be locks of any kind, on any
+/// clients (each member keeps its own owner and watchdog).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// // Transfer between two accounts: both or neither.
+/// let both = locks.multi_lock(&["account:17", "account:4"]);
+/// if let Some(guard) = both.try_acquire(Duration::from_secs(5), None).await? {
+///     // … both accounts are ours …
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    /// In canonical order.
+    members: Vec<Lock>,
+}
+
+/// The canonical order: slot, then name, then owner.
+fn order_key(l: &Lock) -> (u16, &str, &str) {
+    (l.handle.hold.slot(), l.name(), l.owner())
+}
+
+impl MultiLock {
+    /// A multi-lock over `members` (any kinds, any clients), taken in
+    /// canonical order whatever the order given.
+    ///
+    /// ```no_run
+    /// # fn demo(a: keylatch_lock::Locks, b: keylatch_lock::Locks) {
+    /// use keylatch_lock::MultiLock;
+    /// let m = MultiLock::new(vec![a.lock("x"), b.fair_lock("y")]);
+    /// assert_eq!(m.members().len(), 2);
+    /// # }
+    /// ```
+    pub fn new(mut members: Vec<Lock>) -> Self {
+        members.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+        Self { members }
+    }
+
+    /// The members, in the order they are taken.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// let m = locks.multi_lock(&["b", "a"]);
+    /// let names: Vec<&str> = m.members().iter().map(|l| l.name()).collect();
+    /// assert_eq!(names.len(), 2);
+    /// # }
+    /// ```
+    pub fn members(&self) -> &[Lock] {
+        &self.members
+    }
+
+    /// Waits as long as it takes for every member, under the watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.multi_lock(&["a", "b"]).acquire().await?;
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self) -> LockResult<MultiGuard> {
+        loop {
+            if let Some(g) = self.try_acquire(Duration::from_secs(86_400), None).await? {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// Tries for up to `wait` to take every member (`lease: None`: each
+    /// under its watchdog; `Some(d)`: each for `d`). `Ok(None)` when not
+    /// all could be had in time: whatever was taken is released first.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let m = locks.multi_lock(&["a", "b", "c"]);
+    /// match m.try_acquire(Duration::from_secs(1), None).await? {
+    ///     Some(g) => g.unlock().await?,
+    ///     None => println!("one of them is busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The first member's error ([`LockError::Client`], …); the members
+    /// taken before it are released first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped at any point, what it took is released in the
+    /// background (a reply still on its way is settled when it comes, as
+    /// for a single lock), and nothing stays held past a lease.
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<MultiGuard>> {
+        let deadline = Instant::now().checked_add(wait);
+        let mut held: Vec<LockGuard> = Vec::with_capacity(self.members.len());
+        let mut i = 0;
+        while i < self.members.len() {
+            let group = self.group_at(i);
+            let left = deadline.map_or(wait, |d| d.saturating_duration_since(Instant::now()));
+            let got = if group.len() == 1 {
+                group[0]
+                    .try_acquire(left, lease)
+                    .await
+                    .map(|g| g.map(|g| vec![g]))
+            } else {
+                Box::pin(take_group(group, deadline, lease)).await
+            };
+            match got {
+                Ok(Some(gs)) => held.extend(gs),
+                Ok(None) => {
+                    rollback(held).await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    rollback(held).await;
+                    return Err(e);
+                }
+            }
+            i += group.len();
+        }
+        Ok(Some(MultiGuard { guards: held }))
+    }
+
+    /// The members from `i` that one script call can take together: plain
+    /// reentrant locks of one client, owner and slot, without a
+    /// replica-sync policy or a spin wait.
+    fn group_at(&self, i: usize) -> &[Lock] {
+        let first = &self.members[i];
+        let batchable = |l: &Lock| {
+            l.handle.kind == LeaseKind::Reentrant
+                && !l.spin
+                && matches!(l.replica_sync, crate::ReplicaSync::None)
+        };
+        if !batchable(first) {
+            return &self.members[i..=i];
+        }
+        let mut end = i + 1;
+        while end < self.members.len() {
+            let l = &self.members[end];
+            let same = Arc::ptr_eq(&l.inner, &first.inner)
+                && l.handle.hold.slot() == first.handle.hold.slot()
+                && l.owner() == first.owner()
+                && l.name() != self.members[end - 1].name()
+                && batchable(l);
+            if !same {
+                break;
+            }
+            end += 1;
+        }
+        &self.members[i..end]
+    }
+}
+
+/// Members of one slot, one client and one owner, all or none in one call;
+/// waits on the busy member's channel and tries again until `deadline`.
+async fn take_group(
+    group: &[Lock],
+    deadline: Option<Instant>,
+    lease: Option<Duration>,
+) -> LockResult<Option<Vec<LockGuard>>> {
+    let first = &group[0];
+    let inner = &first.inner;
+    let cfg = &inner.config;
+    let (lease_d, renew) = match lease {
+        Some(l) => (clamp_span(l), false),
+        None => (clamp_span(cfg.watchdog_timeout), true),
+    };
+    let lease_ms = millis(lease_d).to_string();
+    let mut keys: Vec<&str> = Vec::with_capacity(group.len() * 2);
+    for l in group {
+        keys.push(&l.handle.names.key);
+        keys.push(&l.handle.names.token);
+    }
+    let cmd = Arc::new(MULTI_ACQUIRE.evalsha_cmd(
+        &keys,
+        &[
+            lease_ms.as_str(),
+            first.owner(),
+            inner.script_args.token_ttl_ms.as_str(),
+        ],
+    ));
+    // A reply nobody waits for: each member it took is released by token.
+    let late: keylatch_cluster::LateReply = {
+        let members: Vec<Lock> = group.to_vec();
+        let watchdog = cfg.watchdog_timeout;
+        Arc::new(move |frame| {
+            if let Frame::Array(items) = &frame {
+                if items.first() == Some(&Frame::Integer(1)) {
+                    for (m, pair) in members.iter().zip(items[1..].chunks(2)) {
+                        settle_late(m.clone(), watchdog, &Frame::Array(pair.to_vec()));
+                    }
+                }
+            }
+        })
+    };
+    let mut wake: Option<Wake> = None;
+    loop {
+        let bound = deadline.map_or(cfg.attempt_timeout, |d| {
+            d.saturating_duration_since(Instant::now())
+                .max(cfg.attempt_timeout)
+        });
+        let sent_at = Instant::now();
+        let frame = inner
+            .client
+            .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late))
+            .await?;
+        let items = match &frame {
+            Frame::Array(items) => items,
+            other => return Err(LockError::Protocol(other.to_string())),
+        };
+        let int = |i: usize| match items.get(i) {
+            Some(Frame::Integer(n)) => Ok(*n),
+            _ => Err(LockError::Protocol(frame.to_string())),
+        };
+        if int(0)? == 1 {
+            let mut guards = Vec::with_capacity(group.len());
+            for (k, m) in group.iter().enumerate() {
+                let (holds, token) = (int(1 + 2 * k)?, int(2 + 2 * k)?);
+                guards.push(m.guard_for(holds, token, renew, lease_d, sent_at));
+            }
+            return Ok(Some(guards));
+        }
+        let busy = usize::try_from(int(1)?.max(1) - 1).unwrap_or(0);
+        let pttl = int(2)?;
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        let Some(b) = group.get(busy) else {
+            return Err(LockError::Protocol(frame.to_string()));
+        };
+        let w = match wake.as_mut() {
+            Some(w) => w,
+            None => {
+                // Subscribed, try again at once (a release in between).
+                wake = Some(
+                    Wake::subscribe(
+                        inner,
+                        &b.handle.names.key,
+                        &b.handle.names.channel,
+                        deadline,
+                    )
+                    .await,
+                );
+                continue;
+            }
+        };
+        let mut nap = cfg.recheck;
+        if pttl > 0 {
+            nap = nap.min(Duration::from_millis(pttl.unsigned_abs()));
+        } else if pttl == -2 {
+            nap = Duration::ZERO;
+        }
+        if let Some(left) = left {
+            nap = nap.min(left);
+        }
+        w.pause(nap).await;
+    }
+}
+
+/// Releases what a failed multi-acquire took.
+async fn rollback(held: Vec<LockGuard>) {
+    for g in held.into_iter().rev() {
+        let _ = g.unlock().await;
+    }
+}
+
+/// Every member of a [`MultiLock`], held. One loss signal for all: it fires
+/// when any member is lost. Dropping it releases every member in the
+/// background.
+///
+/// ```no_run
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// let g = locks.multi_lock(&["a", "b"]).acquire().await?;
+/// tokio::select! {
+///     why = g.lost() => eprintln!("a member was lost: {why:?}"),
+///     () = async { /* work under all members */ } => {}
+/// }
+/// g.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a multi-guard releases every member in the background"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+}
+
+impl MultiGuard {
+    /// The members' guards, in canonical order.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.multi_lock(&["a", "b"]).acquire().await?;
+    /// for m in g.guards() {
+    ///     println!("{} token {:?}", m.lock().name(), m.fencing_token());
+    /// }
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// Resolves when any member is known lost (stays pending while all
+    /// stand, and after a normal release).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.multi_lock(&["a", "b"]).acquire().await?;
+    /// let lost = g.lost(); // hand it to the worker
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
+        let signals = self
+            .guards
+            .iter()
+            .map(|g| Box::pin(g.lost()) as _)
+            .collect();
+        Losses::new(signals, 1)
+    }
+
+    /// Whether any member is known lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.multi_lock(&["a", "b"]).acquire().await?;
+    /// assert!(!g.is_lost());
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Releases every member (in reverse order). Every member is released
+    /// whatever the others answer; the first error is returned.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.multi_lock(&["a", "b"]).acquire().await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The first member's error: [`LockError::Expired`] when it had been
+    /// lost, [`LockError::NotOwner`], [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: members not released yet are released in the
+    /// background when the future is dropped.
+    pub async fn unlock(self) -> LockResult<()> {
+        let mut first = Ok(());
+        for g in self.guards.into_iter().rev() {
+            if let Err(e) = g.unlock().await {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}

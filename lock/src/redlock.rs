@@ -1,0 +1,448 @@
+//! `RedLock`: one lock over N independent masters, held while a quorum of
+//! them (N/2 + 1) holds it — the algorithm from the Redis documentation,
+//! with the corrections its critics asked for.
+//!
+//! - Every master is asked in parallel, each attempt bounded by a per-node
+//!   timeout much smaller than the lease, so a dead or paused master costs
+//!   that timeout, never the lease.
+//! - Validity = lease − elapsed − drift, drift = lease × [`DRIFT_PERMILLE`]
+//!   ‰ + [`DRIFT_FLOOR`], on the monotonic clock only (`Instant`); an
+//!   acquire whose validity is gone by the time a quorum answered is
+//!   released and counted as failed.
+//! - On failure the lock is released on every master, including those whose
+//!   reply was lost (their late replies are settled by the member locks'
+//!   finishers, and a release by owner is sent as well: the owner id is
+//!   this acquire's alone), then retried after a random delay within the
+//!   caller's wait.
+//! - Each master's hold is a keylatch hold on that master's [`Locks`]: its
+//!   watchdog renews it, its loss signal fires when it is gone or its local
+//!   deadline passes. The RedLock guard's [`lost`](RedLockGuard::lost) fires
+//!   once fewer than a quorum of member holds stand.
+//! - Fencing: none. Each master's counter is its own; a quorum of
+//!   independent counters gives no total order (two holders in sequence may
+//!   see token sets with no common master, and a master restarted without
+//!   persistence starts its counter again), so the guard offers no fencing
+//!   token. Where the protected resource needs one, use a lock on one
+//!   deployment with a replica-sync policy and its fencing token.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use crate::error::{LockError, LockResult};
+use crate::guard::LockGuard;
+use crate::lease::LossReason;
+use crate::locks::Locks;
+use crate::losses::Losses;
+
+/// Parts per thousand of the lease allowed for clock drift between the
+/// masters and this process (the RedLock paper's 0.01).
+pub const DRIFT_PERMILLE: u32 = 10;
+/// Drift allowed on top, for the resolution of the masters' expiry timers.
+pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+/// Default bound of one master's attempt (see [`RedLock::node_timeout`]).
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Longest random pause between two rounds of a waiting acquire.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// A lock over independent masters (each a [`Locks`] on its own server):
+/// held while a majority holds it.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use keylatch_lock::RedLock;
+/// # async fn demo() -> keylatch_lock::LockResult<()> {
+/// let redlock = RedLock::connect(&[
+///     "redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379",
+/// ]).await?;
+/// if let Some(guard) = redlock.try_acquire("payouts", Duration::from_secs(5), None).await? {
+///     // … valid for guard.validity() at most unless renewed …
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedLock {
+    nodes: Vec<Locks>,
+    node_timeout: Duration,
+    id: Arc<str>,
+    next: Arc<AtomicU64>,
+}
+
+impl RedLock {
+    /// A RedLock over these masters' `Locks` (independent servers, not
+    /// replicas of each other or nodes of one cluster).
+    ///
+    /// ```no_run
+    /// # async fn demo(a: keylatch_lock::Locks, b: keylatch_lock::Locks, c: keylatch_lock::Locks) {
+    /// let redlock = keylatch_lock::RedLock::new(vec![a, b, c]);
+    /// assert_eq!(redlock.quorum(), 2);
+    /// # }
+    /// ```
+    pub fn new(nodes: Vec<Locks>) -> Self {
+        Self {
+            nodes,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            id: Arc::from(uuid::Uuid::new_v4().to_string()),
+            next: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Connects to every master (`Locks::connect` each). A master that
+    /// cannot be reached now is an error: a RedLock is configured with the
+    /// masters it will count.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch_lock::LockResult<()> {
+    /// let r = keylatch_lock::RedLock::connect(&["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The first connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn connect(urls: &[&str]) -> LockResult<Self> {
+        let mut nodes = Vec::with_capacity(urls.len());
+        for u in urls {
+            nodes.push(Locks::connect(u).await?);
+        }
+        Ok(Self::new(nodes))
+    }
+
+    /// Sets the bound of one master's attempt (default 200 ms): keep it far
+    /// below the lease; a master slower than this counts as failed.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// let r = r.node_timeout(std::time::Duration::from_millis(50));
+    /// # }
+    /// ```
+    pub fn node_timeout(mut self, d: Duration) -> Self {
+        self.node_timeout = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Masters that must hold the lock: N/2 + 1.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// assert!(r.quorum() > r.masters() / 2);
+    /// # }
+    /// ```
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// How many masters there are.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// println!("{} masters", r.masters());
+    /// # }
+    /// ```
+    pub fn masters(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Waits as long as it takes (in rounds), under each master's watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// r.acquire("payouts").await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self, name: &str) -> LockResult<RedLockGuard> {
+        loop {
+            if let Some(g) = self
+                .try_acquire(name, Duration::from_secs(86_400), None)
+                .await?
+            {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// Tries for up to `wait`: rounds of asking every master in parallel,
+    /// each round released everywhere when it falls short, a random pause
+    /// between rounds. `lease: None` keeps each master's hold under its
+    /// watchdog; `Some(d)` holds for `d`. `Ok(None)` when no round reached
+    /// a quorum in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(g) = r.try_acquire("payouts", Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     g.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Quorum`] when fewer than a quorum of masters answered at
+    /// all in the last round (errors or timeouts, not a held lock): the
+    /// lock cannot be had until they are back. Nothing is left held.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped mid-round, member holds taken are released in
+    /// the background (guards dropped; replies in flight settled by their
+    /// finishers).
+    pub async fn try_acquire(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<RedLockGuard>> {
+        let deadline = Instant::now().checked_add(wait);
+        let mut rng = RandomState::new().build_hasher().finish() | 1;
+        loop {
+            match self.round(name, lease).await {
+                Round::Held(g) => return Ok(Some(g)),
+                Round::Short { answered } => {
+                    let left = deadline.map_or(Duration::MAX, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
+                    if left.is_zero() {
+                        if answered < self.quorum() {
+                            return Err(LockError::Quorum {
+                                answered,
+                                needed: self.quorum(),
+                            });
+                        }
+                        return Ok(None);
+                    }
+                    // xorshift: a random pause, so contenders do not retry
+                    // in lockstep.
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let max = u64::try_from(MAX_RETRY_DELAY.as_micros())
+                        .unwrap_or(1)
+                        .max(1);
+                    let pause = Duration::from_micros(rng % max).min(left);
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    /// One round: every master in parallel, each bounded by the node
+    /// timeout; a quorum within validity, or everything released.
+    async fn round(&self, name: &str, lease: Option<Duration>) -> Round {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("{}:{n}", self.id);
+        let started = Instant::now();
+        let mut set = JoinSet::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let lock = node.lock_with_owner(name, &owner);
+            let timeout = self.node_timeout;
+            set.spawn(async move {
+                let r = tokio::time::timeout(timeout, lock.try_acquire_now(lease)).await;
+                (i, r)
+            });
+        }
+        let mut members: Vec<LockGuard> = Vec::new();
+        let mut answered = 0;
+        let mut unknown: Vec<usize> = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            let Ok((i, r)) = joined else {
+                continue;
+            };
+            match r {
+                Ok(Ok(Some(g))) => {
+                    answered += 1;
+                    members.push(g);
+                }
+                Ok(Ok(None)) => answered += 1,
+                Ok(Err(_)) | Err(_) => unknown.push(i),
+            }
+        }
+        let lease_d = lease.unwrap_or_else(|| {
+            self.nodes
+                .iter()
+                .map(|l| l.config().watchdog_timeout)
+                .min()
+                .unwrap_or_default()
+        });
+        let drift = lease_d * DRIFT_PERMILLE / 1000 + DRIFT_FLOOR;
+        let validity = lease_d
+            .checked_sub(started.elapsed())
+            .and_then(|v| v.checked_sub(drift));
+        if members.len() >= self.quorum() {
+            if let Some(validity) = validity.filter(|v| !v.is_zero()) {
+                return Round::Held(RedLockGuard {
+                    members,
+                    quorum: self.quorum(),
+                    masters: self.nodes.len(),
+                    valid_until: started + validity,
+                });
+            }
+        }
+        // Short (or too late): released everywhere, the masters whose
+        // reply was lost included (by owner: this round's owner is its own).
+        for g in members {
+            tokio::spawn(async move {
+                let _ = g.unlock().await;
+            });
+        }
+        for i in unknown {
+            let lock = self.nodes[i].lock_with_owner(name, &owner);
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
+            });
+        }
+        Round::Short { answered }
+    }
+}
+
+enum Round {
+    Held(RedLockGuard),
+    Short { answered: usize },
+}
+
+/// A RedLock held by a quorum of masters. Dropping it releases every
+/// member in the background.
+///
+/// ```no_run
+/// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+/// let g = r.acquire("payouts").await?;
+/// tokio::select! {
+///     why = g.lost() => eprintln!("quorum lost: {why:?}"),
+///     () = async { /* work */ } => {}
+/// }
+/// g.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a RedLock guard releases it in the background"]
+#[derive(Debug)]
+pub struct RedLockGuard {
+    members: Vec<LockGuard>,
+    quorum: usize,
+    masters: usize,
+    /// The validity the acquire computed (start + lease − elapsed − drift).
+    valid_until: Instant,
+}
+
+impl RedLockGuard {
+    /// How many masters hold it now (by their holds' loss signals and
+    /// local deadlines).
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let g = r.acquire("payouts").await?;
+    /// assert!(g.holding() >= r.quorum());
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn holding(&self) -> usize {
+        self.members.iter().filter(|g| !g.is_lost()).count()
+    }
+
+    /// What the acquire's validity left, from now: lease − elapsed − drift
+    /// at acquire time, not extended by renewals (for a fixed lease, the
+    /// time the lock is surely held).
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let g = r.try_acquire("payouts", std::time::Duration::ZERO, Some(std::time::Duration::from_secs(10))).await?;
+    /// if let Some(g) = g { println!("valid for {:?}", g.validity()); }
+    /// # Ok(()) }
+    /// ```
+    pub fn validity(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether fewer than a quorum of masters hold it now.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let g = r.acquire("payouts").await?;
+    /// assert!(!g.is_lost());
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.holding() < self.quorum
+    }
+
+    /// Resolves once fewer than a quorum of masters hold it (renewals that
+    /// no longer reach a quorum, deadlines passed, keys deleted).
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let g = r.acquire("payouts").await?;
+    /// let lost = g.lost();
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
+        // Lost once more members are gone than the quorum can spare.
+        let spare = self.members.len().saturating_sub(self.quorum);
+        let signals = self
+            .members
+            .iter()
+            .map(|g| Box::pin(g.lost()) as _)
+            .collect();
+        Losses::new(signals, spare + 1)
+    }
+
+    /// Masters the RedLock counts.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let g = r.acquire("payouts").await?;
+    /// assert_eq!(g.masters(), r.masters());
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn masters(&self) -> usize {
+        self.masters
+    }
+
+    /// Releases it on every master that holds it (in parallel).
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// r.acquire("payouts").await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Expired`] when fewer than a quorum still held it (it
+    /// was lost before the release); the members are released anyway.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: members not released yet are released in the
+    /// background.
+    pub async fn unlock(self) -> LockResult<()> {
+        let lost = self.is_lost();
+        let name = self
+            .members
+            .first()
+            .map(|g| g.lock().name().to_owned())
+            .unwrap_or_default();
+        let mut set = JoinSet::new();
+        for g in self.members {
+            set.spawn(async move { g.unlock().await });
+        }
+        while set.join_next().await.is_some() {}
+        if lost {
+            return Err(LockError::Expired { name });
+        }
+        Ok(())
+    }
+}
