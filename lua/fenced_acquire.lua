@@ -4,7 +4,9 @@
 --
 -- KEYS[1]  the lock hash (the user's lock name): field = owner id, value = hold count
 -- KEYS[2]  the token counter, redisson_lock_token:{name} (no expiry, as
---          Redisson's: a Java RFencedLock and this lock count on one counter)
+--          Redisson's: a Java RFencedLock and this lock count on one counter;
+--          an expiry another lock kind of this name gave it is removed, so
+--          tokens never start again below earlier ones)
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the whole hash)
 -- ARGV[2]  owner id, "<client uuid>:<handle id>"
 --
@@ -17,6 +19,15 @@ if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
 end
 -- The counter first: if it fails (another type), nothing is taken.
 local token = redis.call('incr', KEYS[2])
+if token == 1 then
+    -- New (or gone): start above any token an earlier counter gave, at the
+    -- server's time in µs, as the other lock kinds do.
+    local t = redis.call('time')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', KEYS[2], string.format('%.0f', token))
+else
+    redis.call('persist', KEYS[2])
+end
 local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if free or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])

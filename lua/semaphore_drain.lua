@@ -7,8 +7,9 @@
 --          permit id -> expiry in ms)
 -- ARGV[1]  "1": only count (availablePermits), take nothing; "0": drain
 --
--- Returns  the permits available (drained: they are now taken, and the
---          count is 0, its expiry kept); 0 when the semaphore does not exist.
+-- Returns  the permits available (drained: the count is now 0 whatever it
+--          was, even below zero, as Redisson's drainPermits; its expiry
+--          kept); 0 when the semaphore does not exist.
 if KEYS[2] then
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -23,7 +24,7 @@ if value == false then
     return 0
 end
 value = tonumber(value) or 0
-if ARGV[1] == '0' and value > 0 then
+if ARGV[1] == '0' then
     redis.call('set', KEYS[1], 0, 'keepttl')
 end
 return value

@@ -76,6 +76,15 @@ pub enum LockError {
         /// The quorum: N/2 + 1.
         needed: usize,
     },
+    /// A permit-expirable semaphore acquire of 0 permits, or of more than
+    /// one call may lease ([`MAX_LEASED_PERMITS`](crate::MAX_LEASED_PERMITS)).
+    /// Nothing was sent.
+    PermitCount {
+        /// Permits asked for.
+        asked: u64,
+        /// The most one acquire may lease.
+        max: u64,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -117,6 +126,10 @@ impl fmt::Display for LockError {
             LockError::Quorum { answered, needed } => write!(
                 f,
                 "RedLock: only {answered} masters answered, {needed} needed for a quorum; nothing held"
+            ),
+            LockError::PermitCount { asked, max } => write!(
+                f,
+                "cannot lease {asked} permits in one acquire: 1 to {max}"
             ),
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }

@@ -90,7 +90,9 @@ pub use redlock::{
     RedLock, RedLockGuard, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE, MAX_RETRY_DELAY,
 };
 pub use rwlock::RwLock;
-pub use semaphore::{BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore};
+pub use semaphore::{
+    BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, MAX_LEASED_PERMITS,
+};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

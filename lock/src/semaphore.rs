@@ -42,6 +42,11 @@ use crate::scripts::{
 };
 use crate::wake::Wake;
 
+/// Most permits one [`ExpirableSemaphore`] acquire may lease: each is an id
+/// in the request, the zset and the guard, so the bound keeps one call's
+/// script (and the guard) small.
+pub const MAX_LEASED_PERMITS: u64 = 10_000;
+
 /// The names one semaphore uses.
 #[derive(Clone, Debug)]
 struct SemNames {
@@ -398,6 +403,10 @@ impl Semaphore {
     }
 
     async fn wait(&self, permits: u64, deadline: Option<Instant>) -> LockResult<Option<()>> {
+        if permits == 0 {
+            // Nothing to take (Redisson answers at once too).
+            return Ok(Some(()));
+        }
         let n = permits.to_string();
         let names = &self.c.names;
         let cmd = Arc::new(SEMAPHORE_ACQUIRE.evalsha_cmd(&[&*names.key], &[n.as_str()]));
@@ -686,7 +695,8 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
-    /// set; [`LockError::Client`].
+    /// set; [`LockError::PermitCount`] for 0 permits or more than
+    /// [`MAX_LEASED_PERMITS`]; [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe: permits taken by an attempt whose reply comes after the
@@ -704,7 +714,13 @@ impl ExpirableSemaphore {
             Some(l) => (clamp_span(l), false),
             None => (clamp_span(inner.config.watchdog_timeout), true),
         };
-        let n = usize::try_from(permits).unwrap_or(usize::MAX).min(100_000);
+        if permits == 0 || permits > MAX_LEASED_PERMITS {
+            return Err(LockError::PermitCount {
+                asked: permits,
+                max: MAX_LEASED_PERMITS,
+            });
+        }
+        let n = usize::try_from(permits).unwrap_or(usize::MAX);
         let names = &self.c.names;
         let lease_ms = millis(lease_d).to_string();
         wait_for(inner, &names.key, &names.channel, deadline, || {
