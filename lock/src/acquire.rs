@@ -56,7 +56,7 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
     // A fenced hold is released by owner (its token is the acquire's INCR,
     // which a later re-entry moves past).
     let token = match lock.handle.kind {
-        LeaseKind::Fenced => 0,
+        LeaseKind::Fenced | LeaseKind::Unfenced => 0,
         _ => token.max(0).unsigned_abs(),
     };
     rt.spawn(async move {

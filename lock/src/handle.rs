@@ -209,9 +209,10 @@ fn release_cmd(
     };
     match kind {
         // The hot path: no key built.
-        LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fenced => {
-            build(&[&*names.key, &*names.token])
-        }
+        LeaseKind::Reentrant
+        | LeaseKind::NonReentrant
+        | LeaseKind::Fenced
+        | LeaseKind::Unfenced => build(&[&*names.key, &*names.token]),
         LeaseKind::Fair => {
             let (queue, timeouts) = names.fair_queue();
             // A fair release always names a token ("0": by owner).

@@ -596,6 +596,17 @@ impl Locks {
         )
     }
 
+    /// A RedLock member on this master: the RLock hash without a fencing
+    /// counter, as `owner` (unique to one RedLock acquire).
+    pub(crate) fn unfenced_with_owner(&self, name: &str, owner: &str) -> Lock {
+        Lock::new(
+            Arc::clone(&self.inner),
+            name,
+            owner.into(),
+            LeaseKind::Unfenced,
+        )
+    }
+
     /// The client underneath.
     ///
     /// ```no_run

@@ -76,3 +76,43 @@ mod tests {
         assert_eq!(two.await, LossReason::Expired);
     }
 }
+
+/// Polls every future in this task (no spawn per future) and resolves
+/// with their outputs in order once all are ready: a RedLock round asks
+/// every master at once this way.
+pub(crate) struct JoinAll<F: Future> {
+    futs: Vec<Pin<Box<F>>>,
+    outs: Vec<Option<F::Output>>,
+}
+
+impl<F: Future> JoinAll<F> {
+    pub(crate) fn new(futs: impl IntoIterator<Item = F>) -> Self {
+        let futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+        let outs = futs.iter().map(|_| None).collect();
+        Self { futs, outs }
+    }
+}
+
+impl<F: Future> Unpin for JoinAll<F> {}
+
+impl<F: Future> Future for JoinAll<F> {
+    type Output = Vec<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<F::Output>> {
+        let this = &mut *self;
+        let mut pending = false;
+        for (fut, out) in this.futs.iter_mut().zip(this.outs.iter_mut()) {
+            if out.is_some() {
+                continue;
+            }
+            match fut.as_mut().poll(cx) {
+                Poll::Ready(v) => *out = Some(v),
+                Poll::Pending => pending = true,
+            }
+        }
+        if pending {
+            return Poll::Pending;
+        }
+        Poll::Ready(this.outs.iter_mut().filter_map(Option::take).collect())
+    }
+}

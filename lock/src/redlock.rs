@@ -14,7 +14,10 @@
 //!   finishers, and a release by owner is sent as well: the owner id is
 //!   this acquire's alone), then retried after a random delay within the
 //!   caller's wait.
-//! - Each master's hold is a keylatch hold on that master's [`Locks`]: its
+//! - Each master's hold is Redisson's RLock hash (as Redisson's RedLock
+//!   takes it), without a fencing counter: the member's owner id is unique
+//!   to one acquire, so the owner names the hold. It is a keylatch hold on
+//!   that master's [`Locks`]: its
 //!   watchdog renews it, its loss signal fires when it is gone or its local
 //!   deadline passes. The RedLock guard's [`lost`](RedLockGuard::lost) fires
 //!   once fewer than a quorum of member holds stand.
@@ -31,13 +34,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinSet;
-
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
 use crate::lease::LossReason;
 use crate::locks::Locks;
-use crate::losses::Losses;
+use crate::losses::{JoinAll, Losses};
 
 /// Parts per thousand of the lease allowed for clock drift between the
 /// masters and this process (the RedLock paper's 0.01).
@@ -243,22 +244,23 @@ impl RedLock {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let owner = format!("{}:{n}", self.id);
         let started = Instant::now();
-        let mut set = JoinSet::new();
-        for (i, node) in self.nodes.iter().enumerate() {
-            let lock = node.lock_with_owner(name, &owner);
-            let timeout = self.node_timeout;
-            set.spawn(async move {
-                let r = tokio::time::timeout(timeout, lock.try_acquire_now(lease)).await;
-                (i, r)
-            });
-        }
+        let locks: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|node| node.unfenced_with_owner(name, &owner))
+            .collect();
+        // Every master at once, polled in this task (no spawn per master).
+        let timeout = self.node_timeout;
+        let replies = JoinAll::new(
+            locks
+                .iter()
+                .map(|lock| tokio::time::timeout(timeout, lock.try_acquire_now(lease))),
+        )
+        .await;
         let mut members: Vec<LockGuard> = Vec::new();
         let mut answered = 0;
         let mut unknown: Vec<usize> = Vec::new();
-        while let Some(joined) = set.join_next().await {
-            let Ok((i, r)) = joined else {
-                continue;
-            };
+        for (i, r) in replies.into_iter().enumerate() {
             match r {
                 Ok(Ok(Some(g))) => {
                     answered += 1;
@@ -297,7 +299,7 @@ impl RedLock {
             });
         }
         for i in unknown {
-            let lock = self.nodes[i].lock_with_owner(name, &owner);
+            let lock = self.nodes[i].unfenced_with_owner(name, &owner);
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
             });
@@ -435,11 +437,9 @@ impl RedLockGuard {
             .first()
             .map(|g| g.lock().name().to_owned())
             .unwrap_or_default();
-        let mut set = JoinSet::new();
-        for g in self.members {
-            set.spawn(async move { g.unlock().await });
-        }
-        while set.join_next().await.is_some() {}
+        // Every member at once; dropped, the rest finish in the background
+        // (each guard's release does).
+        let _ = JoinAll::new(self.members.into_iter().map(LockGuard::unlock)).await;
         if lost {
             return Err(LockError::Expired { name });
         }

@@ -272,6 +272,17 @@ pub static FENCED_ACQUIRE: Script = Script::new(
 pub static MULTI_ACQUIRE: Script =
     Script::new("multi_acquire", include_str!("../../lua/multi_acquire.lua"));
 
+/// Take or re-enter a reentrant lock without a fencing counter (a RedLock
+/// member); see `lua/unfenced_acquire.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::UNFENCED_ACQUIRE.name(), "unfenced_acquire");
+/// ```
+pub static UNFENCED_ACQUIRE: Script = Script::new(
+    "unfenced_acquire",
+    include_str!("../../lua/unfenced_acquire.lua"),
+);
+
 /// Every script, for tests and tooling (e.g. preloading).
 ///
 /// ```
@@ -305,6 +316,7 @@ pub static ALL: &[&Script] = &[
     &LATCH_COUNT_DOWN,
     &FENCED_ACQUIRE,
     &MULTI_ACQUIRE,
+    &UNFENCED_ACQUIRE,
 ];
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! RedLock over 5 independent masters (started here on loopback): acquire
 //! + release latency, keylatch's `RedLock` (masters' `Locks` as the README
-//! builds them) against rslock's `LockManager` over the same 5, in one run.
+//! builds them; under the watchdog, and with a fixed 30 s lease like
+//! rslock's) against rslock's `LockManager` over the same 5, in one run.
 //! One task, a free lock each time (uncontended), `--pairs` pairs each,
 //! alternating blocks of 100 so both see the same machine.
 //!
@@ -36,7 +37,12 @@ fn main() {
         // Warm both (connections, scripts).
         for i in 0..50 {
             let name = format!("warm:{i}");
-            ours.acquire(&name).await.expect("acquire").unlock().await.expect("release");
+            ours.acquire(&name)
+                .await
+                .expect("acquire")
+                .unlock()
+                .await
+                .expect("release");
             let l = theirs
                 .lock(name.as_bytes(), Duration::from_secs(30))
                 .await
@@ -44,6 +50,7 @@ fn main() {
             theirs.unlock(&l).await;
         }
         let (mut k, mut r) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+        let mut f = Vec::with_capacity(pairs);
         let mut i = 0;
         while i < pairs {
             for _ in 0..100 {
@@ -52,6 +59,15 @@ fn main() {
                 let g = ours.acquire(&name).await.expect("acquire");
                 g.unlock().await.expect("release");
                 k.push(t.elapsed());
+                let name = format!("f:{i}");
+                let t = Instant::now();
+                let g = ours
+                    .try_acquire(&name, Duration::ZERO, Some(Duration::from_secs(30)))
+                    .await
+                    .expect("acquire")
+                    .expect("free");
+                g.unlock().await.expect("release");
+                f.push(t.elapsed());
                 let name = format!("r:{i}");
                 let t = Instant::now();
                 let l = theirs
@@ -63,16 +79,28 @@ fn main() {
                 i += 1;
             }
         }
-        let (ks, rs) = (summarise(&mut k), summarise(&mut r));
+        let (ks, rs, fs) = (summarise(&mut k), summarise(&mut r), summarise(&mut f));
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         println!("RedLock over 5 masters, uncontended acquire + release, {pairs} pairs each");
         println!("{:<30} {:>10} {:>10}", "", "p50 µs", "p99 µs");
-        println!("{:<30} {:>10.1} {:>10.1}", "keylatch RedLock (watchdog)", us(ks.p50), us(ks.p99));
-        println!("{:<30} {:>10.1} {:>10.1}", "rslock lock + unlock", us(rs.p50), us(rs.p99));
         println!(
-            "keylatch / rslock: p50 {:.2}, p99 {:.2}",
+            "{:<30} {:>10.1} {:>10.1}",
+            "keylatch RedLock (watchdog)",
+            us(ks.p50),
+            us(ks.p99)
+        );
+        println!(
+            "{:<30} {:>10.1} {:>10.1}",
+            "rslock lock + unlock",
+            us(rs.p50),
+            us(rs.p99)
+        );
+        println!(
+            "keylatch / rslock: watchdog p50 {:.2}, p99 {:.2}; fixed lease p50 {:.2}, p99 {:.2}",
             us(ks.p50) / us(rs.p50),
-            us(ks.p99) / us(rs.p99)
+            us(ks.p99) / us(rs.p99),
+            us(fs.p50) / us(rs.p50),
+            us(fs.p99) / us(rs.p99)
         );
     });
     drop(masters);

@@ -37,7 +37,7 @@ use crate::scripts::{
     FAIR_ACQUIRE, FAIR_RELEASE, FENCED_ACQUIRE, NONREENTRANT_ACQUIRE, PERMITS_ACQUIRE,
     PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
     REENTRANT_RENEW, REENTRANT_RENEW_NODE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW,
-    RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
+    RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE, UNFENCED_ACQUIRE,
 };
 
 /// Most holds renewed by one script call.
@@ -117,6 +117,10 @@ pub(crate) enum LeaseKind {
     /// token is 0 (judged and released by owner, as Redisson does): a
     /// re-entry moves the counter past the first hold's token.
     Fenced,
+    /// Redisson's RLock hash without a fencing counter: a RedLock member,
+    /// whose owner id is unique to one acquire, so the owner alone names
+    /// the hold (token 0: judged and released by owner).
+    Unfenced,
     /// A permit-expirable semaphore's leased permits of one guard: the
     /// hold's "owner" is its permit ids (hex, comma-separated) and its
     /// "counter" the permits zset, `{name}:timeout`.
@@ -133,6 +137,7 @@ impl LeaseKind {
             LeaseKind::RwRead => &RW_READ_ACQUIRE,
             LeaseKind::RwWrite => &RW_WRITE_ACQUIRE,
             LeaseKind::Fenced => &FENCED_ACQUIRE,
+            LeaseKind::Unfenced => &UNFENCED_ACQUIRE,
             LeaseKind::Permits => &PERMITS_ACQUIRE,
         }
     }
@@ -140,9 +145,10 @@ impl LeaseKind {
     /// The script dropping one hold.
     pub(crate) fn release_script(self) -> &'static Script {
         match self {
-            LeaseKind::Reentrant | LeaseKind::NonReentrant | LeaseKind::Fenced => {
-                &REENTRANT_RELEASE
-            }
+            LeaseKind::Reentrant
+            | LeaseKind::NonReentrant
+            | LeaseKind::Fenced
+            | LeaseKind::Unfenced => &REENTRANT_RELEASE,
             LeaseKind::Fair => &FAIR_RELEASE,
             LeaseKind::RwRead => &RW_READ_RELEASE,
             LeaseKind::RwWrite => &RW_WRITE_RELEASE,
@@ -158,7 +164,8 @@ impl LeaseKind {
             LeaseKind::Reentrant
             | LeaseKind::NonReentrant
             | LeaseKind::Fair
-            | LeaseKind::Fenced => &REENTRANT_RENEW,
+            | LeaseKind::Fenced
+            | LeaseKind::Unfenced => &REENTRANT_RENEW,
             LeaseKind::RwRead | LeaseKind::RwWrite => &RW_RENEW,
             LeaseKind::Permits => &PERMITS_RENEW,
         }
@@ -170,7 +177,8 @@ impl LeaseKind {
             LeaseKind::Reentrant
             | LeaseKind::NonReentrant
             | LeaseKind::Fair
-            | LeaseKind::Fenced => &REENTRANT_RENEW_NODE,
+            | LeaseKind::Fenced
+            | LeaseKind::Unfenced => &REENTRANT_RENEW_NODE,
             LeaseKind::RwRead | LeaseKind::RwWrite => &RW_RENEW_NODE,
             LeaseKind::Permits => &PERMITS_RENEW_NODE,
         }
