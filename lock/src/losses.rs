@@ -48,35 +48,6 @@ impl Future for Losses {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn resolves_once_enough_signals_fired() {
-        let (tx1, rx1) = tokio::sync::oneshot::channel::<()>();
-        let (tx2, rx2) = tokio::sync::oneshot::channel::<()>();
-        let pending: Signal = Box::pin(std::future::pending());
-        let s1: Signal = Box::pin(async move {
-            let _ = rx1.await;
-            LossReason::Gone
-        });
-        let s2: Signal = Box::pin(async move {
-            let _ = rx2.await;
-            LossReason::Expired
-        });
-        let mut two = Box::pin(Losses::new(vec![s1, pending, s2], 2));
-        tx1.send(()).unwrap();
-        assert!(
-            tokio::time::timeout(std::time::Duration::from_millis(50), &mut two)
-                .await
-                .is_err()
-        );
-        tx2.send(()).unwrap();
-        assert_eq!(two.await, LossReason::Expired);
-    }
-}
-
 /// Polls every future in this task (no spawn per future) and resolves
 /// with their outputs in order once all are ready: a RedLock round asks
 /// every master at once this way.
@@ -114,5 +85,34 @@ impl<F: Future> Future for JoinAll<F> {
             return Poll::Pending;
         }
         Poll::Ready(this.outs.iter_mut().filter_map(Option::take).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn resolves_once_enough_signals_fired() {
+        let (tx1, rx1) = tokio::sync::oneshot::channel::<()>();
+        let (tx2, rx2) = tokio::sync::oneshot::channel::<()>();
+        let pending: Signal = Box::pin(std::future::pending());
+        let s1: Signal = Box::pin(async move {
+            let _ = rx1.await;
+            LossReason::Gone
+        });
+        let s2: Signal = Box::pin(async move {
+            let _ = rx2.await;
+            LossReason::Expired
+        });
+        let mut two = Box::pin(Losses::new(vec![s1, pending, s2], 2));
+        tx1.send(()).unwrap();
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), &mut two)
+                .await
+                .is_err()
+        );
+        tx2.send(()).unwrap();
+        assert_eq!(two.await, LossReason::Expired);
     }
 }

@@ -1,5 +1,5 @@
 //! RedLock over 5 independent masters (started here on loopback): acquire
-//! + release latency, keylatch's `RedLock` (masters' `Locks` as the README
+//! and release latency, keylatch's `RedLock` (masters' `Locks` as the README
 //! builds them; under the watchdog, and with a fixed 30 s lease like
 //! rslock's) against rslock's `LockManager` over the same 5, in one run.
 //! One task, a free lock each time (uncontended), `--pairs` pairs each,
