@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use keylatch_harness::{RedisCluster, RedisServer, TempDir};
+use keylatch_harness::{Masters, RedisCluster, RedisServer, TempDir};
 
 mod common;
 use common::{acl_user, stderr, stdout, Soon, NO_SUBSCRIBE};
@@ -312,6 +312,85 @@ fn latch_from_the_shell() {
     assert!(waiter.wait().unwrap().success(), "the waiter saw it open");
     let o = run(&server, &["latch", "loaded"]);
     assert_eq!(o.status.code(), Some(2), "no action is a usage error");
+}
+
+#[test]
+fn redlock_execs_never_overlap_and_status_reads_several_names() {
+    let masters = Masters::start(3);
+    let urls = masters.urls().join(",");
+    let dir = TempDir::new("keylatch-cli").unwrap();
+    let log = dir.path().join("log");
+    let log = log.display();
+    let children: Vec<Child> = (0..3)
+        .map(|id| {
+            Command::new(env!("CARGO_BIN_EXE_keylatch"))
+                // No --url server is needed: the masters are the RedLock's.
+                .env("KEYLATCH_URL", "redis://127.0.0.1:1")
+                .args(["exec", "rl-exec", "--redlock", &urls, "--wait", "20s", "--"])
+                .args([
+                    "sh",
+                    "-c",
+                    &format!(
+                        "echo {id} start $(date +%s%N) >> {log}; sleep 0.2; echo {id} end $(date +%s%N) >> {log}; [ -z \"$KEYLATCH_FENCING_TOKEN\" ]"
+                    ),
+                ])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "ran, and saw no fencing token");
+    }
+    let text = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    let mut intervals = Vec::new();
+    for id in 0..3 {
+        let at = |what: &str| -> u128 {
+            let prefix = format!("{id} {what} ");
+            let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap();
+            line[prefix.len()..].parse().unwrap()
+        };
+        intervals.push((at("start"), at("end")));
+    }
+    intervals.sort();
+    for w in intervals.windows(2) {
+        assert!(w[0].1 <= w[1].0, "RedLock holds overlap: {w:?}\n{text}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_keylatch"))
+        .args([
+            "exec",
+            "x",
+            "--redlock",
+            "redis://127.0.0.1:1",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "one URL is no RedLock: {}",
+        stderr(&o)
+    );
+
+    // status of several names (a multi-lock's members): a JSON array.
+    let server = RedisServer::start();
+    let mut holder = spawn_exec(&server, "m-1", &[], "sleep 2");
+    Soon::new(Duration::from_secs(10), Duration::from_millis(20)).until_blocking(|| {
+        let json = stdout(&run(&server, &["status", "m-1", "m-2", "--json"]));
+        if json.starts_with('[') && json.contains(r#""name":"m-1","state":"held""#) {
+            assert!(json.contains(r#""name":"m-2","state":"free""#), "{json}");
+            Ok(())
+        } else {
+            Err(format!("no array with m-1 held: {json}"))
+        }
+    });
+    let text = stdout(&run(&server, &["status", "m-1", "m-2"]));
+    assert!(
+        text.contains("lock \"m-1\": held") && text.contains("lock \"m-2\": free"),
+        "{text}"
+    );
+    assert!(holder.wait().unwrap().success());
 }
 
 #[test]

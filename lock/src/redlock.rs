@@ -53,6 +53,22 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
 /// A lock over independent masters (each a [`Locks`] on its own server):
 /// held while a majority holds it.
 ///
+/// Validity is lease − elapsed − drift ([`DRIFT_PERMILLE`] ‰ of the lease
+/// + [`DRIFT_FLOOR`]) on the monotonic clock; each master's attempt is
+/// bounded by [`node_timeout`](Self::node_timeout); a round that falls
+/// short is released on every master (those whose reply was lost too) and
+/// retried after a random pause. Under the watchdog each master's hold is
+/// renewed by that master's `Locks`, and [`RedLockGuard::lost`] fires once
+/// fewer than a quorum stand.
+///
+/// **No fencing token.** Each master's counter is its own: a quorum of
+/// independent counters gives no total order (two holders one after the
+/// other may hold on quorums that share no master, and a master restarted
+/// without persistence starts its counter again), so the guard offers
+/// none. If the protected resource needs fencing, use one deployment's
+/// lock with a replica-sync policy ([`ReplicaSync`](crate::ReplicaSync))
+/// and its fencing token instead.
+///
 /// ```no_run
 /// use std::time::Duration;
 /// use keylatch_lock::RedLock;
