@@ -54,7 +54,7 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
 /// held while a majority holds it.
 ///
 /// Validity is lease − elapsed − drift ([`DRIFT_PERMILLE`] ‰ of the lease
-/// + [`DRIFT_FLOOR`]) on the monotonic clock; each master's attempt is
+/// plus [`DRIFT_FLOOR`]) on the monotonic clock; each master's attempt is
 /// bounded by [`node_timeout`](Self::node_timeout); a round that falls
 /// short is released on every master (those whose reply was lost too) and
 /// retried after a random pause. Under the watchdog each master's hold is
