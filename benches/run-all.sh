@@ -20,6 +20,7 @@ if [ "${QUICK:-0}" = 1 ]; then r=1; s=1; d=6s; else r=3; s=3; d=20s; fi
   echo "== fair lock: a dead waiter at the head"; "$bin/fair"
   echo "== read-write lock: 8 readers + 1 writer"; "$bin/rwlock" --seconds "$s"
   echo "== semaphores vs the lock"; "$bin/semaphore" --seconds "$s"
+  echo "== RedLock over 5 masters vs rslock"; "$bin/redlock"
   echo "== compare (keylatch bench --compare's scenarios)"; "$bin/compare" --duration "$d"
   echo "== compare on a 6-node cluster"; "$bin/compare" --cluster-local --duration "$d"
 } 2>&1 | tee last-run.txt

@@ -91,6 +91,12 @@ fn main() {
         );
         println!(
             "{:<30} {:>10.1} {:>10.1}",
+            "keylatch RedLock (30 s lease)",
+            us(fs.p50),
+            us(fs.p99)
+        );
+        println!(
+            "{:<30} {:>10.1} {:>10.1}",
             "rslock lock + unlock",
             us(rs.p50),
             us(rs.p99)
