@@ -6,9 +6,13 @@
 //! - [`cluster`] (`keylatch-cluster`): multiplexed auto-pipelined connections,
 //!   handshake, reconnect, typed commands, the cluster router (slots,
 //!   MOVED/ASK, scripts with NOSCRIPT healing) and the shared pub/sub hub.
-//! - [`lock`] (`keylatch-lock`): the lock family: so far the
-//!   Redisson-compatible reentrant lock with fencing tokens, a batched
-//!   watchdog and a loss signal ([`Locks`], [`Lock`], [`LockGuard`]).
+//! - [`lock`] (`keylatch-lock`): the lock family, wire-compatible with
+//!   Redisson: reentrant, non-reentrant, fair, spin and fenced locks
+//!   ([`Locks`], [`Lock`], [`LockGuard`]), the read-write lock
+//!   ([`RwLock`]), semaphores ([`Semaphore`], [`ExpirableSemaphore`] with
+//!   [`PermitGuard`]), the count-down latch ([`CountDownLatch`]),
+//!   [`MultiLock`] and [`RedLock`]; one batched watchdog and a loss signal
+//!   for every kind of hold.
 //! - [`bench`](mod@bench): the lock benchmark kit (scenarios generic over a lock
 //!   client, a log-linear histogram, text tables, an SVG CDF plot) shared by
 //!   `keylatch bench` and the comparison binary in `benches/`.

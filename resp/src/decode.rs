@@ -18,6 +18,11 @@ use crate::{Frame, ProtocolError};
 /// builder recurses once per level.
 const DEPTH_CEILING: usize = 512;
 
+/// Most buffer space reserved at once for a bulk body that has not arrived: the rest is
+/// reserved step by step as its bytes come. A 12-byte header announcing 512 MiB must not
+/// make the process allocate 512 MiB before a single byte of it was sent.
+pub const RESERVE_STEP: usize = 1 << 20;
+
 /// Bounds on what a peer may make the [`Decoder`] accept, each checked as soon as the header
 /// that breaks it arrives.
 ///
@@ -32,8 +37,8 @@ const DEPTH_CEILING: usize = 512;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest bulk string, blob error or verbatim string, in bytes (default 512 MiB, as in
-    /// Redis). The decoder reserves buffer space for a bulk as soon as its header arrives, so
-    /// this is also the most a single header can make it allocate.
+    /// Redis). The decoder reserves buffer space for a bulk as its bytes arrive, at most
+    /// [`RESERVE_STEP`] ahead of them.
     pub max_bulk_len: usize,
     /// Most elements in one aggregate; maps and attributes count two per pair (default
     /// 2^24).
@@ -43,6 +48,10 @@ pub struct Limits {
     /// Longest simple string, simple error, integer, double or big number line, in bytes,
     /// without its type byte and CRLF (default 64 KiB).
     pub max_line_len: usize,
+    /// Most elements in one frame, all its aggregates together (maps and attributes count
+    /// two per pair): bounds the memory of the tree built for it, about 44 bytes per element
+    /// (default 2^22, about 185 MiB; an array of 2^24 nulls would take about 740 MiB).
+    pub max_frame_items: usize,
 }
 
 impl Default for Limits {
@@ -52,6 +61,7 @@ impl Default for Limits {
             max_aggregate_len: 1 << 24,
             max_depth: 64,
             max_line_len: 64 << 10,
+            max_frame_items: 1 << 22,
         }
     }
 }
@@ -118,6 +128,8 @@ pub struct Decoder {
     stack: Vec<Level>,
     body: Option<PendingBody>,
     needed: usize,
+    /// Elements announced so far in the frame being scanned (for `max_frame_items`).
+    items: usize,
     /// Bytes of line and header text examined, to prove in tests that nothing is rescanned.
     #[cfg(test)]
     pub(crate) scanned: usize,
@@ -147,6 +159,7 @@ impl Decoder {
             stack: Vec::new(),
             body: None,
             needed: 0,
+            items: 0,
             #[cfg(test)]
             scanned: 0,
         }
@@ -156,8 +169,9 @@ impl Decoder {
     ///
     /// Returns `Ok(Some(frame))` and removes the frame's bytes from `buf`, or `Ok(None)` when
     /// `buf` does not yet hold a whole frame: then nothing is removed, and the next call
-    /// resumes where this one stopped. Once a bulk header announces its length, the room for
-    /// it is reserved in `buf` and the buffer is not looked at again until it is all there.
+    /// resumes where this one stopped. Once a bulk header announces its length, room for it
+    /// is reserved in `buf` as its bytes arrive ([`RESERVE_STEP`] at a time) and the buffer is
+    /// not scanned again until it is all there.
     /// RESP3 attributes are validated and skipped: the frame they annotate is returned.
     ///
     /// # Errors
@@ -254,6 +268,7 @@ impl Decoder {
         self.stack.clear();
         self.body = None;
         self.needed = 0;
+        self.items = 0;
     }
 
     /// The common replies (`+`, `-`, `:` and a complete `$` at the front of the buffer, with
@@ -319,7 +334,10 @@ impl Decoder {
         if let Some(p) = self.body {
             if data.len() < p.end {
                 self.needed = p.end - data.len();
-                return Ok(Step::Pending { reserve: 0 });
+                // The next step of room, as the body's bytes come.
+                return Ok(Step::Pending {
+                    reserve: self.needed.min(RESERVE_STEP),
+                });
             }
             self.body = None;
             let (value, payload, end) = finish_body(data, p.kind, p.body, p.len)?;
@@ -368,7 +386,7 @@ impl Decoder {
                         });
                         self.needed = end - data.len();
                         return Ok(Step::Pending {
-                            reserve: self.needed,
+                            reserve: self.needed.min(RESERVE_STEP),
                         });
                     }
                     let (value, payload, end) = finish_body(data, kind, body, len)?;
@@ -386,6 +404,13 @@ impl Decoder {
                         });
                     }
                     let attribute = kind == b'|';
+                    self.items = self.items.saturating_add(count);
+                    if self.items > self.limits.max_frame_items {
+                        return Err(ProtocolError::FrameTooLarge {
+                            items: self.items,
+                            max: self.limits.max_frame_items,
+                        });
+                    }
                     if count > 0 {
                         self.stack.push(Level {
                             remaining: count,

@@ -40,6 +40,14 @@ pub enum ProtocolError {
         /// The configured `max_aggregate_len`.
         max: usize,
     },
+    /// One frame held more elements, all its aggregates together, than allowed (the tree
+    /// built for it would take too much memory: an element costs about 44 bytes).
+    FrameTooLarge {
+        /// Elements announced so far in the frame.
+        items: usize,
+        /// The configured `max_frame_items`.
+        max: usize,
+    },
     /// Aggregates were nested deeper than allowed.
     TooDeep {
         /// The configured `max_depth`.
@@ -79,6 +87,9 @@ impl fmt::Display for ProtocolError {
             }
             Self::AggregateTooLong { len, max } => {
                 write!(f, "aggregate of {len} elements exceeds the limit of {max}")
+            }
+            Self::FrameTooLarge { items, max } => {
+                write!(f, "frame of {items} elements exceeds the limit of {max}")
             }
             Self::TooDeep { max } => write!(f, "RESP nesting deeper than {max}"),
             Self::LineTooLong { max } => write!(f, "no CRLF within {max} bytes"),

@@ -42,6 +42,6 @@ mod tests;
 
 pub use cmd::{Cmd, ToArg};
 pub use codec::RespCodec;
-pub use decode::{Decoder, Limits};
+pub use decode::{Decoder, Limits, RESERVE_STEP};
 pub use error::{CodecError, ProtocolError};
 pub use frame::Frame;

@@ -72,6 +72,7 @@ fuzz_target!(|data: &[u8]| {
         max_aggregate_len: 8,
         max_depth: 4,
         max_line_len: 12,
+        max_frame_items: 24,
     };
     for limits in [Limits::default(), tiny] {
         let whole = run(input, &[], limits);

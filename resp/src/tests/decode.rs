@@ -293,6 +293,53 @@ fn tiny() -> Limits {
         max_aggregate_len: 4,
         max_depth: 3,
         max_line_len: 6,
+        max_frame_items: 12,
+    }
+}
+
+#[test]
+fn a_frame_may_hold_only_so_many_elements_in_all() {
+    // tiny(): 4 per aggregate, 12 per frame.
+    let l = tiny();
+    let four = "*4\r\n_\r\n_\r\n_\r\n_\r\n";
+    let ok = format!("*2\r\n{four}{four}");
+    assert_eq!(decode_whole(ok.as_bytes(), l).0.len(), 1, "10 elements");
+    let big = format!("*3\r\n{four}{four}{four}");
+    assert_eq!(
+        decode_whole(big.as_bytes(), l).1,
+        Some(ProtocolError::FrameTooLarge { items: 15, max: 12 })
+    );
+    // The count starts again with every frame.
+    let two = format!("{ok}{ok}");
+    assert_eq!(decode_whole(two.as_bytes(), l).0.len(), 2);
+    assert!(ProtocolError::FrameTooLarge { items: 15, max: 12 }
+        .to_string()
+        .contains("15 elements"));
+}
+
+#[test]
+fn a_huge_bulk_header_reserves_room_step_by_step() {
+    // 12 bytes announcing 512 MiB: at most one step is reserved before the bytes come.
+    let mut decoder = Decoder::default();
+    let mut buf = BytesMut::from(&b"$536870912\r\n"[..]);
+    assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+    assert!(
+        buf.capacity() <= crate::RESERVE_STEP + 64,
+        "reserved {} bytes for a 12-byte header",
+        buf.capacity()
+    );
+    assert_eq!(decoder.needed(), 536_870_912 + 2);
+    // As bytes arrive, room grows with them, never far ahead.
+    let chunk = vec![b'x'; 300_000];
+    for _ in 0..10 {
+        buf.extend_from_slice(&chunk);
+        assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+        assert!(
+            buf.capacity() <= 2 * (buf.len() + crate::RESERVE_STEP),
+            "capacity {} for {} bytes",
+            buf.capacity(),
+            buf.len()
+        );
     }
 }
 

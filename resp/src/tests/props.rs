@@ -189,6 +189,7 @@ fn garbage_is_judged_the_same_whole_or_chunked() {
         max_aggregate_len: 6,
         max_depth: 3,
         max_line_len: 10,
+        max_frame_items: 20,
     };
     for round in 0..3000 {
         let mut bytes: Vec<u8> = (0..1 + rng.below(4))
