@@ -43,7 +43,10 @@ async fn held_on(masters: &Masters, name: &str) -> Vec<usize> {
 async fn redlock_over(masters: &Masters, watchdog: Duration) -> RedLock {
     let mut nodes = Vec::new();
     for u in masters.urls() {
-        nodes.push(Locks::new(Client::connect(&u).await.unwrap(), config(watchdog)));
+        nodes.push(Locks::new(
+            Client::connect(&u).await.unwrap(),
+            config(watchdog),
+        ));
     }
     RedLock::new(nodes).node_timeout(Duration::from_millis(200))
 }
@@ -239,10 +242,7 @@ async fn multi_reentry_of_held_member_leaves_outer_hold() {
     for (outer_name, second) in [("{r}a", "{r}b"), ("r-single-a", "r-single-b")] {
         let l = locks.lock(outer_name);
         let outer = l.acquire().await.unwrap();
-        let m = MultiLock::new(vec![
-            l.clone(),
-            locks.lock_with_owner(second, l.owner()),
-        ]);
+        let m = MultiLock::new(vec![l.clone(), locks.lock_with_owner(second, l.owner())]);
         let g = tokio::time::timeout(T, m.try_acquire(Duration::from_secs(2), None))
             .await
             .unwrap()
@@ -250,7 +250,10 @@ async fn multi_reentry_of_held_member_leaves_outer_hold() {
             .expect("re-entry");
         g.unlock().await.unwrap();
         assert!(!exists(&admin, second).await, "{second} released");
-        assert!(exists(&admin, outer_name).await, "{outer_name}: outer hold stands");
+        assert!(
+            exists(&admin, outer_name).await,
+            "{outer_name}: outer hold stands"
+        );
         assert!(!outer.is_lost(), "{outer_name}: outer guard not lost");
         // The outer hold is still renewed past a watchdog lease.
         tokio::time::sleep(Duration::from_secs(4)).await;
@@ -398,14 +401,33 @@ async fn multi_mixed_kinds() {
         .expect("all members once the blocker's lease ends");
     drop(blocker);
     assert_eq!(g.guards().len(), 7);
-    assert!(b.lock("mk-plain").try_acquire_now(None).await.unwrap().is_none());
-    assert!(b.rw_lock("mk-rw2").write().try_acquire_now(None).await.unwrap().is_none());
+    assert!(b
+        .lock("mk-plain")
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(b
+        .rw_lock("mk-rw2")
+        .write()
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .is_none());
     g.unlock().await.unwrap();
     SOON.eventually("all released", || {
         let admin = admin.clone();
         async move {
             let mut any = false;
-            for n in ["mk-plain", "mk-fair", "mk-fenced", "mk-rw", "mk-rw2", "mk-spin", "mk-nr"] {
+            for n in [
+                "mk-plain",
+                "mk-fair",
+                "mk-fenced",
+                "mk-rw",
+                "mk-rw2",
+                "mk-spin",
+                "mk-nr",
+            ] {
                 any |= exists(&admin, n).await;
             }
             !any
@@ -442,7 +464,11 @@ async fn redlock_one_and_two_masters() {
 
     let two = redlock_over(&masters, Duration::from_secs(5)).await;
     assert_eq!(two.quorum(), 2);
-    let g = two.try_acquire("r2", Duration::ZERO, None).await.unwrap().unwrap();
+    let g = two
+        .try_acquire("r2", Duration::ZERO, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(g.holding(), 2);
     g.unlock().await.unwrap();
     masters.get_mut(1).kill();
@@ -450,7 +476,13 @@ async fn redlock_one_and_two_masters() {
         .await
         .unwrap();
     assert!(
-        matches!(r, Err(LockError::Quorum { answered: 1, needed: 2 })),
+        matches!(
+            r,
+            Err(LockError::Quorum {
+                answered: 1,
+                needed: 2
+            })
+        ),
         "{r:?}"
     );
     SOON.eventually("nothing held on the alive master", || async {
@@ -479,15 +511,24 @@ async fn redlock_late_acquire_on_paused_master_of_a_successful_round_is_released
     // Default 30 s watchdog: what RedLock::connect gives.
     let redlock = redlock_over(&masters, Duration::from_secs(30)).await;
     // Warm every master (scripts loaded).
-    redlock.acquire("warm").await.unwrap().unlock().await.unwrap();
+    redlock
+        .acquire("warm")
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
     let pid = masters.get(0).pid().unwrap();
     sig(pid, "-STOP");
     let cont = Cont(vec![pid]);
-    let g = tokio::time::timeout(T, redlock.try_acquire("late-ok", Duration::from_secs(5), None))
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("a quorum of four");
+    let g = tokio::time::timeout(
+        T,
+        redlock.try_acquire("late-ok", Duration::from_secs(5), None),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .expect("a quorum of four");
     assert_eq!(g.holding(), 4);
     g.unlock().await.unwrap();
     drop(cont); // resume: the buffered acquire runs now
@@ -567,7 +608,11 @@ async fn redlock_tiny_lease_and_node_timeout_beyond_lease() {
     for (name, lease) in [("tiny1", 1u64), ("tiny5", 5), ("tiny20", 20)] {
         let r = tokio::time::timeout(
             T,
-            redlock.try_acquire(name, Duration::from_millis(300), Some(Duration::from_millis(lease))),
+            redlock.try_acquire(
+                name,
+                Duration::from_millis(300),
+                Some(Duration::from_millis(lease)),
+            ),
         )
         .await
         .unwrap()
@@ -583,12 +628,19 @@ async fn redlock_tiny_lease_and_node_timeout_beyond_lease() {
     let cont = Cont(vec![pid]);
     let r = tokio::time::timeout(
         T,
-        slow.try_acquire("slowlease", Duration::from_millis(1500), Some(Duration::from_millis(500))),
+        slow.try_acquire(
+            "slowlease",
+            Duration::from_millis(1500),
+            Some(Duration::from_millis(500)),
+        ),
     )
     .await
     .expect("bounded")
     .unwrap();
-    assert!(r.is_none(), "validity is gone every round (node timeout > lease)");
+    assert!(
+        r.is_none(),
+        "validity is gone every round (node timeout > lease)"
+    );
     drop(cont);
     tokio::time::sleep(Duration::from_secs(1)).await;
     for name in ["tiny1", "tiny5", "tiny20", "slowlease"] {
@@ -658,7 +710,10 @@ async fn redlock_masters_paused_during_hold_and_resumed_after_lease() {
         sig(*p, "-STOP");
     }
     let why = tokio::time::timeout(Duration::from_secs(8), g.lost()).await;
-    assert!(why.is_ok(), "lost() fired once three of five paused past the lease");
+    assert!(
+        why.is_ok(),
+        "lost() fired once three of five paused past the lease"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(cont);
     let r = tokio::time::timeout(T, g.unlock()).await.unwrap();

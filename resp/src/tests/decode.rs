@@ -172,9 +172,10 @@ fn variant(e: &ProtocolError) -> usize {
         ProtocolError::InvalidBigNumber => 12,
         ProtocolError::InvalidVerbatim => 13,
         ProtocolError::StreamedUnsupported(_) => 14,
+        ProtocolError::FrameTooLarge { .. } => 15,
     }
 }
-const VARIANTS: usize = 15;
+const VARIANTS: usize = 16;
 
 #[test]
 fn malformed_input_table() {
@@ -209,6 +210,13 @@ fn malformed_input_table() {
             E::AggregateTooLong {
                 len: 16777217,
                 max: 1 << 24,
+            },
+        ),
+        (
+            b"*4194305\r\n",
+            E::FrameTooLarge {
+                items: 4194305,
+                max: 1 << 22,
             },
         ),
         (
@@ -451,17 +459,26 @@ fn hostile_headers_neither_allocate_nor_hang() {
         assert!(Decoder::default().decode(&mut buf).is_err());
         assert_eq!(buf.capacity(), cap);
     }
-    // At the aggregate limit the header is accepted, but only the stack remembers the count.
+    // At the frame's element limit (below the aggregate limit) the header is accepted, but
+    // only the stack remembers the count.
     let mut dec = Decoder::default();
-    let mut buf = BytesMut::from(&b"*16777216\r\n:1\r\n"[..]);
+    let mut buf = BytesMut::from(&b"*4194304\r\n:1\r\n"[..]);
     let cap = buf.capacity();
     assert_eq!(dec.decode(&mut buf), Ok(None));
     assert_eq!(buf.capacity(), cap);
     assert_eq!(dec.needed(), 0);
     // A huge count with garbage after it fails on the garbage.
     assert_eq!(
-        one(b"*16777216\r\n:1\r\n@"),
+        one(b"*4194304\r\n:1\r\n@"),
         Err(ProtocolError::InvalidType(b'@'))
+    );
+    // One over: refused at the header, before any tree.
+    assert_eq!(
+        one(b"*16777216\r\n:1\r\n"),
+        Err(ProtocolError::FrameTooLarge {
+            items: 16777216,
+            max: 1 << 22
+        })
     );
 }
 
