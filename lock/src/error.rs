@@ -85,6 +85,12 @@ pub enum LockError {
         /// The most one acquire may lease.
         max: u64,
     },
+    /// A multi-lock lists one lock name under two owners: the second would
+    /// wait for the first for ever, so the acquire is refused at once.
+    SelfDeadlock {
+        /// The lock's name.
+        name: String,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -130,6 +136,10 @@ impl fmt::Display for LockError {
             LockError::PermitCount { asked, max } => write!(
                 f,
                 "cannot lease {asked} permits in one acquire: 1 to {max}"
+            ),
+            LockError::SelfDeadlock { name } => write!(
+                f,
+                "a multi-lock lists lock {name:?} under two owners: it would wait for itself"
             ),
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }

@@ -46,9 +46,16 @@ pub struct MultiLock {
     members: Vec<Lock>,
 }
 
-/// The canonical order: slot, then name, then owner.
-fn order_key(l: &Lock) -> (u16, &str, &str) {
-    (l.handle.hold.slot(), l.name(), l.owner())
+/// The canonical order: slot, then name, then owner, then kind (a
+/// read-write lock's write side before its read side: the write first is a
+/// downgrade, the read first would be a refused upgrade).
+fn order_key(l: &Lock) -> (u16, &str, &str, u8) {
+    let rank = match l.handle.kind {
+        LeaseKind::RwWrite => 0,
+        LeaseKind::RwRead => 2,
+        _ => 1,
+    };
+    (l.handle.hold.slot(), l.name(), l.owner(), rank)
 }
 
 impl MultiLock {
@@ -118,8 +125,10 @@ impl MultiLock {
     /// ```
     ///
     /// # Errors
-    /// The first member's error ([`LockError::Client`], …); the members
-    /// taken before it are released first.
+    /// [`LockError::SelfDeadlock`] at once when one name is listed under two
+    /// owners (the second would wait for the first for ever). Otherwise the
+    /// first member's error ([`LockError::Client`], …); the members taken
+    /// before it are released first.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped at any point, what it took is released in the
@@ -130,7 +139,44 @@ impl MultiLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> LockResult<Option<MultiGuard>> {
+        for pair in self.members.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.name() == b.name() && a.owner() != b.owner() {
+                return Err(LockError::SelfDeadlock {
+                    name: a.name().to_owned(),
+                });
+            }
+        }
         let deadline = Instant::now().checked_add(wait);
+        loop {
+            match self.round(wait, deadline, lease).await? {
+                Some(held) if !held.iter().any(LockGuard::is_lost) => {
+                    return Ok(Some(MultiGuard { guards: held }));
+                }
+                Some(held) => {
+                    // A member taken early ran out its lease while a later
+                    // one was waited for: all of them or none, so start
+                    // again while the wait lasts.
+                    rollback(held).await;
+                    let left =
+                        deadline.map_or(wait, |d| d.saturating_duration_since(Instant::now()));
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Every member once, in order; `None` (after a rollback) when one
+    /// could not be had in the wait.
+    async fn round(
+        &self,
+        wait: Duration,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<Vec<LockGuard>>> {
         let mut held: Vec<LockGuard> = Vec::with_capacity(self.members.len());
         let mut i = 0;
         while i < self.members.len() {
@@ -157,7 +203,7 @@ impl MultiLock {
             }
             i += group.len();
         }
-        Ok(Some(MultiGuard { guards: held }))
+        Ok(Some(held))
     }
 
     /// The members from `i` that one script call can take together: plain

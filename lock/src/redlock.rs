@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{LockError, LockResult};
 use crate::guard::LockGuard;
+use crate::hold::clamp_span;
 use crate::lease::LossReason;
 use crate::locks::Locks;
 use crate::losses::{JoinAll, Losses};
@@ -286,38 +287,46 @@ impl RedLock {
                 Ok(Err(_)) | Err(_) => unknown.push(i),
             }
         }
-        let lease_d = lease.unwrap_or_else(|| {
+        let lease_d = clamp_span(lease.unwrap_or_else(|| {
             self.nodes
                 .iter()
                 .map(|l| l.config().watchdog_timeout)
                 .min()
                 .unwrap_or_default()
-        });
-        let drift = lease_d * DRIFT_PERMILLE / 1000 + DRIFT_FLOOR;
+        }));
+        let drift = (lease_d / 1000)
+            .checked_mul(DRIFT_PERMILLE)
+            .unwrap_or(lease_d)
+            + DRIFT_FLOOR;
         let validity = lease_d
             .checked_sub(started.elapsed())
             .and_then(|v| v.checked_sub(drift));
+        // Masters whose reply did not come in time may take the lock when
+        // their request runs at last: released by owner (queued behind the
+        // acquire on that connection; the owner is this round's alone),
+        // whether or not the round succeeded.
+        for &i in &unknown {
+            let lock = self.nodes[i].unfenced_with_owner(name, &owner);
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
+            });
+        }
         if members.len() >= self.quorum() {
             if let Some(validity) = validity.filter(|v| !v.is_zero()) {
                 return Round::Held(RedLockGuard {
                     members,
                     quorum: self.quorum(),
                     masters: self.nodes.len(),
-                    valid_until: started + validity,
+                    valid_until: started.checked_add(validity).unwrap_or(started),
+                    node_timeout: self.node_timeout,
                 });
             }
         }
-        // Short (or too late): released everywhere, the masters whose
-        // reply was lost included (by owner: this round's owner is its own).
+        // Short (or too late): released everywhere (the masters whose reply
+        // was lost are released above).
         for g in members {
             tokio::spawn(async move {
                 let _ = g.unlock().await;
-            });
-        }
-        for i in unknown {
-            let lock = self.nodes[i].unfenced_with_owner(name, &owner);
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
             });
         }
         Round::Short { answered }
@@ -350,6 +359,8 @@ pub struct RedLockGuard {
     masters: usize,
     /// The validity the acquire computed (start + lease − elapsed − drift).
     valid_until: Instant,
+    /// How long one master's release is waited for.
+    node_timeout: Duration,
 }
 
 impl RedLockGuard {
@@ -453,9 +464,17 @@ impl RedLockGuard {
             .first()
             .map(|g| g.lock().name().to_owned())
             .unwrap_or_default();
-        // Every member at once; dropped, the rest finish in the background
-        // (each guard's release does).
-        let _ = JoinAll::new(self.members.into_iter().map(LockGuard::unlock)).await;
+        // Every member at once, each waited for at most the node timeout (a
+        // paused master must not hold the caller for a lease); a release
+        // not answered in time still goes out (written once queued), and
+        // the lease ends it otherwise.
+        let t = self.node_timeout;
+        let _ = JoinAll::new(
+            self.members
+                .into_iter()
+                .map(|g| tokio::time::timeout(t, g.unlock())),
+        )
+        .await;
         if lost {
             return Err(LockError::Expired { name });
         }

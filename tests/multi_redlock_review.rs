@@ -1,5 +1,13 @@
-//! Review 20: adversarial tests of MultiLock and RedLock against real
-//! redis-server processes.
+//! An outside review of MultiLock and RedLock: adversarial tests against
+//! real redis-server processes. Six failed on the first version: a
+//! read-write lock's read and write sides in a multi-lock depended on the
+//! order given (read first: a refused upgrade), a fixed-lease member
+//! expired while a later one was waited for and the guard was returned
+//! anyway, one name under two owners waited for itself for ever, a
+//! `Duration::MAX` lease overflowed the drift arithmetic, a master paused
+//! during a successful round kept the lock after resuming (its late acquire
+//! was never released), and an unlock with a paused master waited a whole
+//! lease.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
