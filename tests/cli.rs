@@ -256,8 +256,9 @@ fn semaphore_execs_limit_concurrency_and_status_shows_the_permits() {
             Err(format!("not two leased permits: {json}"))
         }
     });
+    // (The count is read apart from the permits, so a hand-over between
+    // the two reads may show it at 1: not checked here.)
     assert!(json.contains(r#""type":"expirable semaphore""#), "{json}");
-    assert!(json.contains(r#""value":"0""#), "{json}");
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }

@@ -4,6 +4,8 @@
 //! spawned when the future is dropped or fails; if that call is lost too,
 //! the place's own deadline (server time) ends it within its span.
 
+use std::sync::atomic::Ordering;
+
 use crate::error::LockResult;
 use crate::lock::Lock;
 
@@ -17,24 +19,37 @@ pub(crate) enum Place {
 }
 
 /// Gives a waiter's place up unless [`keep`](Self::keep) was called (the
-/// acquire that took the lock took the place away itself).
+/// acquire that took the lock took the place away itself). Clones of one
+/// handle waiting at once share their owner's place in a fair queue: only
+/// the last of them to give up leaves it.
 pub(crate) struct Departure(Option<(Lock, Place)>);
 
 impl Departure {
     /// `place` is given up by `lock`'s owner when this ends; `None` holds
     /// no place (nothing to give up).
     pub(crate) fn new(lock: &Lock, place: Option<Place>) -> Self {
+        if place == Some(Place::FairQueue) {
+            lock.handle.fair_waits.fetch_add(1, Ordering::AcqRel);
+        }
         Self(place.map(|p| (lock.clone(), p)))
     }
 
     /// The lock was taken: the place went with it.
     pub(crate) fn keep(&mut self) {
-        self.0 = None;
+        if let Some((lock, place)) = self.0.take() {
+            let _ = last_out(&lock, place);
+        }
+    }
+
+    /// This waiter's place, if it is the last of its owner to give it up.
+    fn take(&mut self) -> Option<(Lock, Place)> {
+        let (lock, place) = self.0.take()?;
+        last_out(&lock, place).then_some((lock, place))
     }
 
     /// Gives the place up now (the wait ran out).
     pub(crate) async fn now(mut self) {
-        if let Some((lock, place)) = self.0.take() {
+        if let Some((lock, place)) = self.take() {
             if let Err(e) = leave(&lock, place).await {
                 tracing::debug!(lock = %lock.name(), error = %e, ?place,
                     "giving up a waiter's place failed; its deadline ends it");
@@ -45,7 +60,7 @@ impl Departure {
 
 impl Drop for Departure {
     fn drop(&mut self) {
-        let Some((lock, place)) = self.0.take() else {
+        let Some((lock, place)) = self.take() else {
             return;
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -54,6 +69,15 @@ impl Drop for Departure {
         rt.spawn(async move {
             let _ = leave(&lock, place).await;
         });
+    }
+}
+
+/// One waiter of `lock`'s owner stops waiting: whether it was the last of
+/// them (always, for a place no clone shares).
+fn last_out(lock: &Lock, place: Place) -> bool {
+    match place {
+        Place::FairQueue => lock.handle.fair_waits.fetch_sub(1, Ordering::AcqRel) == 1,
+        Place::WaitingWriters => true,
     }
 }
 

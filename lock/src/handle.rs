@@ -57,6 +57,9 @@ pub(crate) struct Handle {
     /// carries its token joins it. Locked by this handle's callers only,
     /// never by the lease engine.
     current: Mutex<Weak<Hold>>,
+    /// Fair waits of this owner in progress (clones of the handle waiting
+    /// at once share one queue entry: only the last to give up leaves it).
+    pub(crate) fair_waits: std::sync::atomic::AtomicUsize,
     /// The acquire finisher standalone requests carry (see `acquire.rs`):
     /// made on first need, then shared by every acquire of this handle.
     pub(crate) late: OnceLock<keylatch_cluster::LateReply>,
@@ -94,6 +97,7 @@ impl Handle {
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
             current: Mutex::new(Weak::new()),
+            fair_waits: std::sync::atomic::AtomicUsize::new(0),
             late: OnceLock::new(),
         }
     }
