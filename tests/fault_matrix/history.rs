@@ -1,0 +1,506 @@
+//! What every holder did, on one clock, and the checker that judges it.
+//!
+//! Each worker process writes one line per operation (acquire, the
+//! protected read-modify-write, release) with its times read from
+//! `CLOCK_MONOTONIC` ([`now_ns`]), which every process on the machine shares,
+//! so intervals from different processes compare directly. The fault
+//! injector stamps its disturbances on the same clock.
+//!
+//! The checker looks for what a lock must never allow (Jepsen-style):
+//! - two holds of one name whose *believed* intervals overlap: from the
+//!   acquire's reply to the start of the release, cut short at the moment
+//!   the holder was told of a loss (`lost()` fired). The recorded interval
+//!   lies inside the server's real hold, so a correct lock never shows one;
+//! - a fencing token not above that of a hold acquired before this one's
+//!   acquire began;
+//! - lost updates at the protected counter (each holder reads, pauses, and
+//!   writes the value + 1; the final value counts what survived), both at a
+//!   plain counter and at one that checks fencing tokens;
+//! - an acquire that answered later than its wait allows, and any operation
+//!   that hung (each is bounded in the worker; a worker that does not end
+//!   is a hang too).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Nanoseconds on `CLOCK_MONOTONIC`, comparable across processes.
+///
+/// The workspace forbids `unsafe` (so no `clock_gettime` call here); std's
+/// `Instant` is `CLOCK_MONOTONIC` on Linux and its `Debug` shows the
+/// timespec. [`clock_works`] checks the reading once per process, so a
+/// change of that format fails the test instead of skewing it.
+pub(crate) fn now_ns() -> u64 {
+    instant_ns(Instant::now())
+}
+
+fn instant_ns(t: Instant) -> u64 {
+    let text = format!("{t:?}");
+    let field = |name: &str| -> Option<u64> {
+        let at = text.find(name)? + name.len();
+        let digits: String = text[at..]
+            .chars()
+            .skip_while(|c| !c.is_ascii_digit())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    match (field("tv_sec"), field("tv_nsec")) {
+        (Some(s), Some(ns)) => s * 1_000_000_000 + ns,
+        _ => panic!("cannot read CLOCK_MONOTONIC from {text:?}"),
+    }
+}
+
+/// Panics unless [`now_ns`] advances with `Instant` (the format it parses
+/// is what this std prints).
+pub(crate) fn clock_works() {
+    let a = Instant::now();
+    std::thread::sleep(Duration::from_millis(5));
+    let b = Instant::now();
+    let want = b.duration_since(a).as_nanos() as i128;
+    let got = instant_ns(b) as i128 - instant_ns(a) as i128;
+    assert!(
+        (got - want).abs() < 1_000,
+        "CLOCK_MONOTONIC reading is off: {got} ns vs {want} ns"
+    );
+}
+
+/// One operation of one holder.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Op {
+    /// `<process>-<task>`.
+    pub client: String,
+    pub name: String,
+    /// Acquire called.
+    pub start: u64,
+    /// Acquire answered (acquired or not).
+    pub acquired: u64,
+    /// Acquired: the hold's fencing token (0 when the lock gives none or
+    /// locking is off).
+    pub token: u64,
+    /// Whether the acquire took the lock (always for the no-lock control).
+    pub held: bool,
+    /// Release called (0 when not held).
+    pub release_start: u64,
+    /// Release answered.
+    pub released: u64,
+    /// When `lost()` fired (0: never, before the release).
+    pub lost_at: u64,
+    /// The plain counter's write went through.
+    pub plain_write: bool,
+    /// The fenced counter's read and write went through (the resource
+    /// accepted the token).
+    pub fenced_write: bool,
+    /// The fenced resource refused the token.
+    pub fenced_refused: bool,
+    /// `ok`, or the failure's kind (typed), or `hang`.
+    pub outcome: String,
+}
+
+impl Op {
+    /// Tab-separated, after a marker the reader looks for.
+    pub(crate) fn to_line(&self) -> String {
+        format!(
+            "H\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            self.client,
+            self.name,
+            self.start,
+            self.acquired,
+            self.token,
+            u8::from(self.held),
+            self.release_start,
+            self.released,
+            self.lost_at,
+            u8::from(self.plain_write),
+            u8::from(self.fenced_write),
+            u8::from(self.fenced_refused),
+            self.outcome.replace(['\t', '\n'], " "),
+        )
+    }
+
+    /// The op on a line [`to_line`](Self::to_line) wrote; `None` for any
+    /// other line.
+    pub(crate) fn from_line(line: &str) -> Option<Self> {
+        // libtest may have printed `test worker ... ` on the same line.
+        let at = line.find("H\t")?;
+        let mut f = line[at + 2..].split('\t');
+        let mut text = || f.next().map(str::to_owned);
+        let client = text()?;
+        let name = text()?;
+        let nums: Vec<String> = (0..10).map(|_| text()).collect::<Option<_>>()?;
+        let n = |i: usize| nums[i].parse::<u64>().ok();
+        Some(Self {
+            client,
+            name,
+            start: n(0)?,
+            acquired: n(1)?,
+            token: n(2)?,
+            held: n(3)? == 1,
+            release_start: n(4)?,
+            released: n(5)?,
+            lost_at: n(6)?,
+            plain_write: n(7)? == 1,
+            fenced_write: n(8)? == 1,
+            fenced_refused: n(9)? == 1,
+            outcome: text()?,
+        })
+    }
+
+    /// The end of the interval in which this holder believed it held the
+    /// lock: the release's start, or the loss notice if that came first.
+    fn believed_end(&self) -> u64 {
+        if self.lost_at != 0 && self.lost_at < self.release_start {
+            self.lost_at
+        } else {
+            self.release_start
+        }
+    }
+}
+
+/// What the protected counters ended at, per lock name.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Finals {
+    pub plain: HashMap<String, u64>,
+    pub fenced: HashMap<String, u64>,
+}
+
+/// The disturbances, on the ops' clock: when each began and when it was
+/// healed (equal for an instant one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Injections {
+    pub spans: Vec<(u64, u64)>,
+}
+
+/// A row's verdict and figures.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Report {
+    pub acquisitions: usize,
+    pub acquire_failures: usize,
+    /// Failure kinds and their counts (typed errors seen).
+    pub failure_kinds: Vec<(String, usize)>,
+    pub overlaps: usize,
+    /// The first overlap found, for the failure message.
+    pub overlap_example: Option<String>,
+    pub token_violations: usize,
+    pub lost_updates_plain: i64,
+    pub lost_updates_fenced: i64,
+    pub fenced_refusals: usize,
+    pub waits_past_bound: usize,
+    pub hangs: usize,
+    pub losses: usize,
+    /// From a disturbance's start to `lost()`, for holds live at it.
+    pub lost_latency_p50: Option<Duration>,
+    pub lost_latency_p99: Option<Duration>,
+    /// From a disturbance's heal to the next acquisition, worst case over
+    /// the disturbances followed by one before the next began.
+    pub recovery_max: Option<Duration>,
+    /// Disturbances with no acquisition between their heal and the next
+    /// one's start (or the end of the run).
+    pub unrecovered: usize,
+    pub disturbances: usize,
+}
+
+impl Report {
+    /// Whether the lock-level promises held: no unexplained overlap, no
+    /// token out of order, no lost update at either counter, no acquire
+    /// past its bound, no hang.
+    pub(crate) fn clean(&self) -> bool {
+        self.overlaps == 0
+            && self.token_violations == 0
+            && self.lost_updates_plain == 0
+            && self.lost_updates_fenced == 0
+            && self.waits_past_bound == 0
+            && self.hangs == 0
+    }
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_owned(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3))
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "acquisitions {} | failed acquires {} | overlaps {} | token violations {} | \
+             lost updates {} (fenced {}, fenced refusals {}) | waits past bound {} | hangs {} | \
+             disturbances {} | losses told {} | lost() after disturbance p50 {} p99 {} | \
+             recovery max {} (unrecovered {})",
+            self.acquisitions,
+            self.acquire_failures,
+            self.overlaps,
+            self.token_violations,
+            self.lost_updates_plain,
+            self.lost_updates_fenced,
+            self.fenced_refusals,
+            self.waits_past_bound,
+            self.hangs,
+            self.disturbances,
+            self.losses,
+            ms(self.lost_latency_p50),
+            ms(self.lost_latency_p99),
+            ms(self.recovery_max),
+            self.unrecovered,
+        )?;
+        if !self.failure_kinds.is_empty() {
+            write!(f, " | failures:")?;
+            for (kind, n) in &self.failure_kinds {
+                write!(f, " {kind}×{n}")?;
+            }
+        }
+        if let Some(e) = &self.overlap_example {
+            write!(f, " | first overlap: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Judges a row's history. `wait_bound`: the longest an acquire may take
+/// to answer (its wait plus the request timeout and scheduling slack).
+pub(crate) fn check(
+    ops: &[Op],
+    finals: &Finals,
+    injections: &Injections,
+    wait_bound: Duration,
+) -> Report {
+    let mut r = Report {
+        disturbances: injections.spans.len(),
+        ..Report::default()
+    };
+    let mut kinds: HashMap<String, usize> = HashMap::new();
+    let bound = wait_bound.as_nanos() as u64;
+    for op in ops {
+        if op.outcome == "hang" {
+            r.hangs += 1;
+        }
+        if op.held {
+            r.acquisitions += 1;
+        } else {
+            r.acquire_failures += 1;
+            *kinds.entry(op.outcome.clone()).or_default() += 1;
+        }
+        if op.acquired.saturating_sub(op.start) > bound {
+            r.waits_past_bound += 1;
+        }
+        if op.held && op.outcome != "ok" {
+            *kinds.entry(format!("release:{}", op.outcome)).or_default() += 1;
+        }
+        if op.fenced_refused {
+            r.fenced_refusals += 1;
+        }
+        if op.held && op.lost_at != 0 {
+            r.losses += 1;
+        }
+    }
+    r.failure_kinds = kinds.into_iter().collect();
+    r.failure_kinds.sort();
+
+    let mut by_name: HashMap<&str, Vec<&Op>> = HashMap::new();
+    for op in ops.iter().filter(|o| o.held) {
+        by_name.entry(&op.name).or_default().push(op);
+    }
+    for (name, mut holds) in by_name {
+        overlaps(&mut holds, &mut r);
+        tokens(&holds, &mut r);
+        let plain = holds.iter().filter(|o| o.plain_write).count() as i64;
+        let fenced = holds.iter().filter(|o| o.fenced_write).count() as i64;
+        r.lost_updates_plain += plain - finals.plain.get(name).copied().unwrap_or(0) as i64;
+        r.lost_updates_fenced += fenced - finals.fenced.get(name).copied().unwrap_or(0) as i64;
+    }
+
+    let mut latencies: Vec<u64> = Vec::new();
+    for &(at, _) in &injections.spans {
+        for op in ops.iter().filter(|o| o.held && o.acquired <= at) {
+            if op.lost_at >= at && op.release_start > at {
+                latencies.push(op.lost_at - at);
+            }
+        }
+    }
+    latencies.sort_unstable();
+    let pct = |p: usize| {
+        (!latencies.is_empty())
+            .then(|| Duration::from_nanos(latencies[(latencies.len() - 1) * p / 100]))
+    };
+    r.lost_latency_p50 = pct(50);
+    r.lost_latency_p99 = pct(99);
+
+    let mut acquired: Vec<u64> = ops.iter().filter(|o| o.held).map(|o| o.acquired).collect();
+    acquired.sort_unstable();
+    let mut spans = injections.spans.clone();
+    spans.sort_unstable();
+    for (k, &(_, healed)) in spans.iter().enumerate() {
+        let next_start = spans.get(k + 1).map_or(u64::MAX, |s| s.0);
+        let i = acquired.partition_point(|&t| t < healed);
+        match acquired.get(i) {
+            Some(&next) if next < next_start => {
+                let d = Some(Duration::from_nanos(next - healed));
+                r.recovery_max = r.recovery_max.max(d);
+            }
+            _ => r.unrecovered += 1,
+        }
+    }
+    r
+}
+
+/// Counts pairs of believed intervals of one name that intersect (a sweep
+/// over acquire times keeping the latest end seen so far).
+fn overlaps(holds: &mut [&Op], r: &mut Report) {
+    holds.sort_by_key(|o| o.acquired);
+    let mut latest: Option<&Op> = None;
+    for op in holds.iter() {
+        if let Some(prev) = latest {
+            if op.acquired < prev.believed_end() {
+                r.overlaps += 1;
+                if r.overlap_example.is_none() {
+                    r.overlap_example = Some(format!(
+                        "{} held {:?} [{}, {}] (token {}), {} took it at {} (token {})",
+                        prev.client,
+                        prev.name,
+                        prev.acquired,
+                        prev.believed_end(),
+                        prev.token,
+                        op.client,
+                        op.acquired,
+                        op.token
+                    ));
+                }
+            }
+        }
+        if latest.map_or(true, |p| op.believed_end() > p.believed_end()) {
+            latest = Some(op);
+        }
+    }
+}
+
+/// A hold whose acquire answered before another's acquire began was
+/// granted first, so the later one's token must be greater.
+fn tokens(holds: &[&Op], r: &mut Report) {
+    if holds.iter().all(|o| o.token == 0) {
+        return;
+    }
+    let mut by_answer: Vec<&Op> = holds.to_vec();
+    by_answer.sort_by_key(|o| o.acquired);
+    let mut by_start: Vec<&Op> = holds.to_vec();
+    by_start.sort_by_key(|o| o.start);
+    let mut i = 0;
+    let mut max_before = 0;
+    for op in by_start {
+        while i < by_answer.len() && by_answer[i].acquired < op.start {
+            max_before = max_before.max(by_answer[i].token);
+            i += 1;
+        }
+        if op.token <= max_before {
+            r.token_violations += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(client: &str, acquired: u64, release: u64, token: u64) -> Op {
+        Op {
+            client: client.into(),
+            name: "n".into(),
+            start: acquired - 1,
+            acquired,
+            token,
+            held: true,
+            release_start: release,
+            released: release + 1,
+            plain_write: true,
+            outcome: "ok".into(),
+            ..Op::default()
+        }
+    }
+
+    fn finals(plain: u64) -> Finals {
+        let mut f = Finals::default();
+        f.plain.insert("n".into(), plain);
+        f
+    }
+
+    #[test]
+    fn lines_round_trip() {
+        let mut op = hold("1-2", 10, 20, 7);
+        op.lost_at = 15;
+        op.outcome = "expired".into();
+        assert_eq!(Op::from_line(&op.to_line()), Some(op));
+        assert_eq!(Op::from_line("running 1 test"), None);
+    }
+
+    #[test]
+    fn the_clock_is_monotonic_nanoseconds() {
+        clock_works();
+        let a = now_ns();
+        assert!(now_ns() >= a);
+    }
+
+    #[test]
+    fn disjoint_holds_are_clean() {
+        let ops = [hold("a", 10, 20, 1), hold("b", 21, 30, 2)];
+        let r = check(&ops, &finals(2), &Injections::default(), Duration::from_secs(1));
+        assert!(r.clean(), "{r}");
+        assert_eq!(r.acquisitions, 2);
+    }
+
+    #[test]
+    fn an_overlap_is_found_unless_the_first_holder_was_told() {
+        let mut ops = vec![hold("a", 10, 30, 1), hold("b", 20, 40, 2)];
+        let r = check(&ops, &finals(2), &Injections::default(), Duration::from_secs(1));
+        assert_eq!(r.overlaps, 1, "{r}");
+        ops[0].lost_at = 19;
+        let r = check(&ops, &finals(2), &Injections::default(), Duration::from_secs(1));
+        assert_eq!(r.overlaps, 0, "{r}");
+    }
+
+    #[test]
+    fn an_overlap_behind_a_long_hold_is_found() {
+        // c overlaps a (long) though b, in between, ended early.
+        let ops = [hold("a", 10, 100, 1), hold("b", 20, 30, 2), hold("c", 50, 60, 3)];
+        let r = check(&ops, &finals(3), &Injections::default(), Duration::from_secs(1));
+        assert_eq!(r.overlaps, 2, "{r}");
+    }
+
+    #[test]
+    fn tokens_must_rise_with_real_time_order() {
+        let ops = [hold("a", 10, 20, 5), hold("b", 25, 30, 5)];
+        let r = check(&ops, &finals(2), &Injections::default(), Duration::from_secs(1));
+        assert_eq!(r.token_violations, 1, "{r}");
+        // Concurrent acquires (b began before a's answer) may come in either order.
+        let mut b = hold("b", 25, 30, 4);
+        b.start = 5;
+        let ops = [hold("a", 10, 20, 5), b];
+        let r = check(&ops, &finals(2), &Injections::default(), Duration::from_secs(1));
+        assert_eq!(r.token_violations, 0, "{r}");
+    }
+
+    #[test]
+    fn lost_updates_waits_and_hangs_are_counted() {
+        let mut slow = hold("b", 5_000_000_000, 5_000_000_010, 2);
+        slow.start = 1;
+        let mut hung = hold("c", 6_000_000_000, 6_000_000_010, 3);
+        hung.outcome = "hang".into();
+        let ops = [hold("a", 10, 20, 1), slow, hung];
+        let r = check(&ops, &finals(1), &Injections::default(), Duration::from_secs(1));
+        assert_eq!(r.lost_updates_plain, 2, "{r}");
+        assert_eq!(r.waits_past_bound, 1, "{r}");
+        assert_eq!(r.hangs, 1, "{r}");
+        assert!(!r.clean());
+    }
+
+    #[test]
+    fn loss_latency_and_recovery_are_measured_from_the_disturbance() {
+        let mut a = hold("a", 10, 1_000_000_000, 1);
+        a.lost_at = 300_000_000;
+        let b = hold("b", 1_500_000_000, 1_600_000_000, 2);
+        let inj = Injections {
+            spans: vec![(100_000_000, 1_200_000_000), (1_700_000_000, 1_800_000_000)],
+        };
+        let r = check(&[a, b], &finals(2), &inj, Duration::from_secs(1));
+        assert_eq!(r.lost_latency_p50, Some(Duration::from_millis(200)));
+        assert_eq!(r.recovery_max, Some(Duration::from_millis(300)));
+        assert_eq!(r.unrecovered, 1, "nothing acquired after the second");
+    }
+}
