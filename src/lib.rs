@@ -45,6 +45,6 @@ pub use keylatch_lock::{
     LossReason, LostToken, MultiGuard, MultiLock, PermitGuard, PermitId, RedLock, RedLockGuard,
     ReplicaSync, RwLock, Semaphore,
 };
-pub use keylatch_resp::{Cmd, Frame};
+pub use keylatch_resp::{Attributed, Cmd, Frame};
 
 pub mod bench;

@@ -11,7 +11,7 @@ use keylatch_cluster::{
     Commands, Connection, ConnectionConfig, Error, Negotiated, Pipeline, ServerErrorKind,
     SetOptions, Ttl,
 };
-use keylatch_harness::RedisServer;
+use keylatch_harness::{Feature, RedisServer};
 use keylatch_resp::{Cmd, Frame};
 
 mod common;
@@ -452,6 +452,80 @@ async fn resp3_by_default_with_maps() {
     assert!(matches!(reply, Frame::Map(_)), "{reply}");
     let pairs: Vec<(String, String)> = conn.cmd(Cmd::new("HGETALL").key("h")).await.unwrap();
     assert_eq!(pairs, vec![("f".to_owned(), "v".to_owned())]);
+}
+
+/// `DEBUG PROTOCOL attrib` answers, over RESP3, a bulk string preceded by
+/// the attribute `key-popularity: ["key:123", 90]`: the frame keeps it for a
+/// caller who asks for the frame, typed conversions see through it, and
+/// replies stay paired with their requests.
+#[tokio::test]
+async fn a_reply_with_attributes_keeps_them_and_converts_typed() {
+    let server = RedisServer::builder()
+        .needs(Feature::EnableDebugCommand)
+        .args(["--enable-debug-command", "local"])
+        .start()
+        .unwrap();
+    let conn = connect(&server).await;
+    assert_eq!(conn.protocol(), Some(Negotiated::Resp3));
+    let attrib = || Cmd::new("DEBUG").arg("PROTOCOL").arg("attrib");
+    const TEXT: &str = "Some real reply following the attribute";
+    let popularity = (
+        Frame::Bulk("key-popularity".into()),
+        Frame::Array(vec![Frame::Bulk("key:123".into()), Frame::Integer(90)]),
+    );
+
+    let frame = conn.send(attrib()).await.unwrap();
+    assert_eq!(
+        frame.attributes(),
+        Some(std::slice::from_ref(&popularity)),
+        "{frame}"
+    );
+    assert_eq!(frame.value(), &Frame::Bulk(TEXT.into()));
+    assert_eq!(frame, TEXT);
+    let (plain, attributes) = frame.into_parts();
+    assert_eq!(plain, Frame::Bulk(TEXT.into()));
+    assert_eq!(attributes, Some(vec![popularity.clone()]));
+
+    // Typed: the conversion to `Frame` keeps them, any other sees through.
+    let frame: Frame = conn.cmd(attrib()).await.unwrap();
+    assert!(frame.attributes().is_some(), "{frame}");
+    let text: String = conn.cmd(attrib()).await.unwrap();
+    assert_eq!(text, TEXT);
+    let bytes: Option<bytes::Bytes> = conn.cmd(attrib()).await.unwrap();
+    assert_eq!(bytes.as_deref(), Some(TEXT.as_bytes()));
+    let err = conn.cmd::<i64>(attrib()).await.unwrap_err();
+    assert!(matches!(err, Error::UnexpectedReply(_)), "{err:?}");
+
+    // Pipelined among plain replies: each reply keeps its own, in order.
+    let mut p = Pipeline::new();
+    p.add(attrib())
+        .add(Cmd::new("INCR").key("n"))
+        .add(attrib())
+        .add(Cmd::new("ECHO").arg("e"));
+    let replies = conn.pipeline(p).await.unwrap();
+    let replies: Vec<Frame> = replies.into_iter().map(Result::unwrap).collect();
+    assert!(replies[0].attributes().is_some());
+    assert_eq!(replies[1], Frame::Integer(1));
+    assert_eq!(replies[2].value(), &Frame::Bulk(TEXT.into()));
+    assert_eq!(replies[3], Frame::Bulk("e".into()));
+
+    // The connection carries on, and a plain reply has no attributes.
+    let n: i64 = conn.cmd(Cmd::new("INCR").key("n")).await.unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(
+        conn.send(Cmd::new("PING")).await.unwrap().attributes(),
+        None
+    );
+
+    // RESP2 has no attributes: the server sends the string alone.
+    let resp2 = Connection::connect(&format!("{}?protocol=resp2", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(resp2.protocol(), Some(Negotiated::Resp2));
+    assert_eq!(
+        resp2.send(attrib()).await.unwrap(),
+        Frame::Bulk(TEXT.into())
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use keylatch_resp::{Cmd, Frame, ToArg};
 
@@ -199,6 +200,25 @@ impl Client {
     /// # Panics
     /// Outside a tokio runtime.
     pub async fn connect_with(cfg: ClientConfig) -> Result<Self> {
+        // A connection cut while the client is being set up (a CLIENT KILL,
+        // a failover) is no reason to fail: the seeds are tried again, a
+        // few times, with a short pause.
+        let mut pause = Duration::from_millis(50);
+        let mut round = 0;
+        loop {
+            match Self::connect_once(&cfg).await {
+                Err(e) if round < CONNECT_ROUNDS && set_up_cut_short(&e) => {
+                    round += 1;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One try of every seed in turn.
+    async fn connect_once(cfg: &ClientConfig) -> Result<Self> {
         let mut last = Error::Config("no seeds".to_owned());
         for seed in &cfg.seeds {
             let conn = match Connection::connect_with(seed.clone()).await {
@@ -211,12 +231,13 @@ impl Client {
             let cluster = match cfg.mode {
                 ClientMode::Standalone => false,
                 ClientMode::Cluster => true,
-                ClientMode::Auto => conn
-                    .send(Cmd::new("INFO").arg("cluster"))
-                    .await
-                    .ok()
-                    .and_then(|f| f.as_bytes().cloned())
-                    .is_some_and(|info| info.windows(17).any(|w| w == b"cluster_enabled:1")),
+                ClientMode::Auto => match cluster_enabled(&conn).await {
+                    Ok(on) => on,
+                    Err(e) => {
+                        last = e;
+                        continue;
+                    }
+                },
             };
             if !cluster {
                 return Ok(Self {
@@ -224,10 +245,14 @@ impl Client {
                 });
             }
             let seeds = cfg.seeds.iter().map(seed_addr).collect();
-            let router = Router::new(seed.clone(), seeds, cfg.router.clone(), Some(conn)).await?;
-            return Ok(Self {
-                inner: Inner::Cluster(router),
-            });
+            match Router::new(seed.clone(), seeds, cfg.router.clone(), Some(conn)).await {
+                Ok(router) => {
+                    return Ok(Self {
+                        inner: Inner::Cluster(router),
+                    })
+                }
+                Err(e) => last = e,
+            }
         }
         Err(last)
     }
@@ -392,6 +417,48 @@ impl Client {
     pub fn slot_of(key: impl ToArg) -> u16 {
         let cmd = Cmd::new("X").key(key);
         cmd.first_key().map_or(0, |k| Slot::of(k).get())
+    }
+}
+
+/// Extra rounds over the seeds after a set-up cut short (about 0.35 s of
+/// pauses in all).
+const CONNECT_ROUNDS: u32 = 3;
+
+/// Whether a failed connect may succeed at once if tried again: the
+/// connection was cut while being set up (not a refused connect, a silent
+/// node's timeout, a bad password or a TLS failure, which fail as before).
+fn set_up_cut_short(e: &Error) -> bool {
+    match e {
+        Error::ConnectionClosed | Error::Disconnected => true,
+        Error::Io(io) => !matches!(io.kind(), std::io::ErrorKind::ConnectionRefused),
+        _ => false,
+    }
+}
+
+/// Whether the node runs in cluster mode (`INFO cluster`). An error reply
+/// (a proxy that refuses INFO) means standalone. A failed connection is
+/// asked again for a moment, as it reconnects by itself, and then fails the
+/// seed: guessing standalone (as this once did) would send a cluster's
+/// commands without routing, and a connection killed right after the
+/// handshake made every command of that client fail.
+async fn cluster_enabled(conn: &Connection) -> Result<bool> {
+    let mut pause = Duration::from_millis(20);
+    let mut tries = 0;
+    loop {
+        match conn.send(Cmd::new("INFO").arg("cluster")).await {
+            Ok(f) => {
+                let info = f.as_bytes();
+                return Ok(info.is_some_and(|i| i.windows(17).any(|w| w == b"cluster_enabled:1")));
+            }
+            Err(e) if e.as_server_error().is_some() => return Ok(false),
+            // About 0.6 s in all.
+            Err(e) if tries == 5 => return Err(e),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+        }
     }
 }
 

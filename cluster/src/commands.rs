@@ -412,7 +412,7 @@ pub trait Commands: Sync {
         } else if opts.keep_ttl {
             cmd.push_arg("KEEPTTL");
         }
-        async move { Ok(!matches!(self.send(cmd).await?, Frame::Null)) }
+        async move { Ok(!matches!(self.send(cmd).await?.value(), Frame::Null)) }
     }
 
     /// `SET key value NX PX ttl`: `true` when the key was absent and is now set.

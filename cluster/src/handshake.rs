@@ -52,7 +52,7 @@ async fn establish_inner(cfg: &ConnectionConfig) -> Result<Established> {
         Protocol::Auto | Protocol::Resp3 => {
             let reply = ex.round_trip(&[hello(cfg)]).await?;
             match reply.into_iter().next().map(check) {
-                Some(Ok(Frame::Map(_) | Frame::Array(_))) => {
+                Some(Ok(f)) if matches!(f.value(), Frame::Map(_) | Frame::Array(_)) => {
                     let mut setup = Vec::with_capacity(2);
                     if cfg.db != 0 {
                         setup.push(select(cfg.db));
@@ -175,7 +175,7 @@ impl Exchange<'_> {
         let mut replies = Vec::with_capacity(cmds.len());
         while replies.len() < cmds.len() {
             if let Some(frame) = self.decoder.decode(&mut self.buf)? {
-                if !matches!(frame, Frame::Push(_)) {
+                if !matches!(frame.value(), Frame::Push(_)) {
                     replies.push(frame);
                 }
                 continue;

@@ -26,6 +26,10 @@
 //!   (`router/`: slot table, nodes; `refresh.rs`: reloads and the health watch;
 //!   `routed.rs`: one request's redirects and retries until its deadline), [`Slot`]s
 //!   (`slot.rs`), topology parsing (`topology.rs`), [`Script`]s.
+//! - `fuzzing/` (cargo feature `fuzzing`, off by default, hidden): checks
+//!   of the reply, server error and push parsers on arbitrary bytes, for
+//!   the libFuzzer targets in the repository's `fuzz/` and the corpus
+//!   replay in this crate's unit tests.
 //! - [`PubSub`] (`pubsub/`): the pub/sub hub: one shared subscriber
 //!   connection per node, a refcounted registry (one server subscription per
 //!   name), [`Subscription`]s yielding [`Event`]s from bounded queues,
@@ -58,6 +62,9 @@ mod config;
 mod connection;
 mod driver;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
 mod health;
 mod late;

@@ -86,8 +86,10 @@ impl PartialEq for InvalidationHandler {
 
 impl Eq for InvalidationHandler {}
 
-fn parse(frame: &Frame) -> Option<Invalidation> {
-    let Frame::Push(items) = frame else {
+/// The invalidation a push frame carries, if it is one.
+pub(crate) fn parse(frame: &Frame) -> Option<Invalidation> {
+    // RESP3 attributes, on the push or its elements, are seen through.
+    let Frame::Push(items) = frame.value() else {
         return None;
     };
     let [kind, keys] = items.as_slice() else {
@@ -96,7 +98,7 @@ fn parse(frame: &Frame) -> Option<Invalidation> {
     if kind.as_bytes().map(|b| b.as_ref()) != Some(&b"invalidate"[..]) {
         return None;
     }
-    match keys {
+    match keys.value() {
         Frame::Null => Some(Invalidation::All),
         Frame::Array(ks) | Frame::Set(ks) => Some(Invalidation::Keys(
             ks.iter().filter_map(|k| k.as_bytes().cloned()).collect(),
@@ -130,5 +132,17 @@ mod tests {
         ]);
         assert_eq!(parse(&msg), None);
         assert_eq!(parse(&Frame::Integer(1)), None);
+        // RESP3 attributes on the push or its elements change nothing.
+        let annotated = |frame| {
+            Frame::Attributed(Box::new(keylatch_resp::Attributed {
+                attributes: vec![(Frame::Simple(Bytes::from_static(b"a")), Frame::Null)],
+                frame,
+            }))
+        };
+        let inv = annotated(Frame::Push(vec![
+            annotated(Frame::Bulk(Bytes::from_static(b"invalidate"))),
+            annotated(Frame::Null),
+        ]));
+        assert_eq!(parse(&inv), Some(Invalidation::All));
     }
 }

@@ -11,11 +11,22 @@ use crate::error::{Error, Result, ServerError};
 /// [`Error::Server`] before conversion. Conversions accept both the RESP2 and
 /// the RESP3 shape of a reply (e.g. an array of pairs or a map).
 ///
+/// RESP3 attributes ([`Frame::Attributed`]) are seen through, on the reply and
+/// on each element: an `i64` converts from an attributed integer. Only the
+/// conversion to [`Frame`] itself keeps them, so a caller who wants them asks
+/// for the frame and reads [`Frame::attributes`].
+///
 /// ```
 /// use keylatch_cluster::FromReply;
-/// use keylatch_resp::Frame;
+/// use keylatch_resp::{Attributed, Frame};
 /// assert_eq!(i64::from_reply(Frame::Integer(7)).unwrap(), 7);
 /// assert_eq!(Option::<i64>::from_reply(Frame::Null).unwrap(), None);
+/// let annotated = Frame::Attributed(Box::new(Attributed {
+///     attributes: vec![(Frame::Simple("ttl".into()), Frame::Integer(3))],
+///     frame: Frame::Integer(7),
+/// }));
+/// assert_eq!(i64::from_reply(annotated.clone()).unwrap(), 7);
+/// assert!(Frame::from_reply(annotated).unwrap().attributes().is_some());
 /// ```
 pub trait FromReply: Sized {
     /// Converts one (non-error) frame.
@@ -25,29 +36,69 @@ pub trait FromReply: Sized {
     fn from_reply(frame: Frame) -> Result<Self>;
 }
 
-/// Turns an error frame into `Err`, anything else into `Ok`.
+/// Turns an error frame into `Err`, anything else into `Ok` (unchanged,
+/// attributes included). An error with attributes is an error: they are
+/// dropped with it.
 pub(crate) fn check(frame: Frame) -> Result<Frame> {
     match frame {
         Frame::Error(line) => Err(Error::Server(ServerError::parse(line))),
+        Frame::Attributed(a) if a.frame.is_error() => check(a.frame),
         f => Ok(f),
     }
 }
 
 fn unexpected<T>(want: &str, got: &Frame) -> Result<T> {
-    let mut shown = got.to_string();
-    if shown.len() > 120 {
-        let mut cut = 120;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
-        shown.push('…');
-    }
+    let shown = shown(got);
     Err(Error::UnexpectedReply(format!(
         "expected {want}, got {shown}"
     )))
 }
 
+/// A frame as shown in an error message: its first 120 bytes, then `…`
+/// if it goes on. Rendering stops there, so a huge reply of the wrong
+/// shape (a 512 MiB bulk read as an integer) costs no huge string.
+pub(crate) fn shown(got: &Frame) -> String {
+    use std::fmt::Write as _;
+
+    const SHOWN: usize = 120;
+
+    /// Keeps the first `SHOWN` bytes (whole chars), then refuses more.
+    struct Bounded {
+        text: String,
+        cut: bool,
+    }
+
+    impl std::fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = SHOWN - self.text.len();
+            if s.len() <= room {
+                self.text.push_str(s);
+                return Ok(());
+            }
+            let mut end = room;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&s[..end]);
+            self.cut = true;
+            // Stops the rest of the frame's formatting.
+            Err(std::fmt::Error)
+        }
+    }
+
+    let mut out = Bounded {
+        text: String::with_capacity(SHOWN + '…'.len_utf8()),
+        cut: false,
+    };
+    // An error here only says the text was cut.
+    let _ = write!(out, "{got}");
+    if out.cut {
+        out.text.push('…');
+    }
+    out.text
+}
+
+/// The frame as received, RESP3 attributes included.
 impl FromReply for Frame {
     fn from_reply(frame: Frame) -> Result<Self> {
         Ok(frame)
@@ -62,6 +113,7 @@ impl FromReply for () {
 
 impl FromReply for i64 {
     fn from_reply(frame: Frame) -> Result<Self> {
+        let frame = frame.into_value();
         match &frame {
             Frame::Integer(i) => Ok(*i),
             Frame::Simple(b) | Frame::Bulk(b) | Frame::BigNumber(b) => std::str::from_utf8(b)
@@ -84,6 +136,7 @@ impl FromReply for u64 {
 
 impl FromReply for f64 {
     fn from_reply(frame: Frame) -> Result<Self> {
+        let frame = frame.into_value();
         match &frame {
             Frame::Double(d) => Ok(*d),
             #[allow(clippy::cast_precision_loss)]
@@ -99,6 +152,7 @@ impl FromReply for f64 {
 
 impl FromReply for bool {
     fn from_reply(frame: Frame) -> Result<Self> {
+        let frame = frame.into_value();
         match &frame {
             Frame::Boolean(b) => Ok(*b),
             Frame::Integer(i) => Ok(*i != 0),
@@ -111,7 +165,7 @@ impl FromReply for bool {
 
 impl FromReply for Bytes {
     fn from_reply(frame: Frame) -> Result<Self> {
-        match frame {
+        match frame.into_value() {
             Frame::Bulk(b) | Frame::Simple(b) | Frame::BigNumber(b) => Ok(b),
             Frame::Verbatim { text, .. } => Ok(text),
             other => unexpected("a string", &other),
@@ -127,7 +181,7 @@ impl FromReply for Vec<u8> {
 
 impl FromReply for String {
     fn from_reply(frame: Frame) -> Result<Self> {
-        if let Frame::Integer(i) = frame {
+        if let Frame::Integer(i) = frame.value() {
             return Ok(i.to_string());
         }
         let b = Bytes::from_reply(frame)?;
@@ -138,16 +192,16 @@ impl FromReply for String {
 
 impl<T: FromReply> FromReply for Option<T> {
     fn from_reply(frame: Frame) -> Result<Self> {
-        match frame {
+        match frame.value() {
             Frame::Null => Ok(None),
-            f => T::from_reply(f).map(Some),
+            _ => T::from_reply(frame).map(Some),
         }
     }
 }
 
 impl<T: FromReply> FromReply for Vec<T> {
     fn from_reply(frame: Frame) -> Result<Self> {
-        match frame {
+        match frame.into_value() {
             Frame::Array(items) | Frame::Set(items) | Frame::Push(items) => items
                 .into_iter()
                 .map(|f| T::from_reply(check(f)?))
@@ -169,7 +223,7 @@ impl<T: FromReply> FromReply for Vec<T> {
 /// Key/value pairs from a RESP3 map or a flat RESP2 array.
 impl<K: FromReply, V: FromReply> FromReply for Vec<(K, V)> {
     fn from_reply(frame: Frame) -> Result<Self> {
-        match frame {
+        match frame.into_value() {
             Frame::Map(pairs) => pairs
                 .into_iter()
                 .map(|(k, v)| Ok((K::from_reply(check(k)?)?, V::from_reply(check(v)?)?)))
@@ -218,6 +272,74 @@ mod tests {
         let want = vec![("a".to_owned(), 1i64), ("b".to_owned(), 2)];
         assert_eq!(Vec::<(String, i64)>::from_reply(resp2).unwrap(), want);
         assert_eq!(Vec::<(String, i64)>::from_reply(resp3).unwrap(), want);
+    }
+
+    fn annotated(frame: Frame) -> Frame {
+        Frame::Attributed(Box::new(keylatch_resp::Attributed {
+            attributes: vec![(bulk("ttl"), Frame::Integer(3))],
+            frame,
+        }))
+    }
+
+    #[test]
+    fn attributes_are_seen_through_except_by_frame() {
+        assert_eq!(i64::from_reply(annotated(Frame::Integer(7))).unwrap(), 7);
+        assert_eq!(u64::from_reply(annotated(bulk("8"))).unwrap(), 8);
+        assert_eq!(f64::from_reply(annotated(Frame::Double(0.5))).unwrap(), 0.5);
+        assert!(bool::from_reply(annotated(Frame::Boolean(true))).unwrap());
+        assert_eq!(
+            String::from_reply(annotated(Frame::Integer(4))).unwrap(),
+            "4"
+        );
+        assert_eq!(String::from_reply(annotated(bulk("s"))).unwrap(), "s");
+        assert_eq!(
+            Option::<i64>::from_reply(annotated(Frame::Null)).unwrap(),
+            None
+        );
+        // On the reply and on its elements.
+        let list = annotated(Frame::Array(vec![
+            annotated(Frame::Integer(1)),
+            Frame::Integer(2),
+        ]));
+        assert_eq!(Vec::<i64>::from_reply(list.clone()).unwrap(), [1, 2]);
+        let frames = Vec::<Frame>::from_reply(list.clone()).unwrap();
+        assert_eq!(frames[0], annotated(Frame::Integer(1)));
+        let map = annotated(Frame::Map(vec![(
+            annotated(bulk("a")),
+            annotated(bulk("1")),
+        )]));
+        assert_eq!(
+            Vec::<(String, i64)>::from_reply(map).unwrap(),
+            [("a".to_owned(), 1)]
+        );
+        // The frame itself keeps them.
+        assert_eq!(Frame::from_reply(list.clone()).unwrap(), list);
+        // An error with attributes is an error.
+        let err = annotated(Frame::Error(Bytes::from_static(b"NOSCRIPT x")));
+        assert!(matches!(check(err.clone()), Err(Error::Server(_))));
+        assert!(matches!(
+            Vec::<i64>::from_reply(Frame::Array(vec![err])),
+            Err(Error::Server(_))
+        ));
+        assert_eq!(
+            check(annotated(Frame::Null)).unwrap(),
+            annotated(Frame::Null)
+        );
+    }
+
+    #[test]
+    fn a_huge_reply_of_the_wrong_shape_is_shown_cut() {
+        let huge = Frame::Bulk(Bytes::from(vec![b'x'; 1 << 20]));
+        let Err(Error::UnexpectedReply(m)) = i64::from_reply(huge) else {
+            panic!("not an integer");
+        };
+        assert!(m.len() < 200 && m.ends_with('…'), "{m}");
+        // Exactly as long as shown: whole, no ellipsis; one more byte: cut.
+        let fits = Frame::Simple(Bytes::from(vec![b'y'; 120]));
+        assert_eq!(shown(&fits), "y".repeat(120));
+        let over = Frame::Simple(Bytes::from(vec![b'y'; 121]));
+        assert_eq!(shown(&over), format!("{}…", "y".repeat(120)));
+        assert_eq!(shown(&Frame::Integer(-2)), "(integer) -2");
     }
 
     #[test]

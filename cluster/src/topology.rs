@@ -8,6 +8,7 @@ use bytes::Bytes;
 use keylatch_resp::Frame;
 
 use crate::error::{Error, Result};
+use crate::reply::shown;
 use crate::slot::SLOT_COUNT;
 
 /// Marks a slot no master serves.
@@ -245,18 +246,22 @@ pub(crate) fn split_addr(addr: &str) -> Option<(String, u16)> {
     Some((host.to_owned(), port.parse().ok()?))
 }
 
+// Each helper sees through RESP3 attributes (`Frame::Attributed`) on the
+// frame it reads, so annotated replies or elements parse as plain ones.
+
 fn into_list(f: Frame) -> Result<Vec<Frame>> {
-    match f {
+    match f.into_value() {
         Frame::Array(v) | Frame::Set(v) => Ok(v),
         other => Err(Error::UnexpectedReply(format!(
-            "expected an array, got {other}"
+            "expected an array, got {}",
+            shown(&other)
         ))),
     }
 }
 
 /// A RESP3 map or a RESP2 flat array of pairs, keys as bytes.
 fn into_pairs(f: Frame) -> Result<Vec<(Bytes, Frame)>> {
-    let pairs: Vec<(Frame, Frame)> = match f {
+    let pairs: Vec<(Frame, Frame)> = match f.into_value() {
         Frame::Map(m) => m,
         Frame::Array(v) if v.len() % 2 == 0 => {
             let mut it = v.into_iter();
@@ -268,34 +273,39 @@ fn into_pairs(f: Frame) -> Result<Vec<(Bytes, Frame)>> {
         }
         other => {
             return Err(Error::UnexpectedReply(format!(
-                "expected a map, got {other}"
+                "expected a map, got {}",
+                shown(&other)
             )))
         }
     };
     pairs
         .into_iter()
-        .map(|(k, v)| match k {
+        .map(|(k, v)| match k.into_value() {
             Frame::Bulk(b) | Frame::Simple(b) => Ok((b, v)),
-            other => Err(Error::UnexpectedReply(format!("map key {other}"))),
+            other => Err(Error::UnexpectedReply(format!("map key {}", shown(&other)))),
         })
         .collect()
 }
 
 fn int(f: &Frame) -> Result<i64> {
+    let f = f.value();
     match f {
         Frame::Integer(i) => Ok(*i),
         Frame::Bulk(b) | Frame::Simple(b) => std::str::from_utf8(b)
             .ok()
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| Error::UnexpectedReply(format!("expected an integer, got {f}"))),
+            .ok_or_else(|| {
+                Error::UnexpectedReply(format!("expected an integer, got {}", shown(f)))
+            }),
         other => Err(Error::UnexpectedReply(format!(
-            "expected an integer, got {other}"
+            "expected an integer, got {}",
+            shown(other)
         ))),
     }
 }
 
 fn text(f: &Frame) -> Option<String> {
-    match f {
+    match f.value() {
         Frame::Bulk(b) | Frame::Simple(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Frame::Verbatim { text, .. } => Some(String::from_utf8_lossy(text).into_owned()),
         _ => None,
@@ -467,5 +477,39 @@ mod tests {
             Some(("127.0.0.1".to_owned(), 6379))
         );
         assert_eq!(split_addr("nope"), None);
+    }
+
+    /// Found by the `from_reply` fuzz target: a reply of the wrong shape
+    /// was shown whole in the error, so a huge one made a huge message.
+    #[test]
+    fn errors_show_a_bounded_part_of_a_huge_reply() {
+        let huge = b(&"x".repeat(1 << 16));
+        let wrong = [
+            Topology::from_slots(huge.clone(), "h"),
+            Topology::from_shards(huge.clone(), "h", false),
+            Topology::from_shards(
+                Frame::Array(vec![Frame::Array(vec![huge.clone()])]),
+                "h",
+                false,
+            ),
+            Topology::from_shards(
+                Frame::Array(vec![Frame::Array(vec![
+                    Frame::Array(vec![huge.clone()]),
+                    Frame::Integer(1),
+                ])]),
+                "h",
+                false,
+            ),
+            Topology::from_slots(
+                Frame::Array(vec![Frame::Array(vec![huge.clone(), huge])]),
+                "h",
+            ),
+        ];
+        for r in wrong {
+            match r {
+                Err(Error::UnexpectedReply(m)) => assert!(m.len() < 200, "{} bytes", m.len()),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::LateReply;
+use keylatch_cluster::{Error, LateReply, ServerErrorKind};
 use keylatch_resp::Frame;
 
 use crate::depart::{Departure, Place};
@@ -29,6 +29,17 @@ use crate::lease::LeaseKind;
 use crate::lock::{Lock, ReplicaSync};
 use crate::release::{release, Retry};
 use crate::wake::Wake;
+
+/// First pause before an acquire that surely did not run (see [`not_run`])
+/// is tried again within its wait; doubles up to [`MAX_NOT_RUN_PAUSE`].
+const NOT_RUN_PAUSE: Duration = Duration::from_millis(20);
+const MAX_NOT_RUN_PAUSE: Duration = Duration::from_millis(500);
+
+/// Whether an acquire surely did not run and may be sent again: not sent,
+/// or refused by a server still loading its data.
+fn not_run(e: &Error) -> bool {
+    matches!(e, Error::Disconnected) || e.server_kind() == Some(ServerErrorKind::Loading)
+}
 
 // Returned once per attempt and unpacked at once: boxing the guard would
 // cost an allocation per acquire for nothing.
@@ -136,35 +147,47 @@ impl Lock {
                 ))
             }
         };
-        let bound = self.reply_bound(deadline);
         let script = self.handle.kind.acquire_script();
-        let sent_at = Instant::now();
         // The connection bounds the wait with its one timer and hands a
         // reply that comes too late (or after a cancel) to the finisher.
-        let late = Arc::clone(self.handle.late.get_or_init(|| self.finisher()));
-        let frame = self
-            .inner
-            .client
-            .eval_shared_settled(script, &cmd, Some(bound), late)
-            .await?;
+        let late = self.handle.late.get_or_init(|| self.finisher());
+        let mut pause = NOT_RUN_PAUSE;
+        let (frame, sent_at) = loop {
+            let sent_at = Instant::now();
+            let bound = self.reply_bound(deadline);
+            let sent = self
+                .inner
+                .client
+                .eval_shared_settled(script, &cmd, Some(bound), Arc::clone(late))
+                .await;
+            match sent {
+                // Not run (a standalone connection reconnecting, a server
+                // loading its data after a restart; a cluster's router
+                // retries these itself): try again within the caller's
+                // wait, as a waiter would after a wake.
+                Err(e) if not_run(&e) && deadline.is_some_and(|d| Instant::now() + pause < d) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_NOT_RUN_PAUSE);
+                }
+                other => break (other?, sent_at),
+            }
+        };
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
-        let (holds, value) = parse_pair(&frame)?;
-        if holds == -2 {
-            // A read-write lock's reader asked for the write.
-            return Err(LockError::UpgradeRefused {
-                name: self.name().to_owned(),
-            });
-        }
-        if holds < 0 {
-            // A non-reentrant lock this owner holds already.
-            return Err(LockError::NotReentrant {
-                name: self.name().to_owned(),
-            });
-        }
-        if holds == 0 {
-            return Ok(Attempt::Held(value));
-        }
+        let (holds, value) = match acquire_reply(&frame)? {
+            AcquireReply::UpgradeRefused => {
+                return Err(LockError::UpgradeRefused {
+                    name: self.name().to_owned(),
+                })
+            }
+            AcquireReply::NotReentrant => {
+                return Err(LockError::NotReentrant {
+                    name: self.name().to_owned(),
+                })
+            }
+            AcquireReply::Held(pttl) => return Ok(Attempt::Held(pttl)),
+            AcquireReply::Taken { holds, value } => (holds, value),
+        };
         let guard = self.guard_for(holds, value, renew, lease_d, sent_at);
         if matches!(self.replica_sync, ReplicaSync::None) {
             return Ok(Attempt::Acquired(guard));
@@ -336,10 +359,41 @@ impl Lock {
     }
 }
 
+/// What an acquire script's `{holds, value}` reply says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// Taken or re-entered (`holds` > 0): the hold count and the token
+    /// (a fenced lock's fencing value).
+    Taken { holds: i64, value: i64 },
+    /// Held by another owner (`holds` 0); the PTTL in milliseconds.
+    Held(i64),
+    /// A non-reentrant lock this owner holds already (`holds` < 0, not -2).
+    NotReentrant,
+    /// A read-write lock's reader asked for the write (`holds` -2).
+    UpgradeRefused,
+}
+
+/// Reads an acquire script's reply; any other shape is
+/// [`LockError::Protocol`].
+pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
+    let (holds, value) = parse_pair(frame)?;
+    Ok(match holds {
+        -2 => AcquireReply::UpgradeRefused,
+        h if h < 0 => AcquireReply::NotReentrant,
+        0 => AcquireReply::Held(value),
+        _ => AcquireReply::Taken { holds, value },
+    })
+}
+
+/// `[a, b]`, two integers (RESP3 attributes seen through, as everywhere a
+/// reply is read).
 pub(crate) fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
-    match frame {
+    match frame.value() {
         Frame::Array(items) => match items.as_slice() {
-            [Frame::Integer(a), Frame::Integer(b)] => Ok((*a, *b)),
+            [a, b] => match (a.value(), b.value()) {
+                (Frame::Integer(a), Frame::Integer(b)) => Ok((*a, *b)),
+                _ => Err(LockError::Protocol(frame.to_string())),
+            },
             _ => Err(LockError::Protocol(frame.to_string())),
         },
         other => Err(LockError::Protocol(other.to_string())),

@@ -93,5 +93,5 @@ pub(crate) async fn leave(lock: &Lock) -> LockResult<bool> {
             ],
         )
         .await?;
-    Ok(reply == Frame::Integer(1))
+    Ok(*reply.value() == Frame::Integer(1))
 }

@@ -176,8 +176,14 @@ impl LockGuard {
         // a cluster's routed release moves to the runtime with its future.
         let outcome = if self.lock.inner.client.is_cluster() {
             let lock = self.lock.clone();
-            Detached::new(async move { release(&lock, token, until, Retry::Background).await })
-                .await
+            // Counted while it runs, here or (cancelled) on the runtime.
+            let ticket = lock.inner.background.ticket();
+            Detached::new(async move {
+                let out = release(&lock, token, until, Retry::Background).await;
+                drop(ticket);
+                out
+            })
+            .await
         } else {
             release(&self.lock, token, until, Retry::Background).await
         };
@@ -374,9 +380,11 @@ impl Drop for LockGuard {
         };
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let lock = self.lock.clone();
+            let ticket = lock.inner.background.ticket();
             // Queued before this task's next request (a re-acquire, say).
             spawn_queued(&rt, async move {
                 let _ = release(&lock, token, until, Retry::Here).await;
+                drop(ticket);
             });
         }
     }

@@ -98,7 +98,7 @@ impl CountDownLatch {
                 ],
             )
             .await?;
-        Ok(reply == Frame::Integer(1))
+        Ok(*reply.value() == Frame::Integer(1))
     }
 
     /// Counts down by one; returns the count after (0 or less: open; the
@@ -125,7 +125,7 @@ impl CountDownLatch {
                 &[self.channel.as_str(), self.inner.publish_command()],
             )
             .await?;
-        match reply {
+        match reply.into_value() {
             Frame::Integer(n) => Ok(n),
             other => Err(LockError::Protocol(other.to_string())),
         }

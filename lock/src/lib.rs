@@ -40,6 +40,10 @@
 //!   shares its slot.
 //! - [`scripts`]: the static catalogue of Lua scripts from `lua/`.
 //! - [`LockError`] (`error.rs`).
+//! - `fuzzing.rs` (cargo feature `fuzzing`, off by default, hidden): the
+//!   script-reply parsers checked on arbitrary frames, for the libFuzzer
+//!   target in the repository's `fuzz/` and the corpus replay in this
+//!   crate's unit tests.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -55,9 +59,13 @@
 #![forbid(unsafe_code)]
 
 mod acquire;
+mod background;
 mod depart;
 mod error;
 mod fair;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod guard;
 mod handle;
 mod hold;

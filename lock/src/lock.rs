@@ -432,7 +432,7 @@ impl Lock {
                 ],
             )
             .await?;
-        let deleted = reply == Frame::Integer(1);
+        let deleted = *reply.value() == Frame::Integer(1);
         if deleted {
             // Our own DEL raises no invalidation here: holds of this
             // process on the lock are checked now.

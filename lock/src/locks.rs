@@ -145,6 +145,8 @@ pub(crate) struct Inner {
     pub(crate) engine: Engine,
     /// Holds with a guard that are not known lost.
     pub(crate) live_holds: Arc<AtomicUsize>,
+    /// Releases running on the runtime (see [`Locks::settle`]).
+    pub(crate) background: Arc<crate::background::Background>,
     pub(crate) waiters: Arc<WaitQueues>,
     pubsub: tokio::sync::OnceCell<PubSub>,
     /// Script arguments fixed by the configuration and the client.
@@ -337,6 +339,7 @@ impl Locks {
                 next_handle: AtomicU64::new(1),
                 engine,
                 live_holds: Arc::new(AtomicUsize::new(0)),
+                background: Arc::default(),
                 waiters: Arc::new(WaitQueues::default()),
                 pubsub: tokio::sync::OnceCell::new(),
                 script_args,
@@ -605,6 +608,32 @@ impl Locks {
             owner.into(),
             LeaseKind::Unfenced,
         )
+    }
+
+    /// Waits until every release this `Locks` handed to the runtime has
+    /// finished (delivered, refused, or given up at its hold's lease), at
+    /// most `within`; `true` if none is left. A release that meets a transient
+    /// failure (a reconnect, a slot moving) is retried in the background,
+    /// and a dropped guard's release is sent there too: a program about to
+    /// exit calls this so those are not cut off with the runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// use std::time::Duration;
+    /// let guard = locks.lock("jobs").acquire().await?;
+    /// // An error here may still be retried in the background…
+    /// let _ = guard.unlock().await;
+    /// // …so wait for it before the process ends.
+    /// locks.settle(Duration::from_secs(30)).await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub async fn settle(&self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.inner.background.idle())
+            .await
+            .is_ok()
     }
 
     /// The client underneath.

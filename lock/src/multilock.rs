@@ -269,8 +269,8 @@ async fn take_group(
         let members: Vec<Lock> = group.to_vec();
         let watchdog = cfg.watchdog_timeout;
         Arc::new(move |frame| {
-            if let Frame::Array(items) = &frame {
-                if items.first() == Some(&Frame::Integer(1)) {
+            if let Frame::Array(items) = frame.value() {
+                if items.first().map(Frame::value) == Some(&Frame::Integer(1)) {
                     for (m, pair) in members.iter().zip(items[1..].chunks(2)) {
                         settle_late(m.clone(), watchdog, &Frame::Array(pair.to_vec()));
                     }
@@ -289,24 +289,16 @@ async fn take_group(
             .client
             .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late))
             .await?;
-        let items = match &frame {
-            Frame::Array(items) => items,
-            other => return Err(LockError::Protocol(other.to_string())),
-        };
-        let int = |i: usize| match items.get(i) {
-            Some(Frame::Integer(n)) => Ok(*n),
-            _ => Err(LockError::Protocol(frame.to_string())),
-        };
-        if int(0)? == 1 {
-            let mut guards = Vec::with_capacity(group.len());
-            for (k, m) in group.iter().enumerate() {
-                let (holds, token) = (int(1 + 2 * k)?, int(2 + 2 * k)?);
-                guards.push(m.guard_for(holds, token, renew, lease_d, sent_at));
+        let (busy, pttl) = match multi_reply(&frame, group.len())? {
+            MultiReply::Taken(pairs) => {
+                let mut guards = Vec::with_capacity(group.len());
+                for (m, (holds, token)) in group.iter().zip(pairs) {
+                    guards.push(m.guard_for(holds, token, renew, lease_d, sent_at));
+                }
+                return Ok(Some(guards));
             }
-            return Ok(Some(guards));
-        }
-        let busy = usize::try_from(int(1)?.max(1) - 1).unwrap_or(0);
-        let pttl = int(2)?;
+            MultiReply::Busy { member, pttl } => (member, pttl),
+        };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left == Some(Duration::ZERO) {
             return Ok(None);
@@ -447,5 +439,93 @@ impl MultiGuard {
             }
         }
         first
+    }
+}
+
+/// What a `multi_acquire` reply says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum MultiReply {
+    /// Every member taken: `(holds, token)` per member, in order, each
+    /// with at least one hold.
+    Taken(Vec<(i64, i64)>),
+    /// Nothing taken: this member (0-based) is held by another owner for
+    /// about `pttl` milliseconds.
+    Busy { member: usize, pttl: i64 },
+}
+
+/// Reads a `multi_acquire` reply for `members` locks: `{1, holds1, token1,
+/// …}` or `{0, i, pttl}` (RESP3 attributes seen through). Anything else is
+/// [`LockError::Protocol`], checked whole before any guard is made: a
+/// taken reply must have exactly one pair per member, each with at least
+/// one hold, and a busy one must name a member.
+pub(crate) fn multi_reply(frame: &Frame, members: usize) -> LockResult<MultiReply> {
+    let bad = || LockError::Protocol(frame.to_string());
+    let Frame::Array(items) = frame.value() else {
+        return Err(bad());
+    };
+    let int = |i: usize| match items.get(i).map(Frame::value) {
+        Some(Frame::Integer(n)) => Ok(*n),
+        _ => Err(bad()),
+    };
+    if int(0)? == 1 {
+        if items.len() != 1 + 2 * members {
+            return Err(bad());
+        }
+        let pairs = (0..members)
+            .map(|k| {
+                let holds = int(1 + 2 * k)?;
+                if holds < 1 {
+                    return Err(bad());
+                }
+                Ok((holds, int(2 + 2 * k)?))
+            })
+            .collect::<LockResult<Vec<_>>>()?;
+        return Ok(MultiReply::Taken(pairs));
+    }
+    let member = usize::try_from(int(1)?.max(1) - 1).unwrap_or(0);
+    let pttl = int(2)?;
+    if member >= members {
+        return Err(bad());
+    }
+    Ok(MultiReply::Busy { member, pttl })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(v: &[i64]) -> Frame {
+        Frame::Array(v.iter().map(|&i| Frame::Integer(i)).collect())
+    }
+
+    #[test]
+    fn multi_replies_are_read_whole_before_any_guard() {
+        assert_eq!(
+            multi_reply(&ints(&[1, 1, 7, 2, 8]), 2).ok(),
+            Some(MultiReply::Taken(vec![(1, 7), (2, 8)]))
+        );
+        assert_eq!(
+            multi_reply(&ints(&[0, 2, 150]), 2).ok(),
+            Some(MultiReply::Busy {
+                member: 1,
+                pttl: 150
+            })
+        );
+        // A pair short or one too many, a member with no hold, a busy
+        // member that is not one: never guards.
+        for (bad, members) in [
+            (ints(&[1, 1, 7]), 2),
+            (ints(&[1, 1, 7, 1, 8, 1]), 2),
+            (ints(&[1, 1, 7, 0, 8]), 2),
+            (ints(&[1, -1, 7]), 1),
+            (ints(&[0, 3, 10]), 2),
+            (ints(&[0, 1]), 2),
+            (Frame::Integer(1), 1),
+        ] {
+            assert!(
+                matches!(multi_reply(&bad, members), Err(LockError::Protocol(_))),
+                "{bad}"
+            );
+        }
     }
 }

@@ -54,8 +54,10 @@ pub(crate) async fn release(
     match (retry, tokio::runtime::Handle::try_current()) {
         (Retry::Background, Ok(rt)) => {
             let lock = lock.clone();
+            let ticket = lock.inner.background.ticket();
             rt.spawn(async move {
                 let _ = retry_until(&lock, token, until).await;
+                drop(ticket);
             });
             Err(err.into())
         }
@@ -90,7 +92,7 @@ async fn once(lock: &Lock, token: u64, until: Option<Instant>) -> Result<LockRes
         .inner
         .client
         .eval_with_written(lock.handle.kind.release_script(), make, until);
-    Ok(match sent.await? {
+    Ok(match sent.await?.into_value() {
         Frame::Null => Err(LockError::NotOwner {
             name: lock.name().to_owned(),
         }),

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Commands, Error as ClientError};
 use keylatch_resp::Frame;
 
+use crate::acquire::parse_pair as pair;
 use crate::error::{LockError, LockResult};
 use crate::hold::{clamp_span, millis, Hold, NewHold};
 use crate::hold_key::HoldKey;
@@ -119,18 +120,43 @@ where
     }
 }
 
-fn pair(frame: &Frame) -> LockResult<(i64, i64)> {
-    match frame {
-        Frame::Array(items) => match items.as_slice() {
-            [Frame::Integer(a), Frame::Integer(b)] => Ok((*a, *b)),
-            _ => Err(LockError::Protocol(frame.to_string())),
-        },
+/// What a semaphore acquire script's `{status, hint}` reply says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SemReply {
+    /// The permits were taken (status 1).
+    Got,
+    /// The semaphore does not exist (status -1).
+    Missing,
+    /// Not enough permits (any other status); the hint, in milliseconds,
+    /// until a leased permit expires (or -1).
+    Short(i64),
+}
+
+/// Reads a semaphore acquire reply; any other shape is
+/// [`LockError::Protocol`].
+pub(crate) fn sem_reply(frame: &Frame) -> LockResult<SemReply> {
+    Ok(match pair(frame)? {
+        (1, _) => SemReply::Got,
+        (-1, _) => SemReply::Missing,
+        (_, hint) => SemReply::Short(hint),
+    })
+}
+
+/// Reads a `permits_renew` reply for one guard's permits: `true` when
+/// they stand (renewed), `false` when gone; any other shape is
+/// [`LockError::Protocol`].
+pub(crate) fn renew_reply(reply: Frame) -> LockResult<bool> {
+    let first = |v: &[Frame]| v.first().map(Frame::value).cloned();
+    match reply.into_value() {
+        Frame::Array(v) if first(&v) == Some(Frame::Integer(1)) => Ok(true),
+        Frame::Array(v) if first(&v) == Some(Frame::Integer(0)) => Ok(false),
         other => Err(LockError::Protocol(other.to_string())),
     }
 }
 
-fn integer(frame: &Frame) -> LockResult<i64> {
-    match frame {
+/// An integer reply; any other shape is [`LockError::Protocol`].
+pub(crate) fn integer(frame: &Frame) -> LockResult<i64> {
+    match frame.value() {
         Frame::Integer(n) => Ok(*n),
         other => Err(LockError::Protocol(other.to_string())),
     }
@@ -414,7 +440,7 @@ impl Semaphore {
         let late: keylatch_cluster::LateReply = {
             let c = self.c.clone();
             Arc::new(move |frame| {
-                if matches!(pair(&frame), Ok((1, _))) {
+                if matches!(sem_reply(&frame), Ok(SemReply::Got)) {
                     if let Ok(rt) = tokio::runtime::Handle::try_current() {
                         let c = c.clone();
                         rt.spawn(async move {
@@ -437,13 +463,13 @@ impl Semaphore {
                         late,
                     )
                     .await?;
-                match pair(&frame)? {
-                    (1, _) => Ok(Try::Got(())),
-                    (-1, _) => Err(LockError::NoSuchSemaphore {
+                match sem_reply(&frame)? {
+                    SemReply::Got => Ok(Try::Got(())),
+                    SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),
                     }),
                     // Short: waits for a release (no hint).
-                    _ => Ok(Try::Short(-1)),
+                    SemReply::Short(_) => Ok(Try::Short(-1)),
                 }
             }
         })
@@ -744,7 +770,7 @@ impl ExpirableSemaphore {
                     let c = self.c.clone();
                     let ids = ids.clone();
                     Arc::new(move |frame| {
-                        if matches!(pair(&frame), Ok((1, _))) {
+                        if matches!(sem_reply(&frame), Ok(SemReply::Got)) {
                             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                                 let (c, ids) = (c.clone(), ids.clone());
                                 rt.spawn(async move {
@@ -759,12 +785,12 @@ impl ExpirableSemaphore {
                     .client
                     .eval_shared_settled(&PERMITS_ACQUIRE, &cmd, Some(bound(inner, deadline)), late)
                     .await?;
-                match pair(&frame)? {
-                    (1, _) => Ok(Try::Got(self.guard(ids, renew, lease_d, sent_at))),
-                    (-1, _) => Err(LockError::NoSuchSemaphore {
+                match sem_reply(&frame)? {
+                    SemReply::Got => Ok(Try::Got(self.guard(ids, renew, lease_d, sent_at))),
+                    SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),
                     }),
-                    (_, hint) => Ok(Try::Short(hint)),
+                    SemReply::Short(hint) => Ok(Try::Short(hint)),
                 }
             }
         })
@@ -1020,18 +1046,14 @@ impl PermitGuard {
                 &[millis(lease).to_string().as_str(), "0", ids, "0"],
             )
             .await?;
-        match reply {
-            Frame::Array(v) if v.first() == Some(&Frame::Integer(1)) => {
-                self.hold.extend(sent_at, lease);
-                Ok(())
-            }
-            Frame::Array(v) if v.first() == Some(&Frame::Integer(0)) => {
-                self.hold.fire(LossReason::Gone);
-                Err(LockError::Expired {
-                    name: self.sem.name().to_owned(),
-                })
-            }
-            other => Err(LockError::Protocol(other.to_string())),
+        if renew_reply(reply)? {
+            self.hold.extend(sent_at, lease);
+            Ok(())
+        } else {
+            self.hold.fire(LossReason::Gone);
+            Err(LockError::Expired {
+                name: self.sem.name().to_owned(),
+            })
         }
     }
 

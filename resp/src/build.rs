@@ -11,7 +11,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use crate::item::{finish_body, parse_item, Item, Value};
-use crate::{Frame, Limits, ProtocolError};
+use crate::{Attributed, Frame, Limits, ProtocolError};
 
 /// The smallest element, `_\r\n`, takes this many bytes.
 const MIN_ELEMENT: usize = 3;
@@ -52,15 +52,19 @@ pub(crate) fn bytes_frame(
     })
 }
 
-/// Builds the frame at `*pos`, skipping any attributes before it, and advances `*pos` past
-/// it. `depth` is the number of aggregates enclosing it.
+/// Builds the frame at `*pos`, wrapped in [`Frame::Attributed`] with the attributes before it
+/// if there are any (several in a row make one list), and advances `*pos` past it. `depth`
+/// is the number of aggregates enclosing it.
 fn node(
     src: &Bytes,
     pos: &mut usize,
     depth: usize,
     limits: &Limits,
 ) -> Result<Frame, ProtocolError> {
-    loop {
+    // Allocated only when an attribute comes: a frame without attributes is built as if
+    // attributes did not exist.
+    let mut attributes: Option<Vec<(Frame, Frame)>> = None;
+    let frame = loop {
         let start = *pos;
         match parse_item(src, start, start + 1, limits)? {
             Item::Incomplete { .. } => return Err(ProtocolError::MissingCrlf),
@@ -70,12 +74,12 @@ fn node(
                 end,
             } => {
                 *pos = end;
-                return bytes_frame(src, value, payload);
+                break bytes_frame(src, value, payload)?;
             }
             Item::Body { kind, body, len } => {
                 let (value, payload, end) = finish_body(src, kind, body, len)?;
                 *pos = end;
-                return bytes_frame(src, value, payload);
+                break bytes_frame(src, value, payload)?;
             }
             Item::Aggregate { kind, count, end } => {
                 if depth >= limits.max_depth {
@@ -87,8 +91,13 @@ fn node(
                 let room = src.len().saturating_sub(end) / MIN_ELEMENT;
                 match kind {
                     b'|' => {
-                        for _ in 0..count {
-                            node(src, pos, depth + 1, limits)?;
+                        let pairs = count / 2;
+                        let list = attributes
+                            .get_or_insert_with(|| Vec::with_capacity(pairs.min(room / 2)));
+                        for _ in 0..pairs {
+                            let k = node(src, pos, depth + 1, limits)?;
+                            let v = node(src, pos, depth + 1, limits)?;
+                            list.push((k, v));
                         }
                     }
                     b'%' => {
@@ -99,23 +108,27 @@ fn node(
                             let v = node(src, pos, depth + 1, limits)?;
                             map.push((k, v));
                         }
-                        return Ok(Frame::Map(map));
+                        break Frame::Map(map);
                     }
                     _ => {
                         let mut items = Vec::with_capacity(count.min(room));
                         for _ in 0..count {
                             items.push(node(src, pos, depth + 1, limits)?);
                         }
-                        return Ok(match kind {
+                        break match kind {
                             b'~' => Frame::Set(items),
                             b'>' => Frame::Push(items),
                             _ => Frame::Array(items),
-                        });
+                        };
                     }
                 }
             }
         }
-    }
+    };
+    Ok(match attributes {
+        None => frame,
+        Some(attributes) => Frame::Attributed(Box::new(Attributed { attributes, frame })),
+    })
 }
 
 #[cfg(test)]

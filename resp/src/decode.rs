@@ -88,7 +88,8 @@ struct PendingBody {
 enum Step {
     /// Incomplete; `reserve` more bytes should be reserved in the buffer (0 for none).
     Pending { reserve: usize },
-    /// The frame is a single scalar (possibly after attributes): no tree to build.
+    /// The frame is a single scalar (possibly after attributes, which the builder then
+    /// wraps it with): no tree to build.
     Scalar {
         value: Value,
         payload: Range<usize>,
@@ -172,7 +173,9 @@ impl Decoder {
     /// resumes where this one stopped. Once a bulk header announces its length, room for it
     /// is reserved in `buf` as its bytes arrive ([`RESERVE_STEP`] at a time) and the buffer is
     /// not scanned again until it is all there.
-    /// RESP3 attributes are validated and skipped: the frame they annotate is returned.
+    /// A frame that RESP3 attributes precede comes as [`Frame::Attributed`], carrying them
+    /// (at the top level or on an element of an aggregate); their elements count toward the
+    /// [`Limits`] like any other.
     ///
     /// # Errors
     ///
@@ -186,8 +189,10 @@ impl Decoder {
     ///
     /// let mut buf = BytesMut::from(&b"|1\r\n+ttl\r\n:3\r\n%1\r\n+k\r\n#t\r\n"[..]);
     /// let mut decoder = Decoder::default();
+    /// let frame = decoder.decode(&mut buf)?.unwrap();
     /// let map = Frame::Map(vec![(Frame::Simple("k".into()), Frame::Boolean(true))]);
-    /// assert_eq!(decoder.decode(&mut buf)?, Some(map));
+    /// assert_eq!(frame.value(), &map);
+    /// assert_eq!(frame.attributes(), Some(&[(Frame::Simple("ttl".into()), Frame::Integer(3))][..]));
     /// # Ok::<(), keylatch_resp::ProtocolError>(())
     /// ```
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
@@ -216,17 +221,26 @@ impl Decoder {
                 end,
             } => {
                 self.reset();
+                if buf.first() == Some(&b'|') {
+                    // Attributes before a scalar: the builder wraps it with them.
+                    return self.tree(buf, end).map(Some);
+                }
                 scalar(buf, value, payload, end).map(Some)
             }
             Step::Tree { end } => {
                 self.reset();
-                if end > buf.len() {
-                    return Err(ProtocolError::MissingCrlf);
-                }
-                let src = buf.split_to(end).freeze();
-                build::frame(&src, &self.limits).map(Some)
+                self.tree(buf, end).map(Some)
             }
         }
+    }
+
+    /// Splits the validated frame `..end` off `buf` and builds its tree.
+    fn tree(&self, buf: &mut BytesMut, end: usize) -> Result<Frame, ProtocolError> {
+        if end > buf.len() {
+            return Err(ProtocolError::MissingCrlf);
+        }
+        let src = buf.split_to(end).freeze();
+        build::frame(&src, &self.limits)
     }
 
     /// How many more bytes the decoder knows it needs: the rest of a bulk body whose header

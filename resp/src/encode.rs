@@ -29,16 +29,11 @@ impl Frame {
             Self::Array(v) | Self::Set(v) | Self::Push(v) => {
                 header_len(v.len()) + v.iter().map(Frame::encoded_len).sum::<usize>()
             }
-            Self::Map(pairs) => {
-                header_len(pairs.len())
-                    + pairs
-                        .iter()
-                        .map(|(k, v)| k.encoded_len() + v.encoded_len())
-                        .sum::<usize>()
-            }
+            Self::Map(pairs) => pairs_len(pairs),
             Self::Double(d) => DoubleText::new(*d).as_bytes().len() + 3,
             Self::Boolean(_) => 4,
             Self::Verbatim { text, .. } => blob_len(text.len() + 4),
+            Self::Attributed(a) => pairs_len(&a.attributes) + a.frame.encoded_len(),
         }
     }
 
@@ -48,7 +43,9 @@ impl Frame {
     /// Every frame the decoder returns encodes back to an equivalent frame. Text that cannot
     /// sit on one line is written length-prefixed, so the stream stays intact: an `Error`
     /// containing `\r` or `\n` becomes a blob error (`!`), a `Simple` or `BigNumber` containing
-    /// one becomes a bulk string. `Null` is written as RESP3 `_\r\n`.
+    /// one becomes a bulk string. `Null` is written as RESP3 `_\r\n`. An
+    /// [`Attributed`](Self::Attributed) frame is written as its attribute (`|<n>` and the
+    /// pairs) followed by the frame, as the server sent it.
     ///
     /// ```
     /// use bytes::{Bytes, BytesMut};
@@ -75,13 +72,7 @@ impl Frame {
             Self::Array(v) => items(dst, b'*', v),
             Self::Set(v) => items(dst, b'~', v),
             Self::Push(v) => items(dst, b'>', v),
-            Self::Map(pairs) => {
-                header(dst, b'%', pairs.len());
-                for (k, v) in pairs {
-                    k.write(dst);
-                    v.write(dst);
-                }
-            }
+            Self::Map(pairs) => write_pairs(dst, b'%', pairs),
             Self::Double(d) => line(dst, b',', DoubleText::new(*d).as_bytes()),
             Self::Boolean(b) => dst.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
             Self::Verbatim { format, text } => {
@@ -91,7 +82,28 @@ impl Frame {
                 dst.extend_from_slice(text);
                 dst.extend_from_slice(b"\r\n");
             }
+            Self::Attributed(a) => {
+                write_pairs(dst, b'|', &a.attributes);
+                a.frame.write(dst);
+            }
         }
+    }
+}
+
+/// Length of a map or attribute: `<ty><n>\r\n` and the pairs.
+fn pairs_len(pairs: &[(Frame, Frame)]) -> usize {
+    header_len(pairs.len())
+        + pairs
+            .iter()
+            .map(|(k, v)| k.encoded_len() + v.encoded_len())
+            .sum::<usize>()
+}
+
+fn write_pairs(dst: &mut BytesMut, ty: u8, pairs: &[(Frame, Frame)]) {
+    header(dst, ty, pairs.len());
+    for (k, v) in pairs {
+        k.write(dst);
+        v.write(dst);
     }
 }
 
@@ -245,6 +257,13 @@ mod tests {
                     text: b("hi"),
                 },
                 b"=6\r\ntxt:hi\r\n",
+            ),
+            (
+                Frame::Attributed(Box::new(crate::Attributed {
+                    attributes: vec![(Frame::Simple(b("ttl")), Frame::Integer(3))],
+                    frame: Frame::Array(vec![Frame::Null]),
+                })),
+                b"|1\r\n+ttl\r\n:3\r\n*1\r\n_\r\n",
             ),
         ];
         for (frame, want) in cases {

@@ -8,8 +8,10 @@ use crate::encode::DoubleText;
 
 /// One RESP2 or RESP3 value, as received from a server.
 ///
-/// Byte payloads are [`Bytes`] slices of the read buffer (no copy). RESP3 attributes (`|`) are
-/// never represented: the decoder validates and skips them. Streamed types are rejected.
+/// Byte payloads are [`Bytes`] slices of the read buffer (no copy). A frame the server
+/// annotated with RESP3 attributes (`|`) comes wrapped in [`Frame::Attributed`], wherever it
+/// sits in the reply; [`value`](Self::value) sees through the wrapper and
+/// [`attributes`](Self::attributes) reads what it carries. Streamed types are rejected.
 ///
 /// ```
 /// use bytes::{Bytes, BytesMut};
@@ -55,6 +57,36 @@ pub enum Frame {
         /// The text after `<fmt>:`.
         text: Bytes,
     },
+    /// A frame preceded on the wire by RESP3 attributes: `|<n>\r\n` then n key/value pairs,
+    /// then the frame they annotate. Boxed, so frames without attributes pay nothing (the
+    /// enum does not grow). The decoder builds it only when attributes were sent, never nests
+    /// it directly (attributes in a row are merged into one list), and uses it for elements
+    /// of aggregates too.
+    Attributed(Box<Attributed>),
+}
+
+/// A frame with the RESP3 attributes that preceded it, the payload of
+/// [`Frame::Attributed`].
+///
+/// ```
+/// use bytes::BytesMut;
+/// use keylatch_resp::{Attributed, Decoder, Frame};
+///
+/// let mut buf = BytesMut::from(&b"|1\r\n+ttl\r\n:3\r\n$2\r\nhi\r\n"[..]);
+/// let frame = Decoder::default().decode(&mut buf)?.unwrap();
+/// let want = Attributed {
+///     attributes: vec![(Frame::Simple("ttl".into()), Frame::Integer(3))],
+///     frame: Frame::Bulk("hi".into()),
+/// };
+/// assert_eq!(frame, Frame::Attributed(Box::new(want)));
+/// # Ok::<(), keylatch_resp::ProtocolError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attributed {
+    /// The attribute pairs, in wire order (several attributes in a row are merged here).
+    pub attributes: Vec<(Frame, Frame)>,
+    /// The frame they annotate.
+    pub frame: Frame,
 }
 
 impl Frame {
@@ -68,15 +100,16 @@ impl Frame {
     /// assert_eq!(Frame::Simple(Bytes::from_static(b"OK")).as_bytes().unwrap(), "OK");
     /// assert!(Frame::Integer(1).as_bytes().is_none());
     /// ```
+    /// Sees through [`Attributed`](Self::Attributed).
     pub fn as_bytes(&self) -> Option<&Bytes> {
-        match self {
+        match self.value() {
             Self::Simple(b) | Self::Bulk(b) | Self::BigNumber(b) => Some(b),
             Self::Verbatim { text, .. } => Some(text),
             _ => None,
         }
     }
 
-    /// Whether this is an error reply (simple or blob).
+    /// Whether this is an error reply (simple or blob), with or without attributes.
     ///
     /// ```
     /// use bytes::Bytes;
@@ -86,11 +119,104 @@ impl Frame {
     /// assert!(!Frame::Null.is_error());
     /// ```
     pub fn is_error(&self) -> bool {
-        matches!(self, Self::Error(_))
+        matches!(self.value(), Self::Error(_))
+    }
+
+    /// The frame itself, seeing through [`Attributed`](Self::Attributed) wrappers: what to
+    /// `match` on when attributes do not matter. Free for a frame without attributes.
+    ///
+    /// ```
+    /// use keylatch_resp::{Attributed, Frame};
+    ///
+    /// let plain = Frame::Integer(3);
+    /// assert_eq!(plain.value(), &Frame::Integer(3));
+    /// let annotated = Frame::Attributed(Box::new(Attributed {
+    ///     attributes: vec![(Frame::Simple("ttl".into()), Frame::Integer(9))],
+    ///     frame: Frame::Integer(3),
+    /// }));
+    /// assert!(matches!(annotated.value(), Frame::Integer(3)));
+    /// ```
+    pub fn value(&self) -> &Frame {
+        let mut frame = self;
+        while let Self::Attributed(a) = frame {
+            frame = &a.frame;
+        }
+        frame
+    }
+
+    /// The frame itself, its attributes (at this level) dropped: the owned
+    /// [`value`](Self::value). Elements of an aggregate keep theirs.
+    ///
+    /// ```
+    /// use keylatch_resp::{Attributed, Frame};
+    ///
+    /// let annotated = Frame::Attributed(Box::new(Attributed {
+    ///     attributes: vec![(Frame::Simple("ttl".into()), Frame::Integer(9))],
+    ///     frame: Frame::Array(vec![Frame::Null]),
+    /// }));
+    /// assert_eq!(annotated.into_value(), Frame::Array(vec![Frame::Null]));
+    /// assert_eq!(Frame::Null.into_value(), Frame::Null);
+    /// ```
+    pub fn into_value(self) -> Frame {
+        let mut frame = self;
+        while let Self::Attributed(a) = frame {
+            frame = a.frame;
+        }
+        frame
+    }
+
+    /// The attributes that preceded this frame on the wire, or `None` when there were none
+    /// (for an element of an aggregate, ask the element).
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use keylatch_resp::{Decoder, Frame};
+    ///
+    /// let mut buf = BytesMut::from(&b"|1\r\n+ttl\r\n:3\r\n+OK\r\n:1\r\n"[..]);
+    /// let mut decoder = Decoder::default();
+    /// let ok = decoder.decode(&mut buf)?.unwrap();
+    /// assert_eq!(ok.attributes(), Some(&[(Frame::Simple("ttl".into()), Frame::Integer(3))][..]));
+    /// assert_eq!(ok, "OK");
+    /// let one = decoder.decode(&mut buf)?.unwrap();
+    /// assert_eq!(one.attributes(), None);
+    /// # Ok::<(), keylatch_resp::ProtocolError>(())
+    /// ```
+    pub fn attributes(&self) -> Option<&[(Frame, Frame)]> {
+        match self {
+            Self::Attributed(a) => Some(&a.attributes),
+            _ => None,
+        }
+    }
+
+    /// Splits off the attributes: the frame they annotate and the attributes, or this frame
+    /// unchanged and `None`. Undoes one [`Attributed`](Self::Attributed) wrapper (the decoder
+    /// never makes more than one in a row).
+    ///
+    /// ```
+    /// use keylatch_resp::{Attributed, Frame};
+    ///
+    /// let annotated = Frame::Attributed(Box::new(Attributed {
+    ///     attributes: vec![(Frame::Simple("ttl".into()), Frame::Integer(9))],
+    ///     frame: Frame::Integer(3),
+    /// }));
+    /// let (frame, attributes) = annotated.into_parts();
+    /// assert_eq!(frame, Frame::Integer(3));
+    /// assert_eq!(attributes.map(|a| a.len()), Some(1));
+    /// assert_eq!(Frame::Null.into_parts(), (Frame::Null, None));
+    /// ```
+    pub fn into_parts(self) -> (Frame, Option<Vec<(Frame, Frame)>>) {
+        match self {
+            Self::Attributed(a) => {
+                let Attributed { attributes, frame } = *a;
+                (frame, Some(attributes))
+            }
+            frame => (frame, None),
+        }
     }
 }
 
-/// One line, in the spirit of `redis-cli`: meant for logs, not for parsing back.
+/// One line, in the spirit of `redis-cli`: meant for logs, not for parsing back. Attributes
+/// come first, between bars: `|{ttl: (integer) 3}| "v"`.
 impl fmt::Display for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -102,16 +228,7 @@ impl fmt::Display for Frame {
             Self::Array(v) => list(f, "[", v, "]"),
             Self::Set(v) => list(f, "~{", v, "}"),
             Self::Push(v) => list(f, ">[", v, "]"),
-            Self::Map(pairs) => {
-                f.write_str("{")?;
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{k}: {v}")?;
-                }
-                f.write_str("}")
-            }
+            Self::Map(m) => pairs(f, m),
             Self::Double(d) => {
                 let text = DoubleText::new(*d);
                 write!(f, "(double) {}", text.as_bytes().escape_ascii())
@@ -121,8 +238,24 @@ impl fmt::Display for Frame {
             Self::Verbatim { format, text } => {
                 write!(f, "{}:\"{}\"", format.escape_ascii(), text.escape_ascii())
             }
+            Self::Attributed(a) => {
+                f.write_str("|")?;
+                pairs(f, &a.attributes)?;
+                write!(f, "| {}", a.frame)
+            }
         }
     }
+}
+
+fn pairs(f: &mut fmt::Formatter<'_>, pairs: &[(Frame, Frame)]) -> fmt::Result {
+    f.write_str("{")?;
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{k}: {v}")?;
+    }
+    f.write_str("}")
 }
 
 fn list(f: &mut fmt::Formatter<'_>, open: &str, items: &[Frame], close: &str) -> fmt::Result {
@@ -137,7 +270,7 @@ fn list(f: &mut fmt::Formatter<'_>, open: &str, items: &[Frame], close: &str) ->
 }
 
 /// `Simple`, `Bulk`, `Verbatim` (its text) and `Error` compare equal to a string with the same
-/// bytes; every other variant is unequal to any string.
+/// bytes, with or without attributes; every other variant is unequal to any string.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -148,7 +281,7 @@ fn list(f: &mut fmt::Formatter<'_>, open: &str, items: &[Frame], close: &str) ->
 /// ```
 impl PartialEq<&str> for Frame {
     fn eq(&self, other: &&str) -> bool {
-        match self {
+        match self.value() {
             Self::Simple(b) | Self::Bulk(b) | Self::Error(b) => b == other.as_bytes(),
             Self::Verbatim { text, .. } => text == other.as_bytes(),
             _ => false,
@@ -202,5 +335,42 @@ mod tests {
         assert_ne!(Frame::BigNumber(b("1")), "1");
         assert_eq!(Frame::BigNumber(b("1")).as_bytes(), Some(&b("1")));
         assert!(Frame::Error(b("E")).as_bytes().is_none());
+    }
+
+    fn annotated(frame: Frame) -> Frame {
+        Frame::Attributed(Box::new(Attributed {
+            attributes: vec![(Frame::Simple(b("ttl")), Frame::Integer(3))],
+            frame,
+        }))
+    }
+
+    #[test]
+    fn accessors_see_through_attributes() {
+        let f = annotated(Frame::Bulk(b("v")));
+        assert_eq!(f, "v");
+        assert_eq!(f.as_bytes(), Some(&b("v")));
+        assert_eq!(f.value(), &Frame::Bulk(b("v")));
+        assert_eq!(
+            f.attributes(),
+            Some(&[(Frame::Simple(b("ttl")), Frame::Integer(3))][..])
+        );
+        assert!(annotated(Frame::Error(b("ERR x"))).is_error());
+        assert!(!annotated(Frame::Null).is_error());
+        // Wrappers built by hand may nest: `value` sees through all of them, `into_parts`
+        // undoes one.
+        let twice = annotated(annotated(Frame::Integer(1)));
+        assert_eq!(twice.value(), &Frame::Integer(1));
+        let (inner, attributes) = twice.clone().into_parts();
+        assert_eq!(inner, annotated(Frame::Integer(1)));
+        assert_eq!(attributes.map(|a| a.len()), Some(1));
+        assert_eq!(twice.into_value(), Frame::Integer(1));
+        // Structural equality still tells them apart.
+        assert_ne!(f, Frame::Bulk(b("v")));
+    }
+
+    #[test]
+    fn display_shows_attributes() {
+        let f = Frame::Array(vec![annotated(Frame::Bulk(b("v"))), Frame::Null]);
+        assert_eq!(f.to_string(), r#"[|{ttl: (integer) 3}| "v", (nil)]"#);
     }
 }

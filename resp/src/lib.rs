@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //!
-//! - `frame`: [`Frame`], one decoded value, with `Display` for logs.
+//! - `frame`: [`Frame`], one decoded value, with `Display` for logs, and [`Attributed`], a frame
+//!   with the RESP3 attributes sent before it.
 //! - `encode`: writing a [`Frame`] back to bytes (for test servers and round trips).
 //! - `decode`: the resumable scan of [`Decoder`], and its [`Limits`].
 //! - `item`: reading one line or length header; shared by the scan and the builder.
@@ -44,4 +45,4 @@ pub use cmd::{Cmd, ToArg};
 pub use codec::RespCodec;
 pub use decode::{Decoder, Limits, RESERVE_STEP};
 pub use error::{CodecError, ProtocolError};
-pub use frame::Frame;
+pub use frame::{Attributed, Frame};

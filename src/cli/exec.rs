@@ -9,7 +9,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use keylatch::{LockError, Locks, LocksConfig, LossReason};
 use tokio::process::{Child, Command};
@@ -222,6 +222,9 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
 
+    // The client the hold came from, to wait for its background releases
+    // before exiting (RedLock's clients release in the foreground).
+    let mut client: Option<Locks> = None;
     let held = if a.kind == Kind::RedLock {
         // Its own masters: --url's server is not needed.
         acquire_redlock(&a, &mut sigint, &mut sigterm).await?
@@ -234,13 +237,42 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
             _ = sigint.recv() => return Err(interrupted("connecting")),
             _ = sigterm.recv() => return Err(interrupted("connecting")),
         };
-        match a.kind {
+        let held = match a.kind {
             Kind::Semaphore { n, create } => {
                 acquire_permits(&locks, &a, n, create, &mut sigint, &mut sigterm).await?
             }
             _ => acquire_lock(&locks, &a, &mut sigint, &mut sigterm).await?,
-        }
+        };
+        client = Some(locks);
+        held
     };
+    let out = run_held(&a, held, &mut sigint, &mut sigterm).await;
+    if let Some(locks) = client {
+        // A release that met a transient failure (a reconnect, a slot
+        // moving) goes on in the background, until its hold's lease ends at
+        // the latest: exiting now would drop it and leave the lock held by
+        // nobody until then.
+        if !locks.settle(SETTLE_LIMIT).await {
+            eprintln!(
+                "keylatch: the release of lock {:?} is still retrying; it expires with its lease",
+                a.name
+            );
+        }
+    }
+    out
+}
+
+/// The longest `exec` waits at exit for a release retried in the
+/// background (those stop by themselves when their hold's lease ends).
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs the command while `held`, and releases.
+async fn run_held(
+    a: &ExecArgs,
+    held: (Held, Option<String>),
+    sigint: &mut Signal,
+    sigterm: &mut Signal,
+) -> Result<u8, Failure> {
     let (held, owner) = held;
 
     let mut cmd = Command::new(&a.command[0]);
@@ -302,7 +334,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
                 }),
                 Err(e) => {
                     eprintln!(
-                        "keylatch: releasing lock {:?} failed ({e}); it expires with its lease",
+                        "keylatch: releasing lock {:?} failed ({e}); retrying until its lease ends",
                         a.name
                     );
                     Ok(code)
@@ -361,10 +393,26 @@ async fn acquire_lock(
     };
     // Dropping the acquire on a signal is safe: an acquire whose reply had
     // not come back is released by owner in the background.
-    let acquired = tokio::select! {
-        r = lock.try_acquire(a.wait, a.lease) => Some(r),
-        _ = sigint.recv() => None,
-        _ = sigterm.recv() => None,
+    // `None`: a wait too long to end (as good as forever).
+    let until = Instant::now().checked_add(a.wait);
+    let acquired = loop {
+        let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
+        let acquired = tokio::select! {
+            r = lock.try_acquire(wait, a.lease) => Some(r),
+            _ = sigint.recv() => None,
+            _ = sigterm.recv() => None,
+        };
+        match acquired {
+            // The connection failed with the acquire in flight: it may
+            // have taken the lock, and nobody would release that hold
+            // before its lease ran out (every other waiter kept waiting).
+            // This process's owner holds nothing else, so a release by
+            // owner frees exactly that; then the wait goes on.
+            Some(Err(LockError::Client(e))) if e.is_unknown_outcome() && !wait.is_zero() => {
+                let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
+            }
+            other => break other,
+        }
     };
     let Some(acquired) = acquired else {
         // The background release of a cancelled acquire would die with the
@@ -474,7 +522,7 @@ fn interrupted(what: &str) -> Failure {
 /// says what mattered, and the lease ends an unreleased hold anyway.
 async fn release(guard: Held, name: &str) {
     if let Err(e) = guard.unlock().await {
-        eprintln!("keylatch: releasing lock {name:?} failed ({e}); it expires with its lease");
+        eprintln!("keylatch: releasing lock {name:?} failed ({e}); retrying until its lease ends");
     }
 }
 

@@ -349,7 +349,7 @@ fn text(f: &Frame) -> Option<String> {
 
 /// Sends one command; error replies become errors.
 async fn ask(client: &Client, cmd: Cmd) -> Result<Frame, String> {
-    match client.send(cmd).await {
+    match client.send(cmd).await.map(Frame::into_value) {
         Ok(Frame::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
         Ok(f) => Ok(f),
         Err(e) => Err(e.to_string()),

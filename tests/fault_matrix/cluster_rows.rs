@@ -29,7 +29,9 @@ fn cluster_row(
     let report = row::run(label, &url, &resource, &resource.url(), &w, |stop, log| {
         disturb(&mut cluster, stop, log);
     });
-    cluster.wait_healthy().expect("cluster healthy after the row");
+    cluster
+        .wait_healthy()
+        .expect("cluster healthy after the row");
     no_lock_outlives_its_lease(&url, &w.names, w.lease);
     report
 }
@@ -46,16 +48,20 @@ fn pair(cluster: &RedisCluster) -> (usize, usize) {
 
 #[test]
 fn cluster_graceful_failovers() {
-    let r = cluster_row("failover", |w| w, |cluster, stop, log| {
-        while nap(stop, Duration::from_millis(1000)) {
-            log.span(|| {
-                let (_, replica) = pair(cluster);
-                cluster
-                    .failover(replica, FailoverMode::Default)
-                    .expect("failover");
-            });
-        }
-    });
+    let r = cluster_row(
+        "failover",
+        |w| w,
+        |cluster, stop, log| {
+            while nap(stop, Duration::from_millis(1000)) {
+                log.span(|| {
+                    let (_, replica) = pair(cluster);
+                    cluster
+                        .failover(replica, FailoverMode::Default)
+                        .expect("failover");
+                });
+            }
+        },
+    );
     assert!(r.clean(), "{r}");
 }
 
@@ -67,13 +73,18 @@ fn cluster_graceful_failovers() {
 fn kill_master(cluster: &mut RedisCluster, hold: Duration) {
     let (master, replica) = pair(cluster);
     cluster.node(replica).pause().expect("SIGSTOP replica");
-    let _ = cluster.node(master).cli(&["CLIENT", "KILL", "TYPE", "replica"]);
+    let _ = cluster
+        .node(master)
+        .cli(&["CLIENT", "KILL", "TYPE", "replica"]);
     std::thread::sleep(hold);
     cluster.node_mut(master).kill();
     cluster.node(replica).resume().expect("SIGCONT replica");
     let deadline = Instant::now() + Duration::from_secs(30);
     while cluster.master_for_slot(SLOT) != replica {
-        assert!(Instant::now() < deadline, "replica {replica} was not promoted");
+        assert!(
+            Instant::now() < deadline,
+            "replica {replica} was not promoted"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     cluster.node_mut(master).restart().expect("old master back");
@@ -82,8 +93,9 @@ fn kill_master(cluster: &mut RedisCluster, hold: Duration) {
 
 /// With `ReplicaSync::AtLeast(1)` an acquire is acknowledged only once a
 /// replica has it, so killing the master loses no acknowledged hold. The
-/// lease is long (10 s) so that a lost hold would show as an overlap
-/// rather than end first.
+/// lease (10 s) is longer than a failover takes, so a lost hold would
+/// show as an overlap rather than end first; the long holds (12 s) renew
+/// every 3.3 s, so kills meet renewed holds too.
 #[test]
 fn cluster_master_killed_with_replica_sync() {
     let r = cluster_row(
@@ -91,6 +103,7 @@ fn cluster_master_killed_with_replica_sync() {
         |w| Workload {
             replica_sync: true,
             lease: Duration::from_secs(10),
+            long_hold: Duration::from_secs(12),
             ..w
         },
         |cluster, stop, log| {
@@ -111,6 +124,7 @@ fn control_cluster_master_killed_without_replica_sync() {
         "kill-nosync",
         |w| Workload {
             lease: Duration::from_secs(10),
+            long_hold: Duration::from_secs(12),
             ..w
         },
         |cluster, stop, log| {
@@ -128,34 +142,47 @@ fn control_cluster_master_killed_without_replica_sync() {
 
 #[test]
 fn cluster_live_resharding() {
-    let r = cluster_row("reshard", |w| w, |cluster, stop, log| {
-        while nap(stop, Duration::from_millis(300)) {
-            log.span(|| {
-                let from = cluster.master_for_slot(SLOT);
-                let to = *cluster
-                    .masters()
-                    .iter()
-                    .find(|&&m| m != from)
-                    .expect("another master");
-                cluster.move_slot(SLOT, from, to).expect("slot moved");
-            });
-        }
-    });
+    let r = cluster_row(
+        "reshard",
+        |w| w,
+        |cluster, stop, log| {
+            while nap(stop, Duration::from_millis(300)) {
+                log.span(|| {
+                    let from = cluster.master_for_slot(SLOT);
+                    let to = *cluster
+                        .masters()
+                        .iter()
+                        .find(|&&m| m != from)
+                        .expect("another master");
+                    cluster.move_slot(SLOT, from, to).expect("slot moved");
+                });
+            }
+        },
+    );
     assert!(r.clean(), "{r}");
-    assert_eq!(r.acquire_failures, 0, "no redirect error surfaces: {r}");
+    // An acquire may lose every race for its wait (the lock is not fair),
+    // but none fails.
+    assert!(
+        r.failure_kinds.iter().all(|(k, _)| k == "wait-elapsed"),
+        "no redirect error surfaces: {r}"
+    );
 }
 
 #[test]
 fn cluster_script_cache_flushed_under_load() {
-    let r = cluster_row("cluster-script-flush", |w| w, |cluster, stop, log| {
-        while nap(stop, Duration::from_millis(200)) {
-            log.span(|| {
-                for n in cluster.nodes() {
-                    let _ = n.cli(&["SCRIPT", "FLUSH"]);
-                }
-            });
-        }
-    });
+    let r = cluster_row(
+        "cluster-script-flush",
+        |w| w,
+        |cluster, stop, log| {
+            while nap(stop, Duration::from_millis(200)) {
+                log.span(|| {
+                    for n in cluster.nodes() {
+                        n.cli(&["SCRIPT", "FLUSH"]).expect("SCRIPT FLUSH");
+                    }
+                });
+            }
+        },
+    );
     assert!(r.clean(), "{r}");
     assert_eq!(r.acquire_failures, 0, "no error surfaces: {r}");
 }

@@ -11,6 +11,7 @@
 //! without locks, a restart that loses the data, a failover without
 //! replica sync.
 
+mod cli_row;
 mod cluster_rows;
 mod history;
 mod netns;

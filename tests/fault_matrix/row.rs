@@ -17,7 +17,7 @@ use crate::worker::Spec;
 pub(crate) fn target() -> usize {
     match std::env::var("KEYLATCH_FAULT_FULL").as_deref() {
         Ok("1") => 10_000,
-        _ => 1_500,
+        _ => 1_000,
     }
 }
 
@@ -39,6 +39,8 @@ pub(crate) struct Workload {
     pub long_hold: Duration,
     /// Run the workers under `ip netns exec <ns>`.
     pub netns: Option<String>,
+    /// Disturbances the row waits for at least (0 for a row without).
+    pub disturbances: usize,
 }
 
 impl Workload {
@@ -54,6 +56,7 @@ impl Workload {
             think: Duration::from_millis(1),
             long_hold: Duration::from_millis(2000),
             netns: None,
+            disturbances: MIN_DISTURBANCES,
         }
     }
 
@@ -95,7 +98,7 @@ pub(crate) const MIN_DISTURBANCES: usize = 3;
 
 /// Runs `workload` from [`PROCESSES`] processes against `url` while
 /// `disturb` runs on a sibling thread (looping until told to stop), until
-/// the row has [`target`] acquisitions and [`MIN_DISTURBANCES`]
+/// the row has [`target`] acquisitions and the workload's number of
 /// disturbances, then checks the history. The disturbance is stopped (and
 /// healed) first; the workers run on for a moment so recovery from the
 /// last one is seen, then their stdin is closed and they finish.
@@ -112,18 +115,30 @@ pub(crate) fn run(
     let max_run = Duration::from_secs(60 + target() as u64 / 50);
     let stop = AtomicBool::new(false);
     let log = Log::default();
-    let ops: Arc<Mutex<Vec<Op>>> = Arc::default();
-    let held = Arc::new(AtomicUsize::new(0));
+    let sink = Sink::default();
+    let Sink { ops, held, garbled } = sink.clone();
     let mut unfinished = 0;
+    let mut tasks_unrecovered = 0;
     std::thread::scope(|s| {
         let injector = s.spawn(|| disturb(&stop, &log));
         let mut children: Vec<(Child, std::thread::JoinHandle<bool>)> = (0..PROCESSES)
-            .map(|p| spawn_worker(w, url, resource_url, p, max_run, &ops, &held))
+            // The workers outlive the coordinator's own limits (the target,
+            // then recovery); it closes their stdin.
+            .map(|p| {
+                spawn_worker(
+                    w,
+                    url,
+                    resource_url,
+                    p,
+                    max_run + w.lease + Duration::from_secs(30),
+                    &sink,
+                )
+            })
             .collect();
         let end = Instant::now() + max_run;
         while Instant::now() < end
             && (held.load(Ordering::Relaxed) < target()
-                || log.0.lock().expect("log").len() < MIN_DISTURBANCES)
+                || log.0.lock().expect("log").len() < w.disturbances)
         {
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -131,7 +146,37 @@ pub(crate) fn run(
         if let Err(p) = injector.join() {
             std::panic::resume_unwind(p);
         }
-        std::thread::sleep(Duration::from_millis(1500));
+        // Every short-hold task must take a lock again after the last
+        // heal; a lease left by a holder cut off at the end may have to run
+        // out first. (The long holders, task 0, queue for seconds behind
+        // each other on their two names even without a fault.)
+        let healed = log
+            .0
+            .lock()
+            .expect("log")
+            .iter()
+            .map(|s| s.1)
+            .max()
+            .unwrap_or(0);
+        let long = usize::from(!w.long_hold.is_zero());
+        let tasks = PROCESSES * (w.tasks - long);
+        let until = Instant::now() + w.lease + Duration::from_secs(10);
+        loop {
+            let back = ops
+                .lock()
+                .expect("ops")
+                .iter()
+                .filter(|o| o.held && o.acquired > healed)
+                .filter(|o| long == 0 || !o.client.ends_with("-0"))
+                .map(|o| o.client.clone())
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            if back >= tasks || Instant::now() >= until {
+                tasks_unrecovered = tasks.saturating_sub(back);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         for (child, _) in &mut children {
             drop(child.stdin.take());
         }
@@ -168,9 +213,30 @@ pub(crate) fn run(
         spans: log.0.lock().expect("log").clone(),
     };
     let mut report = check(&ops, &finals, &injections, w.wait_bound());
-    report.hangs += unfinished;
+    // A worker that did not finish, or a history line that could not be
+    // read, leaves the history incomplete: counted as hangs.
+    report.hangs += unfinished + garbled.load(Ordering::Relaxed);
+    report.tasks_unrecovered = tasks_unrecovered;
     eprintln!("[{label}] {report}");
+    // The row must have tested what it claims: its acquisitions and its
+    // disturbances.
+    assert!(
+        report.acquisitions >= target() && report.disturbances >= w.disturbances,
+        "[{label}] the row fell short of {} acquisitions and {} disturbances: {report}",
+        target(),
+        w.disturbances
+    );
     report
+}
+
+/// Where the workers' reader threads put what they read.
+#[derive(Clone, Default)]
+struct Sink {
+    ops: Arc<Mutex<Vec<Op>>>,
+    /// Held operations so far (the stop rule's count).
+    held: Arc<AtomicUsize>,
+    /// Lines with the history marker that did not parse.
+    garbled: Arc<AtomicUsize>,
 }
 
 /// Starts one worker process; its reader thread collects the history and
@@ -181,8 +247,7 @@ fn spawn_worker(
     resource_url: &str,
     process: usize,
     max_run: Duration,
-    ops: &Arc<Mutex<Vec<Op>>>,
-    held: &Arc<AtomicUsize>,
+    sink: &Sink,
 ) -> (Child, std::thread::JoinHandle<bool>) {
     let spec = Spec {
         url: url.to_owned(),
@@ -215,7 +280,7 @@ fn spawn_worker(
         .stderr(Stdio::inherit());
     let mut child = cmd.spawn().expect("worker process");
     let out = child.stdout.take().expect("worker stdout");
-    let (ops, held) = (ops.clone(), held.clone());
+    let Sink { ops, held, garbled } = sink.clone();
     let reader = std::thread::spawn(move || {
         let mut done = false;
         for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -224,6 +289,8 @@ fn spawn_worker(
                     held.fetch_add(1, Ordering::Relaxed);
                 }
                 ops.lock().expect("ops").push(op);
+            } else if line.contains("H\t") {
+                garbled.fetch_add(1, Ordering::Relaxed);
             } else if line == "DONE" {
                 done = true;
             }

@@ -42,6 +42,7 @@ fn control_the_same_workload_without_locks_loses_updates() {
         &[],
         |w| Workload {
             locking: false,
+            disturbances: 0,
             ..w
         },
         |_, _, _| {},
@@ -54,15 +55,20 @@ fn control_the_same_workload_without_locks_loses_updates() {
 
 #[test]
 fn a_server_paused_longer_than_the_lease() {
-    let r = standalone("pause", &[], |w| w, |server, stop, log| {
-        while nap(stop, Duration::from_millis(3000)) {
-            log.span(|| {
-                server.pause().expect("SIGSTOP");
-                std::thread::sleep(Duration::from_millis(2500));
-                server.resume().expect("SIGCONT");
-            });
-        }
-    });
+    let r = standalone(
+        "pause",
+        &[],
+        |w| w,
+        |server, stop, log| {
+            while nap(stop, Duration::from_millis(3000)) {
+                log.span(|| {
+                    server.pause().expect("SIGSTOP");
+                    std::thread::sleep(Duration::from_millis(2500));
+                    server.resume().expect("SIGCONT");
+                });
+            }
+        },
+    );
     assert!(r.clean(), "{r}");
     assert!(r.losses > 0, "holders were told of their losses: {r}");
     // Each holder live at the pause learns of its loss by its local
@@ -74,13 +80,19 @@ fn a_server_paused_longer_than_the_lease() {
 
 #[test]
 fn connections_killed_under_load() {
-    let r = standalone("client-kill", &[], |w| w, |server, stop, log| {
-        let mut kind = "normal";
-        while nap(stop, Duration::from_millis(300)) {
-            log.span(|| server.cli(&["CLIENT", "KILL", "TYPE", kind]).ok());
-            kind = if kind == "normal" { "pubsub" } else { "normal" };
-        }
-    });
+    let r = standalone(
+        "client-kill",
+        &[],
+        |w| w,
+        |server, stop, log| {
+            let mut kind = "normal";
+            while nap(stop, Duration::from_millis(300)) {
+                let killed = log.span(|| server.cli(&["CLIENT", "KILL", "TYPE", kind]));
+                killed.expect("CLIENT KILL");
+                kind = if kind == "normal" { "pubsub" } else { "normal" };
+            }
+        },
+    );
     assert!(r.clean(), "{r}");
 }
 
@@ -109,28 +121,42 @@ fn restarts_of_a_server_that_persists_every_write() {
 
 #[test]
 fn control_restarts_that_lose_the_data_are_caught_by_fencing() {
-    let r = standalone("restart-empty", &[], |w| w, |server, stop, log| {
-        while nap(stop, Duration::from_millis(1500)) {
-            log.span(|| restart(server));
-        }
-    });
+    let r = standalone(
+        "restart-empty",
+        &[],
+        |w| w,
+        |server, stop, log| {
+            while nap(stop, Duration::from_millis(1500)) {
+                log.span(|| restart(server));
+            }
+        },
+    );
     // What a lock cannot promise when its server forgets it: the holds are
     // gone while their holders still believe in them. The fencing counter
     // starts again above every earlier token (server time), so a resource
     // that checks tokens loses nothing.
+    assert!(r.losses > 0, "the restarts met holders, who were told: {r}");
+    assert!(r.fenced_writes > 0, "{r}");
     assert_eq!(r.token_violations, 0, "{r}");
     assert_eq!(r.lost_updates_fenced, 0, "{r}");
+    assert_eq!(r.resource_errors, 0, "{r}");
     assert_eq!(r.hangs, 0, "{r}");
     assert_eq!(r.waits_past_bound, 0, "{r}");
 }
 
 #[test]
 fn the_script_cache_flushed_under_load() {
-    let r = standalone("script-flush", &[], |w| w, |server, stop, log| {
-        while nap(stop, Duration::from_millis(200)) {
-            log.span(|| server.cli(&["SCRIPT", "FLUSH"]).ok());
-        }
-    });
+    let r = standalone(
+        "script-flush",
+        &[],
+        |w| w,
+        |server, stop, log| {
+            while nap(stop, Duration::from_millis(200)) {
+                log.span(|| server.cli(&["SCRIPT", "FLUSH"]))
+                    .expect("SCRIPT FLUSH");
+            }
+        },
+    );
     assert!(r.clean(), "{r}");
     assert_eq!(r.acquire_failures, 0, "no error surfaces: {r}");
 }
@@ -142,12 +168,9 @@ fn a_server_that_stalls_longer_than_the_request_timeout() {
         &["--enable-debug-command", "local"],
         |w| w,
         |server, stop, log| {
-            while nap(stop, Duration::from_millis(1000)) {
-                log.span(|| {
-                    server
-                        .cli_timeout(&["DEBUG", "SLEEP", "2"], Duration::from_secs(10))
-                        .ok()
-                });
+            while nap(stop, Duration::from_millis(3000)) {
+                log.span(|| server.cli_timeout(&["DEBUG", "SLEEP", "2"], Duration::from_secs(10)))
+                    .expect("DEBUG SLEEP");
             }
         },
     );

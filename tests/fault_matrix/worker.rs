@@ -21,7 +21,7 @@ use crate::history::{clock_works, now_ns, Op};
 /// value is returned. Reads take part, so once a newer holder has touched
 /// the resource an older one can neither read nor write (Kleppmann's
 /// fencing, with the read included so a read-modify-write stays whole).
-const FENCED_READ: Script = Script::new(
+static FENCED_READ: Script = Script::new(
     "fenced_read",
     "local max = tonumber(redis.call('get', KEYS[2]) or '0') \
      if tonumber(ARGV[1]) < max then return -1 end \
@@ -30,7 +30,7 @@ const FENCED_READ: Script = Script::new(
 );
 
 /// The fenced counter's write: refused (0) for a stale token.
-const FENCED_WRITE: Script = Script::new(
+static FENCED_WRITE: Script = Script::new(
     "fenced_write",
     "local max = tonumber(redis.call('get', KEYS[2]) or '0') \
      if tonumber(ARGV[1]) < max then return 0 end \
@@ -123,29 +123,20 @@ impl Spec {
     }
 }
 
-/// A failure's kind, short and typed, for the history.
+/// A failure's kind, short and typed, for the history: the error's
+/// variant (and the client error's, for `Client`), not its details.
 fn kind(e: &LockError) -> String {
-    let text = match e {
-        LockError::Client(c) => format!("client:{c:?}"),
-        other => format!("{other:?}"),
+    let variant = |debug: String| {
+        debug
+            .split(['(', '{', ' '])
+            .next()
+            .unwrap_or("?")
+            .to_owned()
     };
-    // The variant (and the client error's variant), not its details.
-    text.split(|c: char| c == '(' || c == '{' || c == ' ')
-        .next()
-        .unwrap_or("?")
-        .to_owned()
-        + if let LockError::Client(c) = e {
-            let inner = format!("{c:?}");
-            let v = inner
-                .split(|c: char| c == '(' || c == '{' || c == ' ')
-                .next()
-                .unwrap_or("?")
-                .to_owned();
-            format!("/{v}")
-        } else {
-            String::new()
-        }
-        .as_str()
+    match e {
+        LockError::Client(c) => format!("client:{}", variant(format!("{c:?}"))),
+        other => variant(format!("{other:?}")),
+    }
 }
 
 /// Runs the worker: prints one history line per operation, then `DONE`.
@@ -207,7 +198,9 @@ pub(crate) fn run(spec: Spec) {
             }));
         }
         for t in tasks {
-            let _ = t.await;
+            // A task that panicked lost its last line: no DONE then, and
+            // the coordinator counts the worker as hung.
+            t.await.expect("worker task");
         }
     });
     println!("DONE");
@@ -294,15 +287,25 @@ async fn one(
         Ok(Ok(Frame::Integer(-1)))
     };
     tokio::time::sleep(think).await;
+    // The resource is never disturbed: any failure there leaves this hold
+    // unjudged, and is recorded as such (the row then fails).
+    let resource_error = |what: &str, op: &mut Op| {
+        if op.outcome == "ok" {
+            op.outcome = format!("resource:{what}");
+        }
+    };
     match read {
         Ok(Some(v)) if !told() => {
-            let set = Cmd::new("SET").key(&plain).arg(v + 1);
-            if let Ok(Ok(_)) = tokio::time::timeout(bound, resource.send(set)).await {
-                op.plain_write = true;
+            let set = Cmd::new("SET").key(plain.as_str()).arg(v + 1);
+            match tokio::time::timeout(bound, resource.send(set)).await {
+                Ok(Ok(_)) => op.plain_write = true,
+                Ok(Err(_)) => resource_error("write", &mut op),
+                Err(_) => op.outcome = "hang".into(),
             }
         }
+        Ok(Some(_)) => {}
+        Ok(None) => resource_error("read", &mut op),
         Err(_) => op.outcome = "hang".into(),
-        _ => {}
     }
     match fenced_read {
         Ok(Ok(Frame::Integer(v))) if v >= 0 && !told() => {
@@ -317,12 +320,14 @@ async fn one(
                 Ok(Ok(Frame::Integer(1))) => op.fenced_write = true,
                 Ok(Ok(Frame::Integer(0))) => op.fenced_refused = true,
                 Err(_) => op.outcome = "hang".into(),
-                _ => {}
+                _ => resource_error("fenced-write", &mut op),
             }
         }
+        Ok(Ok(Frame::Integer(v))) if v >= 0 => {}
         Ok(Ok(Frame::Integer(-1))) if op.token != 0 => op.fenced_refused = true,
+        Ok(Ok(Frame::Integer(-1))) => {}
         Err(_) => op.outcome = "hang".into(),
-        _ => {}
+        _ => resource_error("fenced-read", &mut op),
     }
 
     op.release_start = now_ns();
@@ -350,7 +355,9 @@ async fn one(
 async fn get_u64(c: &Client, key: &str) -> Option<u64> {
     match c.send(Cmd::new("GET").key(key)).await {
         Ok(Frame::Null) => Some(0),
-        Ok(f) => f.as_bytes().and_then(|b| std::str::from_utf8(b).ok()?.parse().ok()),
+        Ok(f) => f
+            .as_bytes()
+            .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok()),
         Err(_) => None,
     }
 }

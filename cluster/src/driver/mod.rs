@@ -477,17 +477,19 @@ impl Connected {
     /// Hands one reply to the oldest pending request.
     fn dispatch(&mut self, frame: Frame) -> Result<()> {
         self.answered_since_poll += 1;
-        if let Frame::Push(_) = frame {
+        // Classified by what the frame is, attributes or not (`value`); the
+        // caller gets it as received.
+        if let Frame::Push(_) = frame.value() {
             // RESP3 out-of-band data is not a reply. Invalidations go to the
             // tracking handler (non-blocking by contract); this connection
             // never subscribes, so anything else has nobody to go to.
             self.answered_since_poll -= 1;
             if let Some(handler) = &self.tracking {
-                handler.handle(&frame);
+                handler.handle(frame.value());
             }
             return Ok(());
         }
-        if let Frame::Error(msg) = &frame {
+        if let Frame::Error(msg) = frame.value() {
             if msg.starts_with(b"READONLY") {
                 self.demoted = true;
             }

@@ -118,9 +118,10 @@ pub(crate) enum Incoming {
     Other,
 }
 
-/// Classifies one frame read on a subscriber connection.
+/// Classifies one frame read on a subscriber connection. RESP3 attributes,
+/// on the frame or its elements, are seen through (and dropped).
 pub(crate) fn classify(frame: Frame) -> Incoming {
-    let items = match frame {
+    let items = match frame.into_value() {
         Frame::Push(items) | Frame::Array(items) => items,
         Frame::Error(line) => return Incoming::Error(line),
         Frame::Simple(ref s) if s.eq_ignore_ascii_case(b"PONG") => return Incoming::Pong,
@@ -139,7 +140,7 @@ pub(crate) fn classify(frame: Frame) -> Incoming {
         },
         _ => Incoming::Other,
     };
-    let confirm = |kind, subscribed| match (bytes_at(1), items.get(2)) {
+    let confirm = |kind, subscribed| match (bytes_at(1), items.get(2).map(Frame::value)) {
         (Some(name), Some(Frame::Integer(_))) => Incoming::Confirm {
             kind,
             subscribed,
@@ -246,6 +247,37 @@ mod tests {
         assert_eq!(
             classify(Frame::Error("NOPERM no".into())),
             Incoming::Error("NOPERM no".into())
+        );
+    }
+
+    fn annotated(frame: Frame) -> Frame {
+        Frame::Attributed(Box::new(keylatch_resp::Attributed {
+            attributes: vec![(bulk("a"), Frame::Integer(1))],
+            frame,
+        }))
+    }
+
+    #[test]
+    fn attributes_are_seen_through() {
+        let f = annotated(Frame::Push(vec![
+            annotated(bulk("message")),
+            annotated(bulk("ch")),
+            bulk("hi"),
+        ]));
+        assert!(matches!(classify(f), Incoming::Message { .. }));
+        let f = Frame::Push(vec![
+            bulk("subscribe"),
+            bulk("c"),
+            annotated(Frame::Integer(1)),
+        ]);
+        assert!(matches!(classify(f), Incoming::Confirm { .. }));
+        assert_eq!(
+            classify(annotated(Frame::Error("NOPERM no".into()))),
+            Incoming::Error("NOPERM no".into())
+        );
+        assert_eq!(
+            classify(annotated(Frame::Simple("PONG".into()))),
+            Incoming::Pong
         );
     }
 

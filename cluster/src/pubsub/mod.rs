@@ -49,6 +49,8 @@ use crate::error::Result;
 use cluster::ClusterHub;
 use hub::NodeSubscriber;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use message::{classify, Incoming};
 pub use message::{Event, SubscriptionKind};
 pub use subscription::Subscription;
 

@@ -125,12 +125,14 @@ async fn node_call(client: &Client, batch: &Batch, lease: &str, idle_ms: &str) -
     parse(reply, batch.holds.len())
 }
 
-fn parse(reply: keylatch_cluster::Result<Frame>, n: usize) -> Option<Vec<i64>> {
-    match reply {
+/// A renew script's verdicts for `n` holds: an array of exactly `n`
+/// integers, or `None` (every hold unknown).
+pub(crate) fn parse(reply: keylatch_cluster::Result<Frame>, n: usize) -> Option<Vec<i64>> {
+    match reply.map(Frame::into_value) {
         Ok(Frame::Array(items)) if items.len() == n => items
             .into_iter()
-            .map(|f| match f {
-                Frame::Integer(i) => Some(i),
+            .map(|f| match f.value() {
+                Frame::Integer(i) => Some(*i),
                 _ => None,
             })
             .collect(),
@@ -159,13 +161,19 @@ pub(super) async fn track(client: &Client, holds: &[Planned]) -> Vec<Option<bool
         );
     }
     match conn.pipeline(p).await {
-        Ok(replies) => replies
-            .chunks(2)
-            .map(|pair| match pair.get(1) {
-                Some(Ok(Frame::Integer(n))) => Some(*n == 1),
-                _ => None,
-            })
-            .collect(),
+        Ok(replies) => replies.chunks(2).map(|pair| found(pair.get(1))).collect(),
         Err(_) => vec![None; holds.len()],
+    }
+}
+
+/// A tracked read's `HEXISTS` answer: whether the owner's field is there,
+/// `None` when unknown (failed, or not an integer).
+pub(crate) fn found(reply: Option<&keylatch_cluster::Result<Frame>>) -> Option<bool> {
+    match reply {
+        Some(Ok(f)) => match f.value() {
+            Frame::Integer(n) => Some(*n == 1),
+            _ => None,
+        },
+        _ => None,
     }
 }

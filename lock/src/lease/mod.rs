@@ -25,6 +25,9 @@ mod actor;
 mod calls;
 mod table;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use calls::{found, parse as verdicts};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

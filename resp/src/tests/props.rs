@@ -3,7 +3,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{decode_pieces, decode_whole};
-use crate::{Decoder, Frame, Limits, ProtocolError};
+use crate::{Attributed, Decoder, Frame, Limits, ProtocolError};
 
 struct Rng(u64);
 
@@ -37,8 +37,24 @@ const TEXT: &[u8] = b"abcXYZ 019:-_+$*%~>|!=,#(";
 const BINARY: &[u8] = b"ab\r\n\0\xff$*:_";
 
 /// A random frame that survives an encode/decode round trip unchanged (no NaN, no line
-/// breaks in simple strings).
+/// breaks in simple strings), sometimes with attributes.
 fn frame(rng: &mut Rng, depth: usize) -> Frame {
+    if depth < 4 && rng.below(8) == 0 {
+        let n = rng.below(3);
+        let attributes: Vec<(Frame, Frame)> = (0..n)
+            .map(|_| (frame(rng, depth + 1), frame(rng, depth + 1)))
+            .collect();
+        // Never an attributed frame directly inside: the decoder merges attributes in a row.
+        return Frame::Attributed(Box::new(Attributed {
+            attributes,
+            frame: plain(rng, depth),
+        }));
+    }
+    plain(rng, depth)
+}
+
+/// A random frame without attributes at its top (its elements may have some).
+fn plain(rng: &mut Rng, depth: usize) -> Frame {
     let kinds = if depth >= 4 { 9 } else { 13 };
     match rng.below(kinds) {
         0 => Frame::Simple(rng.bytes(12, TEXT)),

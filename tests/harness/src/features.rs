@@ -42,6 +42,10 @@ pub enum Feature {
     /// 8.1 ends it within a second (the target takes the slot from the
     /// source's gossip), Valkey 9 never opens one.
     MovedPingPong,
+    /// The `enable-debug-command` option (`--enable-debug-command local`,
+    /// without which `DEBUG` is refused): Redis 7.0+, every Valkey. Redis 6.2
+    /// allows `DEBUG` without it but refuses to start with the option.
+    EnableDebugCommand,
 }
 
 impl Feature {
@@ -60,6 +64,7 @@ impl Feature {
             Feature::MovedPingPong => {
                 "no lasting MOVED ping-pong (an importing target soon serves the key)"
             }
+            Feature::EnableDebugCommand => "no enable-debug-command option",
         }
     }
 
@@ -69,10 +74,12 @@ impl Feature {
         match (self, version.product) {
             (Feature::ShardedPubSub, Product::Redis)
             | (Feature::PreferredEndpointType, Product::Redis)
-            | (Feature::TryagainDuringMigration, Product::Redis) => at_least(7, 0),
+            | (Feature::TryagainDuringMigration, Product::Redis)
+            | (Feature::EnableDebugCommand, Product::Redis) => at_least(7, 0),
             (Feature::ShardedPubSub, Product::Valkey)
             | (Feature::PreferredEndpointType, Product::Valkey)
-            | (Feature::TryagainDuringMigration, Product::Valkey) => true,
+            | (Feature::TryagainDuringMigration, Product::Valkey)
+            | (Feature::EnableDebugCommand, Product::Valkey) => true,
             (Feature::MovedPingPong, Product::Redis) => true,
             (Feature::MovedPingPong, Product::Valkey) => false,
         }
@@ -202,5 +209,8 @@ mod tests {
         assert!(Feature::MovedPingPong.offered_by(&redis62));
         assert!(!Feature::MovedPingPong.offered_by(&valkey81));
         assert!(!Feature::MovedPingPong.offered_by(&valkey91));
+        assert!(!Feature::EnableDebugCommand.offered_by(&redis62));
+        assert!(Feature::EnableDebugCommand.offered_by(&redis70));
+        assert!(Feature::EnableDebugCommand.offered_by(&valkey81));
     }
 }

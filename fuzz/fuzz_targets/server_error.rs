@@ -1,0 +1,7 @@
+//! `keylatch_cluster::fuzzing::check_server_error` on arbitrary bytes (see its docs for
+//! what it asserts).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| keylatch_cluster::fuzzing::check_server_error(data));
