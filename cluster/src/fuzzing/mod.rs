@@ -10,7 +10,8 @@
 //! - [`frames`]: the frames an input stands for, decoded (RESP) or built
 //!   from a small byte code that reaches every variant quickly.
 //! - [`check_from_reply`]: every [`FromReply`](crate::FromReply)
-//!   conversion, and the topology parsers (`CLUSTER SHARDS`/`SLOTS`).
+//!   conversion; [`check_topology`]: the topology parsers (`CLUSTER
+//!   SHARDS`/`SLOTS`).
 //! - [`check_server_error`]: error lines, their kinds, retry classes,
 //!   `MOVED`/`ASK` redirects.
 //! - [`check_push`]: push frames (invalidations) and pub/sub classification.
@@ -28,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use keylatch_resp::{Decoder, Frame, Limits};
 
 pub use push::check_push;
-pub use reply::check_from_reply;
+pub use reply::{check_from_reply, check_topology};
 pub use server_error::check_server_error;
 
 /// The type bytes a RESP frame starts with: an input starting with one is
@@ -415,6 +416,13 @@ mod tests {
     #[test]
     fn from_reply_corpus_and_mutations() {
         replay("from_reply", check_from_reply);
+    }
+
+    /// Its corpus began as `from_reply`'s, found while the two were one
+    /// target.
+    #[test]
+    fn topology_corpus_and_mutations() {
+        replay("topology", check_topology);
     }
 
     #[test]
