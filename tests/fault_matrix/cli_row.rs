@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use keylatch_harness::{cli_binary, FailoverMode, RedisCluster, RedisServer};
 
+use crate::cluster_rows::{other_master, pair_for};
 use crate::row::nap;
 use crate::serial;
 
@@ -128,20 +129,15 @@ fn cli_exec_rides_through_one_disturbance_a_second() {
             let _done = Done(&injector_done);
             let mut n = 0;
             while nap(&stop, Duration::from_millis(1000)) {
-                let master = cluster.master_for_slot(SLOT);
+                let (master, replica) = pair_for(&cluster, SLOT);
                 match n % 4 {
                     0 => {
-                        let replica = cluster.replicas_of(master)[0];
                         cluster
                             .failover(replica, FailoverMode::Default)
                             .expect("failover");
                     }
                     1 => {
-                        let to = *cluster
-                            .masters()
-                            .iter()
-                            .find(|&&m| m != master)
-                            .expect("another master");
+                        let to = other_master(&cluster, master);
                         cluster.move_slot(SLOT, master, to).expect("slot moved");
                     }
                     2 => {

@@ -38,12 +38,26 @@ fn cluster_row(
 
 /// The slot's master and its (first) replica, as the cluster says now.
 fn pair(cluster: &RedisCluster) -> (usize, usize) {
-    let master = cluster.master_for_slot(SLOT);
+    pair_for(cluster, SLOT)
+}
+
+/// [`pair`] for any slot (the CLI row's too).
+pub(crate) fn pair_for(cluster: &RedisCluster, slot: u16) -> (usize, usize) {
+    let master = cluster.master_for_slot(slot);
     let replica = *cluster
         .replicas_of(master)
         .first()
         .expect("the slot's master has a replica");
     (master, replica)
+}
+
+/// A master other than `master`, for a slot migration.
+pub(crate) fn other_master(cluster: &RedisCluster, master: usize) -> usize {
+    *cluster
+        .masters()
+        .iter()
+        .find(|&&m| m != master)
+        .expect("another master")
 }
 
 #[test]
@@ -149,11 +163,7 @@ fn cluster_live_resharding() {
             while nap(stop, Duration::from_millis(300)) {
                 log.span(|| {
                     let from = cluster.master_for_slot(SLOT);
-                    let to = *cluster
-                        .masters()
-                        .iter()
-                        .find(|&&m| m != from)
-                        .expect("another master");
+                    let to = other_master(cluster, from);
                     cluster.move_slot(SLOT, from, to).expect("slot moved");
                 });
             }
