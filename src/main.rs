@@ -18,11 +18,12 @@ use keylatch::{Cmd, Commands, Connection, Pipeline};
 const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> --help for more)
 
   exec NAME [--fair|--read|--write|--semaphore N] [--wait 10s]
-       [--lease 30s|watchdog] [--grace 5s] -- CMD [ARGS...]
+       [--lease 10s|watchdog] [--grace 5s] [--foreground] -- CMD [ARGS...]
          run CMD while holding lock NAME (or N leased permits of semaphore
          NAME); exits with CMD's code, 75 when not had within --wait, 76
          when lost while CMD runs (CMD gets SIGTERM, SIGKILL after
-         --grace), 130 on Ctrl-C
+         --grace), 128+N on signal N (129 HUP, 130 INT, 131 QUIT,
+         143 TERM), stopping CMD's whole process group first
   status NAME [--json]
          holders, hold counts, TTL, type, waiters, readers and writer,
          permits of NAME

@@ -1,28 +1,33 @@
 //! `keylatch exec`: run a command while holding a lock, like `flock(1)`
 //! across machines (and `etcdctl lock` / `consul lock`).
 //!
-//! The order of events is the contract: acquire, then spawn; on the child's
-//! exit, release, then exit with its code. A lost lock or a signal to
-//! keylatch terminates the child (SIGTERM, then SIGKILL after `--grace`)
-//! *before* the lock is released, so the command never runs unlocked
-//! longer than the grace period.
+//! The order of events is the contract: acquire, then spawn; on the
+//! command's exit, stop what it left running in its process group, release,
+//! then exit with its code. A lost lock or a terminating signal to keylatch
+//! (INT, TERM, HUP, QUIT) stops the command's whole process group (the
+//! signal, or TERM, then KILL after `--grace`) *before* the lock is
+//! released, so the command never runs unlocked longer than the grace
+//! period. [`super::supervise`] owns the group, [`super::signals`] the
+//! handlers.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use keylatch::{LockError, Locks, LocksConfig, LossReason};
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use keylatch::{Lock, LockError, Locks, LocksConfig, LossReason};
+use tokio::process::Command;
 
 use super::args::{self, Argv};
 use super::held::Held;
-use super::{runtime, Failure, EXIT_INTERRUPTED, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE};
+use super::signals::{Signals, Stop, TERM};
+use super::supervise::Supervised;
+use super::{runtime, Failure, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE};
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
 usage: keylatch exec NAME [--fair | --read | --write | --semaphore N [--permits P] |
-                          --redlock URL,URL,...] [--wait 10s] [--lease 30s|watchdog] [--grace 5s] [--url URL]... -- CMD [ARGS...]
+                          --redlock URL,URL,...] [--wait 10s] [--lease 10s|watchdog]
+                          [--grace 5s] [--foreground] [--url URL]... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
 exits with CMD's exit code (128+N when CMD died of signal N).
@@ -48,11 +53,23 @@ exits with CMD's exit code (128+N when CMD died of signal N).
                not used.
   --wait D     how long to wait for the lock (default 10s; 0 = one try)
   --lease D    fixed lease: the lock expires after D and CMD is stopped then;
-               `watchdog` (default) renews the lock for as long as CMD runs
-  --grace D    time between SIGTERM and SIGKILL when CMD must stop (default 5s)
+               `watchdog` (default) renews a 10s lease every ~3s for as long
+               as CMD runs, so a keylatch killed with SIGKILL (the one signal
+               it cannot handle) keeps others out at most 10s
+  --grace D    time between the stop signal and SIGKILL (default 5s)
+  --foreground keep CMD in keylatch's process group, for a command that
+               reads the terminal; then only CMD itself is signalled, and
+               processes it started are neither stopped nor waited for
   --url URL    server (repeat for cluster seeds); default $KEYLATCH_URL
                (comma-separated), else redis://127.0.0.1:6379; rediss://
                for TLS (CA from $KEYLATCH_TLS_CA or ?ca=FILE)
+
+CMD runs in a process group of its own, and keylatch stops the whole group
+(every process CMD started) whenever it stops CMD: on a signal, on a lost
+lock, and when CMD exits leaving processes behind (those get SIGTERM, then
+SIGKILL after --grace). The lock is released only once the group is gone.
+A process that leaves the group itself (setsid, a daemon) is no longer
+CMD's: keylatch cannot stop it, and it runs on unlocked.
 
 CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
 (the hold's fencing token: pass it to storage that rejects stale writers;
@@ -60,14 +77,16 @@ unset for a --read hold and for permits, which have none); with
 --semaphore, KEYLATCH_PERMIT_IDS (comma-separated) instead of the owner.
 
 Exit codes:
-  N     CMD's own exit code
+  N     CMD's own exit code (128+N when CMD died of signal N)
   2     usage error, server unreachable, or server error
   75    the lock was not acquired within --wait (EX_TEMPFAIL)
-  76    the lock was lost while CMD ran; CMD got SIGTERM, then SIGKILL
-        after --grace
+  76    the lock was lost while CMD ran: its group got SIGTERM, then
+        SIGKILL after --grace
   126   CMD could not be started; 127: CMD not found
-  130   interrupted (SIGINT/Ctrl-C; 143 for SIGTERM): CMD got SIGTERM,
-        then SIGKILL after --grace, and the lock was released";
+  129   SIGHUP   } to keylatch, while it waited or while CMD ran: the same
+  130   SIGINT   } signal went to CMD's group, SIGKILL after --grace, then
+  131   SIGQUIT  } the lock was released (a second signal sends SIGKILL at
+  143   SIGTERM  } once)";
 
 /// What `exec` was asked to do.
 #[derive(Debug)]
@@ -83,6 +102,8 @@ struct ExecArgs {
     kind: Kind,
     /// `--redlock`: the masters' URLs.
     redlock: Vec<String>,
+    /// `--foreground`: the command stays in keylatch's process group.
+    foreground: bool,
 }
 
 /// The lock `exec` holds.
@@ -111,6 +132,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     let mut kind = Kind::Reentrant;
     let mut create = None;
     let mut redlock = Vec::new();
+    let mut foreground = false;
     let mut pick = |k: Kind, flag: &str| {
         if kind != Kind::Reentrant && kind != k {
             return Err(Failure::usage(format!(
@@ -166,6 +188,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
             }
             "--grace" => grace = args::duration("--grace", &argv.value("--grace")?)?,
             "--url" => urls.push(argv.value("--url")?),
+            "--foreground" => foreground = true,
             flag if flag.starts_with('-') => {
                 return Err(Failure::usage(format!("exec: unknown option {flag:?}")))
             }
@@ -199,6 +222,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
         command,
         kind,
         redlock,
+        foreground,
     })
 }
 
@@ -208,58 +232,74 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
     runtime()?.block_on(exec(a))
 }
 
-/// Why the wait on the child ended.
+/// Why the wait on the command ended.
 enum Outcome {
     Exited(std::io::Result<ExitStatus>),
     Lost(LossReason),
-    Signalled(u8),
+    Signalled(Stop),
 }
 
+/// The lease of `exec`'s watchdog holds: renewed every third of it while
+/// the command runs. Shorter than the library's 30 s, because `exec` is
+/// where a hold is most often left behind by nobody (a keylatch killed with
+/// SIGKILL, a release that could not be delivered before exit): such a hold
+/// keeps others out this long at most.
+const EXEC_WATCHDOG: Duration = Duration::from_secs(10);
+
 async fn exec(a: ExecArgs) -> Result<u8, Failure> {
-    // Registered before connecting: from here on SIGINT/SIGTERM are ours to
-    // handle, so an interrupt can never leave the child running unlocked.
-    let signal_failure = |e| Failure::usage(format!("cannot handle signals: {e}"));
-    let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
+    // Installed before connecting: from here on INT, TERM, HUP and QUIT are
+    // ours to handle, so none of them can leave the command running
+    // unlocked or the lock held.
+    let mut signals =
+        Signals::install().map_err(|e| Failure::usage(format!("cannot handle signals: {e}")))?;
 
     // The client the hold came from, to wait for its background releases
     // before exiting (RedLock's clients release in the foreground).
     let mut client: Option<Locks> = None;
     let held = if a.kind == Kind::RedLock {
         // Its own masters: --url's server is not needed.
-        acquire_redlock(&a, &mut sigint, &mut sigterm).await?
+        acquire_redlock(&a, &mut signals).await?
     } else {
         let cfg = args::client_config(&a.urls)?;
+        let config = LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG);
         let locks = tokio::select! {
-            r = Locks::connect_with(cfg, LocksConfig::default()) => {
+            r = Locks::connect_with(cfg, config) => {
                 r.map_err(|e| args::connect_failure(&a.urls, e))?
             }
-            _ = sigint.recv() => return Err(interrupted("connecting")),
-            _ = sigterm.recv() => return Err(interrupted("connecting")),
+            stop = signals.recv() => return Err(interrupted("connecting", stop)),
         };
         let held = match a.kind {
             Kind::Semaphore { n, create } => {
-                acquire_permits(&locks, &a, n, create, &mut sigint, &mut sigterm).await?
+                acquire_permits(&locks, &a, n, create, &mut signals).await
             }
-            _ => acquire_lock(&locks, &a, &mut sigint, &mut sigterm).await?,
+            _ => acquire_lock(&locks, &a, &mut signals).await,
+        };
+        let held = match held {
+            Ok(h) => h,
+            Err(f) => {
+                settle(&locks, &a.name).await;
+                return Err(f);
+            }
         };
         client = Some(locks);
         held
     };
-    let out = run_held(&a, held, &mut sigint, &mut sigterm).await;
+    let out = run_held(&a, held, &mut signals).await;
     if let Some(locks) = client {
-        // A release that met a transient failure (a reconnect, a slot
-        // moving) goes on in the background, until its hold's lease ends at
-        // the latest: exiting now would drop it and leave the lock held by
-        // nobody until then.
-        if !locks.settle(SETTLE_LIMIT).await {
-            eprintln!(
-                "keylatch: the release of lock {:?} is still retrying; it expires with its lease",
-                a.name
-            );
-        }
+        settle(&locks, &a.name).await;
     }
     out
+}
+
+/// Waits for releases the client retries in the background (a reconnect, a
+/// slot moving) before the process exits: exiting would drop them and leave
+/// the lock held by nobody until its lease ends.
+async fn settle(locks: &Locks, name: &str) {
+    if !locks.settle(SETTLE_LIMIT).await {
+        eprintln!(
+            "keylatch: the release of lock {name:?} is still retrying; it expires with its lease"
+        );
+    }
 }
 
 /// The longest `exec` waits at exit for a release retried in the
@@ -270,8 +310,7 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 async fn run_held(
     a: &ExecArgs,
     held: (Held, Option<String>),
-    sigint: &mut Signal,
-    sigterm: &mut Signal,
+    signals: &mut Signals,
 ) -> Result<u8, Failure> {
     let (held, owner) = held;
 
@@ -292,7 +331,7 @@ async fn run_held(
         None => cmd.env_remove("KEYLATCH_FENCING_TOKEN"),
     };
     let guard = held;
-    let mut child = match cmd.spawn() {
+    let mut child = match Supervised::spawn(&mut cmd, a.foreground) {
         Ok(c) => c,
         Err(e) => {
             release(guard, &a.name).await;
@@ -313,12 +352,23 @@ async fn run_held(
     let outcome = tokio::select! {
         status = child.wait() => Outcome::Exited(status),
         reason = &mut lost => Outcome::Lost(reason),
-        _ = sigint.recv() => Outcome::Signalled(EXIT_INTERRUPTED),
-        _ = sigterm.recv() => Outcome::Signalled(128 + 15),
+        stop = signals.recv() => Outcome::Signalled(stop),
     };
     match outcome {
         Outcome::Exited(Ok(status)) => {
             let code = exit_code(status);
+            // What the command left running in its group would run on
+            // unlocked once we release: it is stopped first.
+            let left = child.members();
+            if left > 0 {
+                eprintln!(
+                    "keylatch: the command exited {code} leaving {left} process(es) in its group; \
+                     sending SIGTERM, SIGKILL after {:?}",
+                    a.grace
+                );
+                let report = child.stop(TERM, a.grace, signals).await;
+                warn_left(report.left);
+            }
             match guard.unlock().await {
                 Ok(()) => Ok(code),
                 // The hold ended before the command did (expired or deleted
@@ -342,6 +392,8 @@ async fn run_held(
             }
         }
         Outcome::Exited(Err(e)) => {
+            let report = child.stop(TERM, a.grace, signals).await;
+            warn_left(report.left);
             release(guard, &a.name).await;
             Err(Failure::usage(format!(
                 "waiting for the command failed: {e}"
@@ -349,12 +401,14 @@ async fn run_held(
         }
         Outcome::Lost(reason) => {
             eprintln!(
-                "keylatch: lock {:?} lost while the command ran ({}); sending SIGTERM, SIGKILL after {:?}",
+                "keylatch: lock {:?} lost while the command ran ({}); sending SIGTERM to its group, \
+                 SIGKILL after {:?}",
                 a.name,
                 describe(reason),
                 a.grace
             );
-            terminate(&mut child, a.grace).await;
+            let report = child.stop(TERM, a.grace, signals).await;
+            warn_left(report.left);
             // After an Expired loss the key may still be ours (the server
             // was unreachable, not the hold taken): release it if so.
             let _ = guard.unlock().await;
@@ -363,18 +417,28 @@ async fn run_held(
                 message: String::new(),
             })
         }
-        Outcome::Signalled(code) => {
+        Outcome::Signalled(stop) => {
             eprintln!(
-                "keylatch: interrupted; sending SIGTERM to the command, SIGKILL after {:?}",
-                a.grace
+                "keylatch: got SIG{}; sending it to the command's group, SIGKILL after {:?}",
+                stop.name, a.grace
             );
-            terminate(&mut child, a.grace).await;
+            let report = child.stop(stop, a.grace, signals).await;
+            warn_left(report.left);
             release(guard, &a.name).await;
             Err(Failure {
-                code,
+                code: stop.exit_code(),
                 message: String::new(),
             })
         }
+    }
+}
+
+/// Says so when SIGKILL could not end the whole group in time (a process in
+/// uninterruptible sleep): the lock is released all the same, since keeping
+/// it would not stop that process either.
+fn warn_left(left: usize) {
+    if left > 0 {
+        eprintln!("keylatch: {left} process(es) of the command's group survived SIGKILL so far");
     }
 }
 
@@ -382,8 +446,7 @@ async fn run_held(
 async fn acquire_lock(
     locks: &Locks,
     a: &ExecArgs,
-    sigint: &mut Signal,
-    sigterm: &mut Signal,
+    signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
     let lock = match a.kind {
         Kind::Fair => locks.fair_lock(&a.name),
@@ -391,36 +454,51 @@ async fn acquire_lock(
         Kind::Write => locks.rw_lock(&a.name).write(),
         _ => locks.lock(&a.name),
     };
-    // Dropping the acquire on a signal is safe: an acquire whose reply had
-    // not come back is released by owner in the background.
     // `None`: a wait too long to end (as good as forever).
     let until = Instant::now().checked_add(a.wait);
     let acquired = loop {
         let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
         let acquired = tokio::select! {
-            r = lock.try_acquire(wait, a.lease) => Some(r),
-            _ = sigint.recv() => None,
-            _ = sigterm.recv() => None,
+            r = lock.try_acquire(wait, a.lease) => Ok(r),
+            stop = signals.recv() => Err(stop),
         };
         match acquired {
             // The connection failed with the acquire in flight: it may
-            // have taken the lock, and nobody would release that hold
-            // before its lease ran out (every other waiter kept waiting).
-            // This process's owner holds nothing else, so a release by
-            // owner frees exactly that; then the wait goes on.
-            Some(Err(LockError::Client(e))) if e.is_unknown_outcome() && !wait.is_zero() => {
-                let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
+            // have taken the lock. Nobody would release that hold before
+            // its lease ran out, and the next acquire of this owner would
+            // re-enter it (count 2), so the release at the command's end
+            // would leave count 1 behind, held by nobody: the CLI row's
+            // 30 s waits. It is released first, for sure, then the wait
+            // goes on.
+            Ok(Err(LockError::Client(e))) if e.is_unknown_outcome() => {
+                let bound = until.map_or(ORPHAN_BOUND, |u| {
+                    u.saturating_duration_since(Instant::now())
+                        .max(ORPHAN_BOUND)
+                });
+                if !release_orphan(&lock, bound).await {
+                    return Err(Failure::usage(format!(
+                        "cannot acquire lock {:?}: {e}; an acquire of unknown outcome could not \
+                         be undone (it expires with its {:?} lease)",
+                        a.name,
+                        a.lease.unwrap_or(EXEC_WATCHDOG)
+                    )));
+                }
+                if wait.is_zero() {
+                    break Ok(Err(LockError::Client(e)));
+                }
             }
             other => break other,
         }
     };
-    let Some(acquired) = acquired else {
-        // The background release of a cancelled acquire would die with the
-        // runtime when we return; this one is awaited. Queued behind the
-        // acquire on the same connection, it frees a hold that the acquire
-        // may have taken just before the signal ("not owner" otherwise).
-        let _ = tokio::time::timeout(Duration::from_secs(1), lock.release_one()).await;
-        return Err(interrupted(&format!("waiting for lock {:?}", a.name)));
+    let acquired = match acquired {
+        Ok(r) => r,
+        Err(stop) => {
+            // The acquire just dropped may have taken the lock before the
+            // signal (its late reply is settled in the background, which
+            // would die with the runtime when we return): released here.
+            release_orphan(&lock, Duration::from_secs(2)).await;
+            return Err(interrupted(&format!("waiting for lock {:?}", a.name), stop));
+        }
     };
     match acquired {
         Ok(Some(g)) => Ok((Held::Lock(g), Some(lock.owner().to_owned()))),
@@ -438,6 +516,37 @@ async fn acquire_lock(
     }
 }
 
+/// The least time given to undo an acquire of unknown outcome.
+const ORPHAN_BOUND: Duration = Duration::from_secs(5);
+
+/// Releases what an acquire of unknown outcome may have taken: this
+/// process's owner holds nothing else, so one release by owner frees
+/// exactly that hold if it exists. Tried again (with backoff, within
+/// `bound`) until the server has answered one, since a release not
+/// delivered (the client reconnecting, a slot moving) would leave the hold
+/// to be re-entered. Repeating a release of unknown outcome is safe here:
+/// the hold's count is at most 1, and a second release answers "not
+/// owner". `true` once answered.
+async fn release_orphan(lock: &Lock, bound: Duration) -> bool {
+    let until = Instant::now() + bound;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, lock.release_one()).await {
+            Ok(Ok(_) | Err(LockError::NotOwner { .. })) => return true,
+            Ok(Err(e)) => {
+                tracing::debug!(lock = %lock.name(), error = %e, "undoing an acquire of unknown outcome; trying again");
+            }
+            Err(_) => {}
+        }
+        if Instant::now() + pause >= until {
+            return false;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
 /// `n` leased permits of the permit-expirable semaphore, within `--wait`
 /// (created with `create` permits first when asked).
 async fn acquire_permits(
@@ -445,60 +554,71 @@ async fn acquire_permits(
     a: &ExecArgs,
     n: u64,
     create: Option<u64>,
-    sigint: &mut Signal,
-    sigterm: &mut Signal,
+    signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
     let sem = locks.expirable_semaphore(&a.name);
     let fail = |e: LockError| Failure::usage(format!("semaphore {:?}: {e}", a.name));
     if let Some(p) = create {
-        sem.try_set_permits(p).await.map_err(fail)?;
+        tokio::select! {
+            r = sem.try_set_permits(p) => { r.map_err(fail)?; }
+            stop = signals.recv() => {
+                return Err(interrupted(&format!("creating semaphore {:?}", a.name), stop));
+            }
+        }
     }
     // Dropped on a signal: permits an attempt took are given back by id
-    // (the late reply's handler), or expire with their lease.
+    // (the late reply's handler, which `settle` waits for), or expire with
+    // their lease.
     let acquired = tokio::select! {
-        r = sem.try_acquire(n, a.wait, a.lease) => Some(r),
-        _ = sigint.recv() => None,
-        _ = sigterm.recv() => None,
+        r = sem.try_acquire(n, a.wait, a.lease) => Ok(r),
+        stop = signals.recv() => Err(stop),
     };
     match acquired {
-        None => Err(interrupted(&format!("waiting for semaphore {:?}", a.name))),
-        Some(Ok(Some(p))) => Ok((Held::Permits(p), None)),
-        Some(Ok(None)) => Err(Failure {
+        Err(stop) => Err(interrupted(
+            &format!("waiting for semaphore {:?}", a.name),
+            stop,
+        )),
+        Ok(Ok(Some(p))) => Ok((Held::Permits(p), None)),
+        Ok(Ok(None)) => Err(Failure {
             code: EXIT_TIMEOUT,
             message: format!(
                 "semaphore {:?}: {n} permit(s) not available within {:?}",
                 a.name, a.wait
             ),
         }),
-        Some(Err(LockError::NoSuchSemaphore { .. })) => Err(Failure::usage(format!(
+        Ok(Err(LockError::NoSuchSemaphore { .. })) => Err(Failure::usage(format!(
             "semaphore {:?} does not exist; create it with --permits P",
             a.name
         ))),
-        Some(Err(e)) => Err(fail(e)),
+        Ok(Err(e)) => Err(fail(e)),
     }
 }
 
 /// A RedLock over `--redlock`'s masters, within `--wait`.
 async fn acquire_redlock(
     a: &ExecArgs,
-    sigint: &mut Signal,
-    sigterm: &mut Signal,
+    signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
     let urls: Vec<&str> = a.redlock.iter().map(String::as_str).collect();
-    let redlock = keylatch::RedLock::connect(&urls)
-        .await
-        .map_err(|e| Failure::usage(format!("--redlock: {e}")))?;
+    let redlock = tokio::select! {
+        r = keylatch::RedLock::connect(&urls) => {
+            r.map_err(|e| Failure::usage(format!("--redlock: {e}")))?
+        }
+        stop = signals.recv() => return Err(interrupted("connecting", stop)),
+    };
     // Dropped on a signal: member holds taken are released in the
     // background, replies in flight settled when they come.
     let acquired = tokio::select! {
-        r = redlock.try_acquire(&a.name, a.wait, a.lease) => Some(r),
-        _ = sigint.recv() => None,
-        _ = sigterm.recv() => None,
+        r = redlock.try_acquire(&a.name, a.wait, a.lease) => Ok(r),
+        stop = signals.recv() => Err(stop),
     };
     match acquired {
-        None => Err(interrupted(&format!("waiting for RedLock {:?}", a.name))),
-        Some(Ok(Some(g))) => Ok((Held::RedLock(g), None)),
-        Some(Ok(None)) => Err(Failure {
+        Err(stop) => Err(interrupted(
+            &format!("waiting for RedLock {:?}", a.name),
+            stop,
+        )),
+        Ok(Ok(Some(g))) => Ok((Held::RedLock(g), None)),
+        Ok(Ok(None)) => Err(Failure {
             code: EXIT_TIMEOUT,
             message: format!(
                 "RedLock {:?}: no majority of the {} masters within {:?}",
@@ -507,14 +627,16 @@ async fn acquire_redlock(
                 a.wait
             ),
         }),
-        Some(Err(e)) => Err(Failure::usage(format!("RedLock {:?}: {e}", a.name))),
+        Ok(Err(e)) => Err(Failure::usage(format!("RedLock {:?}: {e}", a.name))),
     }
 }
 
-fn interrupted(what: &str) -> Failure {
+/// The failure for a signal that came before the command ran: 128 + its
+/// number, as for one that comes while it runs.
+fn interrupted(what: &str, stop: Stop) -> Failure {
     Failure {
-        code: EXIT_INTERRUPTED,
-        message: format!("interrupted while {what}"),
+        code: stop.exit_code(),
+        message: format!("interrupted by SIG{} while {what}", stop.name),
     }
 }
 
@@ -524,24 +646,6 @@ async fn release(guard: Held, name: &str) {
     if let Err(e) = guard.unlock().await {
         eprintln!("keylatch: releasing lock {name:?} failed ({e}); retrying until its lease ends");
     }
-}
-
-/// SIGTERM, up to `grace` for the child to exit, then SIGKILL.
-async fn terminate(child: &mut Child, grace: Duration) {
-    if let Some(pid) = child.id() {
-        // std and tokio can send only SIGKILL; kill(1) spares a libc
-        // dependency for one call. The pid cannot be reused yet: the child
-        // is not reaped until we wait for it.
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .await;
-        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
-            return;
-        }
-    }
-    // Sends SIGKILL (if still running) and reaps.
-    let _ = child.kill().await;
 }
 
 /// The child's exit code, or 128 + signal as shells report a killed child.

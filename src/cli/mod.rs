@@ -4,7 +4,9 @@
 //! Layout:
 //! - [`args`]: the hand-written argument reader, durations, server URLs.
 //! - [`exec`]: run a command while holding a lock (the distributed `flock`)
-//!   or leased semaphore permits; [`held`]: what it holds, one shape.
+//!   or leased semaphore permits; [`held`]: what it holds, one shape;
+//!   [`supervise`]: the command's process group, stopped as a whole;
+//!   [`signals`]: INT, TERM, HUP and QUIT, handled alike (exit 128 + N).
 //! - [`latch`]: set, count down, wait on or read a count-down latch.
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
@@ -26,7 +28,9 @@ pub(crate) mod exec;
 pub(crate) mod held;
 pub(crate) mod latch;
 pub(crate) mod local_server;
+pub(crate) mod signals;
 pub(crate) mod status;
+pub(crate) mod supervise;
 pub(crate) mod unlock;
 pub(crate) mod verbose;
 
@@ -38,8 +42,6 @@ pub(crate) const EXIT_USAGE: u8 = 2;
 pub(crate) const EXIT_TIMEOUT: u8 = 75;
 /// The lock was lost while the command ran; the command was terminated.
 pub(crate) const EXIT_LOST: u8 = 76;
-/// Interrupted (Ctrl-C), as shells report SIGINT: 128 + 2.
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// A subcommand's unhappy ending: the exit code and a one-line message
 /// (printed as `keylatch: <message>`; empty prints nothing).
