@@ -170,6 +170,17 @@ fn modes(masters: &Masters) -> Vec<Mode> {
             args: s(&["--semaphore", "1", "--permits", "1"]),
             rival: s(&["--semaphore", "1"]),
         },
+        // A second name after NAME: a multi-lock of both.
+        Mode {
+            label: "several",
+            args: s(&["member-b"]),
+            rival: s(&["member-b"]),
+        },
+        Mode {
+            label: "several-write",
+            args: s(&["member-c", "--write"]),
+            rival: s(&["member-c", "--read"]),
+        },
         Mode {
             label: "redlock",
             args: redlock.clone(),

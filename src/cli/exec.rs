@@ -14,7 +14,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use keylatch::{Lock, LockError, Locks, LocksConfig, LossReason};
+use keylatch::{Lock, LockError, Locks, LocksConfig, LossReason, MultiLock};
 use tokio::process::Command;
 
 use super::args::{self, Argv};
@@ -25,12 +25,15 @@ use super::{runtime, Failure, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE};
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
-usage: keylatch exec NAME [--fair | --read | --write | --semaphore N [--permits P] |
+usage: keylatch exec NAME [NAME...] [--fair | --read | --write | --semaphore N [--permits P] |
                           --redlock URL,URL,...] [--wait 10s] [--lease 10s|watchdog]
                           [--grace 5s] [--foreground] [--url URL]... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, releases the lock when CMD exits, and
-exits with CMD's exit code (128+N when CMD died of signal N).
+exits with CMD's exit code (128+N when CMD died of signal N). Several names:
+all of those locks or none (a multi-lock, taken in one order whatever the
+order given, so execs naming the same locks cannot deadlock); with --fair,
+--read or --write, each of that kind.
 
   --fair       a fair lock: waiters get it in the order they asked, across
                processes (Redisson's RFairLock queue)
@@ -91,7 +94,10 @@ Exit codes:
 /// What `exec` was asked to do.
 #[derive(Debug)]
 struct ExecArgs {
+    /// The first of `names`, for messages.
     name: String,
+    /// Every lock name given (several: a multi-lock).
+    names: Vec<String>,
     wait: Duration,
     /// `None`: watchdog renewal.
     lease: Option<Duration>,
@@ -124,7 +130,7 @@ enum Kind {
 }
 
 fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
-    let mut name = None;
+    let mut names: Vec<String> = Vec::new();
     let mut wait = Duration::from_secs(10);
     let mut lease = None;
     let mut grace = Duration::from_secs(5);
@@ -192,12 +198,7 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
             flag if flag.starts_with('-') => {
                 return Err(Failure::usage(format!("exec: unknown option {flag:?}")))
             }
-            _ if name.is_none() => name = Some(a),
-            other => {
-                return Err(Failure::usage(format!(
-                    "exec: unexpected {other:?}; put the command after `--`"
-                )))
-            }
+            _ => names.push(a),
         }
     }
     match (&mut kind, create) {
@@ -208,13 +209,23 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     if lease.is_some_and(|l| l.is_zero()) {
         return Err(Failure::usage("exec: --lease must be longer than 0"));
     }
-    let name = name.ok_or_else(|| Failure::usage("exec: missing the lock NAME"))?;
+    let name = names
+        .first()
+        .cloned()
+        .ok_or_else(|| Failure::usage("exec: missing the lock NAME"))?;
+    if names.len() > 1 && matches!(kind, Kind::Semaphore { .. } | Kind::RedLock) {
+        return Err(Failure::usage(
+            "exec: several names make a multi-lock of plain, --fair, --read or --write locks, \
+             not of --semaphore or --redlock",
+        ));
+    }
     let command = argv.remaining();
     if command.is_empty() {
         return Err(Failure::usage("exec: missing the command after `--`"));
     }
     Ok(ExecArgs {
         name,
+        names,
         wait,
         lease,
         grace,
@@ -272,6 +283,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
             Kind::Semaphore { n, create } => {
                 acquire_permits(&locks, &a, n, create, &mut signals).await
             }
+            _ if a.names.len() > 1 => acquire_multi(&locks, &a, &mut signals).await,
             _ => acquire_lock(&locks, &a, &mut signals).await,
         };
         let held = match held {
@@ -448,12 +460,7 @@ async fn acquire_lock(
     a: &ExecArgs,
     signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
-    let lock = match a.kind {
-        Kind::Fair => locks.fair_lock(&a.name),
-        Kind::Read => locks.rw_lock(&a.name).read(),
-        Kind::Write => locks.rw_lock(&a.name).write(),
-        _ => locks.lock(&a.name),
-    };
+    let lock = handle(locks, a.kind, &a.name);
     // `None`: a wait too long to end (as good as forever).
     let until = Instant::now().checked_add(a.wait);
     let acquired = loop {
@@ -513,6 +520,88 @@ async fn acquire_lock(
             "cannot acquire lock {:?}: {e}",
             a.name
         ))),
+    }
+}
+
+/// The lock of `kind` named `name` (a plain one for the kinds that are no
+/// lock of that name).
+fn handle(locks: &Locks, kind: Kind, name: &str) -> Lock {
+    match kind {
+        Kind::Fair => locks.fair_lock(name),
+        Kind::Read => locks.rw_lock(name).read(),
+        Kind::Write => locks.rw_lock(name).write(),
+        _ => locks.lock(name),
+    }
+}
+
+/// Every lock of `a.names` or none, within `--wait`: a multi-lock (one
+/// owner for plain members; for the other kinds, each member's own).
+async fn acquire_multi(
+    locks: &Locks,
+    a: &ExecArgs,
+    signals: &mut Signals,
+) -> Result<(Held, Option<String>), Failure> {
+    let names: Vec<&str> = a.names.iter().map(String::as_str).collect();
+    let multi = match a.kind {
+        Kind::Reentrant => locks.multi_lock(&names),
+        kind => MultiLock::new(names.iter().map(|n| handle(locks, kind, n)).collect()),
+    };
+    let what = format!("locks {}", a.names.join(", "));
+    let until = Instant::now().checked_add(a.wait);
+    let acquired = loop {
+        let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
+        let acquired = tokio::select! {
+            r = multi.try_acquire(wait, a.lease) => Ok(r),
+            stop = signals.recv() => Err(stop),
+        };
+        match acquired {
+            // As for one lock (see `acquire_lock`): any member may have
+            // been taken by the call whose reply was lost.
+            Ok(Err(LockError::Client(e))) if e.is_unknown_outcome() => {
+                let bound = until.map_or(ORPHAN_BOUND, |u| {
+                    u.saturating_duration_since(Instant::now())
+                        .max(ORPHAN_BOUND)
+                });
+                for member in multi.members() {
+                    if !release_orphan(member, bound).await {
+                        return Err(Failure::usage(format!(
+                            "cannot acquire {what}: {e}; an acquire of unknown outcome could \
+                             not be undone (it expires with its lease)"
+                        )));
+                    }
+                }
+                if wait.is_zero() {
+                    break Ok(Err(LockError::Client(e)));
+                }
+            }
+            other => break other,
+        }
+    };
+    let acquired = match acquired {
+        Ok(r) => r,
+        Err(stop) => {
+            for member in multi.members() {
+                release_orphan(member, Duration::from_secs(2)).await;
+            }
+            return Err(interrupted(&format!("waiting for {what}"), stop));
+        }
+    };
+    let owners: Vec<&str> = multi.members().iter().map(Lock::owner).collect();
+    // One owner id for the command, when the members share one.
+    let owner = owners
+        .iter()
+        .all(|o| *o == owners[0])
+        .then(|| owners[0].to_owned());
+    match acquired {
+        Ok(Some(g)) => Ok((Held::Multi(g), owner)),
+        Ok(None) => Err(Failure {
+            code: EXIT_TIMEOUT,
+            message: format!(
+                "{what}: not all acquired within {:?} (some held by another owner)",
+                a.wait
+            ),
+        }),
+        Err(e) => Err(Failure::usage(format!("cannot acquire {what}: {e}"))),
     }
 }
 
@@ -678,6 +767,9 @@ mod tests {
     fn defaults_and_the_command_after_the_separator() {
         let a = parse_str("jobs --url redis://h:1 -- sh -c true").unwrap();
         assert_eq!(a.name, "jobs");
+        assert_eq!(a.names, ["jobs"]);
+        let m = parse_str("a b c --write -- true").unwrap();
+        assert_eq!((m.names.len(), m.kind), (3, Kind::Write));
         assert_eq!(a.wait, Duration::from_secs(10));
         assert_eq!(a.lease, None);
         assert_eq!(a.grace, Duration::from_secs(5));
@@ -717,6 +809,9 @@ mod tests {
         assert!(parse_str("jobs").unwrap_err().contains("command"));
         assert!(parse_str("-- true").unwrap_err().contains("NAME"));
         assert!(parse_str("jobs true").unwrap_err().contains("--"));
+        assert!(parse_str("a b --semaphore 1 -- true")
+            .unwrap_err()
+            .contains("multi-lock"));
         assert!(parse_str("jobs --wait soon -- true")
             .unwrap_err()
             .contains("--wait"));

@@ -5,11 +5,13 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use keylatch::{LockGuard, LockResult, LossReason, PermitGuard, RedLockGuard};
+use keylatch::{LockGuard, LockResult, LossReason, MultiGuard, PermitGuard, RedLockGuard};
 
-/// A lock hold, leased permits, or a RedLock over independent masters.
+/// A lock hold, leased permits, a RedLock over independent masters, or
+/// several locks at once (`exec A B …`, a multi-lock).
 pub(crate) enum Held {
     Lock(LockGuard),
+    Multi(MultiGuard),
     Permits(PermitGuard),
     RedLock(RedLockGuard),
 }
@@ -19,24 +21,26 @@ impl Held {
     pub(crate) fn lost(&self) -> Pin<Box<dyn Future<Output = LossReason> + Send>> {
         match self {
             Held::Lock(g) => Box::pin(g.lost()),
+            Held::Multi(m) => Box::pin(m.lost()),
             Held::Permits(p) => Box::pin(p.lost()),
             Held::RedLock(r) => Box::pin(r.lost()),
         }
     }
 
-    /// The fencing token, if the hold has one (read holds, permits and
-    /// RedLocks have none).
+    /// The fencing token, if the hold has one (read holds, permits,
+    /// RedLocks and multi-locks, whose members each have their own, have
+    /// none).
     pub(crate) fn fencing_token(&self) -> Option<u64> {
         match self {
             Held::Lock(g) => g.fencing_token(),
-            Held::Permits(_) | Held::RedLock(_) => None,
+            Held::Permits(_) | Held::RedLock(_) | Held::Multi(_) => None,
         }
     }
 
     /// The permits' ids, comma-separated (for the command's environment).
     pub(crate) fn permit_ids(&self) -> Option<String> {
         match self {
-            Held::Lock(_) | Held::RedLock(_) => None,
+            Held::Lock(_) | Held::RedLock(_) | Held::Multi(_) => None,
             Held::Permits(p) => Some(
                 p.ids()
                     .iter()
@@ -51,6 +55,7 @@ impl Held {
     pub(crate) async fn unlock(self) -> LockResult<()> {
         match self {
             Held::Lock(g) => g.unlock().await,
+            Held::Multi(m) => m.unlock().await,
             Held::Permits(p) => p.release().await,
             Held::RedLock(r) => r.unlock().await,
         }
