@@ -467,3 +467,105 @@ fn foreground_mode_signals_the_command_itself() {
     assert!(!alive(pid));
     assert_eq!(try_now(&server, "fg", &[]).status.code(), Some(0));
 }
+
+#[test]
+fn a_stopped_command_is_continued_so_the_signal_ends_it_before_the_grace() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("keylatch-sig").unwrap();
+    // The shell stops itself (as a job that read the terminal would be).
+    let script = format!(
+        "{}; kill -STOP $$; wait",
+        forking_script(dir.path(), false).replace("; wait; wait", "")
+    );
+    let mut holder = spawn_holder(&server, "stopped", &[], &["--grace", "120s"], &script);
+    let tree = Tree::wait_up(dir.path());
+    Soon::new(Duration::from_secs(10), Duration::from_millis(10)).until_blocking(|| {
+        (stat(tree.shell).map(|s| s.0) == Some('T'))
+            .then_some(())
+            .ok_or_else(|| "the shell never stopped".to_owned())
+    });
+    signal(holder.id(), "TERM");
+    // Well before the 120 s grace: SIGCONT after SIGTERM lets it act.
+    assert_eq!(exit_code(&mut holder, Duration::from_secs(30)), Some(143));
+    tree.assert_all_gone("stopped");
+}
+
+/// tmux, which CI installs; `None` (and a line on stderr) where it is
+/// missing and `KEYLATCH_REQUIRE_TMUX` is not set.
+fn tmux() -> Option<&'static str> {
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok && std::env::var_os("KEYLATCH_REQUIRE_TMUX").is_some() {
+        panic!("tmux is required (KEYLATCH_REQUIRE_TMUX) but missing");
+    }
+    if !ok {
+        eprintln!("exec_signals: no tmux here; the terminal test is not run");
+    }
+    ok.then_some("tmux")
+}
+
+/// In a real terminal (tmux): a command that reads the terminal is a
+/// background job in its own group, so it is stopped, and keylatch says
+/// so; Ctrl-C still ends it at once. With --foreground it reads the line.
+#[test]
+fn in_a_terminal_a_reading_command_is_reported_and_foreground_reads() {
+    let Some(tmux) = tmux() else { return };
+    let server = RedisServer::start();
+    let dir = TempDir::new("keylatch-tty").unwrap();
+    let session = format!("kl{}", std::process::id());
+    let socket = dir.path().join("tmux.sock");
+    let tm = |args: &[&str]| {
+        Command::new(tmux)
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = tm(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "200",
+        "-y",
+        "30",
+        "sh",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let screen = || {
+        String::from_utf8_lossy(&tm(&["capture-pane", "-p", "-J", "-t", &session]).stdout)
+            .into_owned()
+    };
+    let shows = |what: &str| {
+        let what = what.to_owned();
+        Soon::new(Duration::from_secs(15), Duration::from_millis(50)).until_blocking(|| {
+            let s = screen();
+            s.contains(&what)
+                .then_some(())
+                .ok_or_else(|| format!("no {what:?} on screen:\n{s}"))
+        })
+    };
+    let bin = env!("CARGO_BIN_EXE_keylatch");
+    let line = format!(
+        "KEYLATCH_URL={} {bin} exec tty -- sh -c 'read a; echo got $a'; echo EXIT=$?",
+        server.url()
+    );
+    tm(&["send-keys", "-t", &session, &line, "Enter"]);
+    shows("the command is stopped");
+    tm(&["send-keys", "-t", &session, "C-c"]);
+    shows("EXIT=130");
+    let line = format!(
+        "clear; KEYLATCH_URL={} {bin} exec tty --foreground -- sh -c 'read a; echo got $a'; echo EXIT2=$?",
+        server.url()
+    );
+    tm(&["send-keys", "-t", &session, &line, "Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tm(&["send-keys", "-t", &session, "hello", "Enter"]);
+    shows("got hello");
+    shows("EXIT2=0");
+    tm(&["kill-server"]);
+}

@@ -61,8 +61,10 @@ order given, so execs naming the same locks cannot deadlock); with --fair,
                it cannot handle) keeps others out at most 10s
   --grace D    time between the stop signal and SIGKILL (default 5s)
   --foreground keep CMD in keylatch's process group, for a command that
-               reads the terminal; then only CMD itself is signalled, and
-               processes it started are neither stopped nor waited for
+               reads the terminal (in a group of its own, a read from the
+               terminal stops it, and keylatch says so); then only CMD
+               itself is signalled, and processes it started are neither
+               stopped nor waited for
   --url URL    server (repeat for cluster seeds); default $KEYLATCH_URL
                (comma-separated), else redis://127.0.0.1:6379; rediss://
                for TLS (CA from $KEYLATCH_TLS_CA or ?ca=FILE)
@@ -361,10 +363,24 @@ async fn run_held(
 
     let lost = guard.lost();
     tokio::pin!(lost);
-    let outcome = tokio::select! {
-        status = child.wait() => Outcome::Exited(status),
-        reason = &mut lost => Outcome::Lost(reason),
-        stop = signals.recv() => Outcome::Signalled(stop),
+    let mut look = tokio::time::interval(STOPPED_CHECK);
+    let mut told = a.foreground;
+    let outcome = loop {
+        tokio::select! {
+            status = child.wait() => break Outcome::Exited(status),
+            reason = &mut lost => break Outcome::Lost(reason),
+            stop = signals.recv() => break Outcome::Signalled(stop),
+            _ = look.tick(), if !told => {
+                if child.main_stopped() {
+                    told = true;
+                    eprintln!(
+                        "keylatch: the command is stopped (did it read the terminal? it runs in a \
+                         process group of its own: use --foreground for interactive commands); \
+                         the lock stays held"
+                    );
+                }
+            }
+        }
     };
     match outcome {
         Outcome::Exited(Ok(status)) => {
@@ -444,6 +460,9 @@ async fn run_held(
         }
     }
 }
+
+/// How often `exec` looks whether the command was stopped by the terminal.
+const STOPPED_CHECK: Duration = Duration::from_secs(1);
 
 /// Says so when SIGKILL could not end the whole group in time (a process in
 /// uninterruptible sleep): the lock is released all the same, since keeping

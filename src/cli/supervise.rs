@@ -81,6 +81,18 @@ impl Supervised {
         }
     }
 
+    /// Whether the command's main process is stopped (state `T`): in a
+    /// group of its own it is a background job of the terminal, and reading
+    /// the terminal stops it with SIGTTIN.
+    pub(crate) fn main_stopped(&self) -> bool {
+        self.pid.is_some_and(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| parse_stat(&s))
+                .is_some_and(|(state, _)| state == 'T')
+        })
+    }
+
     fn main_alive(&self) -> bool {
         self.pid.is_some_and(process_alive)
     }
@@ -100,6 +112,11 @@ impl Supervised {
         let mut report = StopReport::default();
         if self.members() > 0 {
             self.send(first.name).await;
+            // A stopped process (a background job that read the terminal,
+            // one stopped with Ctrl-Z or SIGSTOP) would hold the signal
+            // pending until the grace ran out: CONT lets it act on it, as
+            // timeout(1) and systemd do.
+            self.send("CONT").await;
             let until = Instant::now() + grace;
             tokio::select! {
                 () = self.gone_by(until) => {}
