@@ -41,7 +41,7 @@ pub use keylatch_cluster::{
     SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
-    CountDownLatch, ExpirableSemaphore, Lock, LockError, LockGuard, LockResult, Locks, LocksConfig,
+    CountDownLatch, ExpirableSemaphore, ForceUnlocked, KeyShape, Lock, LockError, LockGuard, LockResult, Locks, LocksConfig,
     LossReason, LostToken, MultiGuard, MultiLock, PermitGuard, PermitId, RedLock, RedLockGuard,
     ReplicaSync, RwLock, Semaphore,
 };

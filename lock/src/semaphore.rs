@@ -37,6 +37,7 @@ use crate::lease::{LeaseKind, LossReason};
 use crate::locks::Inner;
 use crate::names::{companion, suffixed};
 use crate::release::{retriable, Detached};
+use crate::shape::wrong_type;
 use crate::scripts::{
     PERMITS_ACQUIRE, PERMITS_RELEASE, PERMITS_RENEW, SEMAPHORE_ACQUIRE, SEMAPHORE_CHANGE,
     SEMAPHORE_DRAIN, SEMAPHORE_SET,
@@ -127,6 +128,8 @@ pub(crate) enum SemReply {
     Got,
     /// The semaphore does not exist (status -1).
     Missing,
+    /// Its key holds something else than a count (status -3).
+    WrongType,
     /// Not enough permits (any other status); the hint, in milliseconds,
     /// until a leased permit expires (or -1).
     Short(i64),
@@ -138,6 +141,7 @@ pub(crate) fn sem_reply(frame: &Frame) -> LockResult<SemReply> {
     Ok(match pair(frame)? {
         (1, _) => SemReply::Got,
         (-1, _) => SemReply::Missing,
+        (-3, _) => SemReply::WrongType,
         (_, hint) => SemReply::Short(hint),
     })
 }
@@ -222,7 +226,16 @@ impl Counter {
                 ],
             )
             .await?;
-        integer(&reply)
+        self.count_or_wrong_type(&reply).await
+    }
+
+    /// A count script's integer, or (nil: the key holds something else
+    /// than a count) [`LockError::WrongType`] naming what it holds.
+    async fn count_or_wrong_type(&self, reply: &Frame) -> LockResult<i64> {
+        if *reply.value() == Frame::Null {
+            return Err(wrong_type(&self.inner, &self.names.key).await);
+        }
+        integer(reply)
     }
 
     async fn drain(&self, only_count: bool) -> LockResult<i64> {
@@ -239,7 +252,7 @@ impl Counter {
                 &[if only_count { "1" } else { "0" }],
             )
             .await?;
-        integer(&reply)
+        self.count_or_wrong_type(&reply).await
     }
 }
 
@@ -419,7 +432,9 @@ impl Semaphore {
     ///
     /// # Errors
     /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
-    /// set (nothing to wait for); [`LockError::Client`].
+    /// set (nothing to wait for); [`LockError::WrongType`] at once when its
+    /// key holds something else than a count (a lock, a list, …);
+    /// [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe: permits taken by an attempt whose reply comes after the
@@ -468,6 +483,7 @@ impl Semaphore {
                     SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),
                     }),
+                    SemReply::WrongType => Err(wrong_type(inner, &names.key).await),
                     // Short: waits for a release (no hint).
                     SemReply::Short(_) => Ok(Try::Short(-1)),
                 }
@@ -721,7 +737,8 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
-    /// set; [`LockError::PermitCount`] for 0 permits or more than
+    /// set; [`LockError::WrongType`] at once when its key holds something
+    /// else than a count; [`LockError::PermitCount`] for 0 permits or more than
     /// [`MAX_LEASED_PERMITS`]; [`LockError::Client`].
     ///
     /// # Cancel safety
@@ -790,6 +807,7 @@ impl ExpirableSemaphore {
                     SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),
                     }),
+                    SemReply::WrongType => Err(wrong_type(inner, &names.key).await),
                     SemReply::Short(hint) => Ok(Try::Short(hint)),
                 }
             }
