@@ -256,10 +256,7 @@ async fn force_unlock_expirable_semaphore(admin: &Locks, holders: &Locks, p: &st
     let sem = holders.expirable_semaphore(&name);
     assert!(sem.try_set_permits(3).await.unwrap());
     let g = sem.acquire(1, None).await.unwrap();
-    let fixed = sem
-        .acquire(1, Some(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let fixed = sem.acquire(1, Some(Duration::from_secs(60))).await.unwrap();
     assert_eq!(sem.available().await.unwrap(), 1);
     assert_eq!(
         admin.force_unlock(&name).await.unwrap(),
@@ -297,7 +294,13 @@ async fn force_unlock_counts_refused(admin: &Locks, p: &str) {
     assert!(sem.try_acquire(1, Duration::ZERO).await.unwrap());
     let r = admin.force_unlock(&name).await;
     assert!(
-        matches!(r, Err(LockError::ForceUnlockRefused { found: KeyShape::Counter, .. })),
+        matches!(
+            r,
+            Err(LockError::ForceUnlockRefused {
+                found: KeyShape::Counter,
+                ..
+            })
+        ),
         "{r:?}"
     );
     let msg = r.unwrap_err().to_string();
@@ -309,7 +312,13 @@ async fn force_unlock_counts_refused(admin: &Locks, p: &str) {
     assert!(latch.try_set_count(2).await.unwrap());
     let r = admin.force_unlock(&name).await;
     assert!(
-        matches!(r, Err(LockError::ForceUnlockRefused { found: KeyShape::Counter, .. })),
+        matches!(
+            r,
+            Err(LockError::ForceUnlockRefused {
+                found: KeyShape::Counter,
+                ..
+            })
+        ),
         "{r:?}"
     );
     assert_eq!(latch.count().await.unwrap(), 2, "unchanged");
@@ -323,7 +332,10 @@ async fn force_unlock_multi_member(admin: &Locks, holders: &Locks, p: &str) {
     assert_eq!(admin.force_unlock(&b).await.unwrap(), ForceUnlocked::Lock);
     lost_soon(g.lost(), "multi-lock").await;
     assert!(g.unlock().await.is_err(), "the lost member is reported");
-    assert!(!exists(admin.client(), &a).await, "the other member released");
+    assert!(
+        !exists(admin.client(), &a).await,
+        "the other member released"
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -424,18 +436,41 @@ async fn non_locks_refused(locks: &Locks, p: &str) {
     }
     // A lock where a semaphore is asked for, and a count where a lock is.
     let name = format!("{p}lock-not-sem");
-    let g = locks.lock(&name).try_acquire_now(None).await.unwrap().unwrap();
-    let r = locks.semaphore(&name).try_acquire(1, Duration::from_secs(5)).await;
+    let g = locks
+        .lock(&name)
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .unwrap();
+    let r = locks
+        .semaphore(&name)
+        .try_acquire(1, Duration::from_secs(5))
+        .await;
     assert!(
-        matches!(r, Err(LockError::WrongType { found: KeyShape::LockHash, .. })),
+        matches!(
+            r,
+            Err(LockError::WrongType {
+                found: KeyShape::LockHash,
+                ..
+            })
+        ),
         "{r:?}"
     );
     g.unlock().await.unwrap();
     let name = format!("{p}sem-not-lock");
     locks.semaphore(&name).try_set_permits(2).await.unwrap();
-    let r = locks.lock(&name).try_acquire(Duration::from_secs(5), None).await;
+    let r = locks
+        .lock(&name)
+        .try_acquire(Duration::from_secs(5), None)
+        .await;
     assert!(
-        matches!(r, Err(LockError::WrongType { found: KeyShape::Counter, .. })),
+        matches!(
+            r,
+            Err(LockError::WrongType {
+                found: KeyShape::Counter,
+                ..
+            })
+        ),
         "{r:?}"
     );
 }
@@ -501,7 +536,10 @@ async fn reused_while_held(locks: &Locks, holders: &Locks, p: &str) {
             }
             // A new acquire says what is there, at once.
             let r = pick(locks).try_acquire(Duration::from_secs(5), None).await;
-            assert!(matches!(r, Err(LockError::WrongType { .. })), "{kind}: {r:?}");
+            assert!(
+                matches!(r, Err(LockError::WrongType { .. })),
+                "{kind}: {r:?}"
+            );
         }
     }
 }
@@ -608,7 +646,11 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
     cli(&server, &["HSET", "user:1", "name", "alice"]);
     for (name, what, kind) in [
         ("jobs", "a list", "not a lock (list)"),
-        ("greeting", "a string that is no lock", "not a lock (string)"),
+        (
+            "greeting",
+            "a string that is no lock",
+            "not a lock (string)",
+        ),
         ("user:1", "a hash that is no lock", "not a lock (hash)"),
     ] {
         // unlock --force: refused, naming it; untouched.
@@ -617,7 +659,11 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
         assert!(stderr(&o).contains(what), "{name}: {}", stderr(&o));
         // status says what it is.
         let o = run(&server, &["status", name, "--json"]);
-        assert!(stdout(&o).contains(&format!(r#""type":"{kind}""#)), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains(&format!(r#""type":"{kind}""#)),
+            "{}",
+            stdout(&o)
+        );
         // exec of every mode: exit 2 at once, naming it; the command never runs.
         for extra in [
             &[][..],
@@ -634,9 +680,16 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
                 .output()
                 .unwrap();
             assert_eq!(o.status.code(), Some(2), "{name} {extra:?}: {}", stderr(&o));
-            assert!(stderr(&o).contains(what), "{name} {extra:?}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains(what),
+                "{name} {extra:?}: {}",
+                stderr(&o)
+            );
             assert!(!stdout(&o).contains("ran"));
-            assert!(t.elapsed() < Duration::from_secs(5), "{name} {extra:?}: at once");
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{name} {extra:?}: at once"
+            );
         }
     }
     assert_eq!(cli(&server, &["LRANGE", "jobs", "0", "-1"]), "a\nb");
@@ -666,7 +719,11 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("1 leased permit"), "{}", stdout(&o));
     assert_eq!(holder.wait().unwrap().code(), Some(76));
-    assert_eq!(cli(&server, &["GET", "slots"]), "3", "still a semaphore of 3");
+    assert_eq!(
+        cli(&server, &["GET", "slots"]),
+        "3",
+        "still a semaphore of 3"
+    );
 
     // A lock whose name is reused while `exec` holds it: the holder sees
     // the loss and exits 76.

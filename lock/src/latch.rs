@@ -150,11 +150,8 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn count(&self) -> LockResult<u64> {
-        let v: Result<Option<String>, _> = self
-            .inner
-            .client
-            .cmd(Cmd::new("GET").key(&*self.key))
-            .await;
+        let v: Result<Option<String>, _> =
+            self.inner.client.cmd(Cmd::new("GET").key(&*self.key)).await;
         match v {
             Ok(None) => Ok(0),
             Ok(Some(t)) => match t.parse::<i64>() {

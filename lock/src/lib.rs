@@ -102,10 +102,10 @@ pub use redlock::{
     RedLock, RedLockGuard, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE, MAX_RETRY_DELAY,
 };
 pub use rwlock::RwLock;
-pub use shape::{ForceUnlocked, KeyShape};
 pub use semaphore::{
     BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, MAX_LEASED_PERMITS,
 };
+pub use shape::{ForceUnlocked, KeyShape};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

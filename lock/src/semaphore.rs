@@ -37,11 +37,11 @@ use crate::lease::{LeaseKind, LossReason};
 use crate::locks::Inner;
 use crate::names::{companion, suffixed};
 use crate::release::{retriable, Detached};
-use crate::shape::wrong_type;
 use crate::scripts::{
     PERMITS_ACQUIRE, PERMITS_RELEASE, PERMITS_RENEW, SEMAPHORE_ACQUIRE, SEMAPHORE_CHANGE,
     SEMAPHORE_DRAIN, SEMAPHORE_SET,
 };
+use crate::shape::wrong_type;
 use crate::wake::Wake;
 
 /// Most permits one [`ExpirableSemaphore`] acquire may lease: each is an id

@@ -127,7 +127,9 @@ impl Status {
     /// Whether the key is a string holding an integer (Redisson's
     /// semaphore and latch layout).
     fn is_count(&self) -> bool {
-        self.value.as_deref().is_some_and(|v| v.parse::<i64>().is_ok())
+        self.value
+            .as_deref()
+            .is_some_and(|v| v.parse::<i64>().is_ok())
     }
 
     /// What a key that is no lock holds, in words.
