@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use common::{stderr, stdout, Soon};
 use keylatch_cluster::{Client, ClientConfig, Commands};
-use keylatch_harness::{RedisCluster, RedisServer, TempDir};
+use keylatch_harness::{Masters, RedisCluster, RedisServer, TempDir};
 use keylatch_lock::{
-    ForceUnlocked, KeyShape, Lock, LockError, LockResult, Locks, LocksConfig, LossReason,
+    ForceUnlocked, KeyShape, Lock, LockError, LockResult, Locks, LocksConfig, LossReason, RedLock,
 };
 use keylatch_resp::{Cmd, Frame};
 
@@ -601,6 +601,67 @@ async fn lock_and_semaphores_in_a_cluster() {
     non_locks_refused(&admin, "c-").await;
     reused_while_held(&admin, &holders, "c-").await;
     reused_permits(&admin, &holders, "c-").await;
+}
+
+/// RedLock members on 3 masters: force-unlocked on a majority, the
+/// RedLock's `lost()` fires; a name that holds a list on a majority fails
+/// at once with `WrongType` instead of waiting out its time.
+#[tokio::test]
+async fn redlock_members() {
+    let masters = Masters::start(3);
+    let urls = masters.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let nodes = {
+        let mut v = Vec::new();
+        for u in &urls {
+            v.push(locks_on(u).await);
+        }
+        v
+    };
+    let red = RedLock::new(nodes);
+    let g = red
+        .try_acquire("payouts", Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("free");
+    for u in &urls[..2] {
+        let admin = locks_on(u).await;
+        assert_eq!(
+            admin.force_unlock("payouts").await.unwrap(),
+            ForceUnlocked::Lock
+        );
+    }
+    lost_soon(g.lost(), "RedLock").await;
+    let _ = g.unlock().await;
+    for u in &urls[..2] {
+        let admin = locks_on(u).await;
+        send(admin.client(), &["RPUSH", "queue", "x"]).await;
+    }
+    let t = Instant::now();
+    let r = red
+        .try_acquire("queue", Duration::from_secs(10), None)
+        .await;
+    assert!(
+        matches!(
+            r,
+            Err(LockError::WrongType {
+                found: KeyShape::List,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(3), "at once");
+    // The third master's member was released again.
+    let third = locks_on(urls[2]).await;
+    SOON.until(|| async {
+        if exists(third.client(), "queue").await {
+            Err("the lone member is still held".to_owned())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------

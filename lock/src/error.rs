@@ -165,7 +165,7 @@ impl fmt::Display for LockError {
             ),
             LockError::WrongType { name, found } => write!(
                 f,
-                "key {name:?} holds {found}, not a lock of this kind; refused (nothing changed)"
+                "key {name:?} holds {found}: no lock of the kind asked for; refused (nothing changed)"
             ),
             LockError::ForceUnlockRefused { name, found } => match found {
                 crate::KeyShape::Counter => write!(

@@ -337,7 +337,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have added them.
@@ -354,7 +355,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -371,7 +373,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have drained.
@@ -389,7 +392,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
@@ -649,7 +653,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have added them.
@@ -666,7 +671,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -685,7 +691,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have drained.
