@@ -433,6 +433,30 @@ async fn non_locks_refused(locks: &Locks, p: &str) {
             send(admin, &["LLEN", &format!("redisson_lock_queue:{{{name}}}")]).await,
             Frame::Integer(0)
         );
+        assert_eq!(
+            send(
+                admin,
+                &["ZCARD", &format!("{{{name}}}:rwlock_writers_waiting")]
+            )
+            .await,
+            Frame::Integer(0)
+        );
+        // A multi-lock with it among its members (one member alone, and
+        // two members of one slot, which take one script call): at once.
+        let t = Instant::now();
+        let tagged = format!("{{{name}}}-free");
+        for members in [vec![name.as_str()], vec![name.as_str(), tagged.as_str()]] {
+            let r = locks
+                .multi_lock(&members)
+                .try_acquire(Duration::from_secs(10), None)
+                .await;
+            assert!(
+                matches!(r, Err(LockError::WrongType { found, .. }) if found == shape),
+                "multi-lock {members:?}: {r:?}"
+            );
+        }
+        assert!(t.elapsed() < Duration::from_secs(3), "multi-lock at once");
+        assert!(!exists(admin, &tagged).await, "nothing left held");
     }
     // A lock where a semaphore is asked for, and a count where a lock is.
     let name = format!("{p}lock-not-sem");
