@@ -23,7 +23,8 @@ pub enum LockError {
     /// The client failed (connection, routing, server error).
     Client(keylatch_cluster::Error),
     /// Unlock or extend by an owner that does not hold the lock (it expired,
-    /// was force-unlocked, or was never held by this owner). Nothing changed.
+    /// was force-unlocked, its name now holds another type, or it was never
+    /// held by this owner). Nothing changed.
     NotOwner {
         /// The lock's name.
         name: String,

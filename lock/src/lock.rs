@@ -243,7 +243,9 @@ impl Lock {
     /// [`LocksConfig::attempt_timeout`](crate::LocksConfig::attempt_timeout),
     /// at most the client's request timeout: the outcome is settled in the
     /// background, see below); [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) under a
-    /// replica-sync policy.
+    /// replica-sync policy; [`LockError::WrongType`](crate::LockError::WrongType) at once when the
+    /// name's key holds no lock (a list, a string, a semaphore's count, a
+    /// hash with no lock's shape and no expiry), naming what it holds.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped at any await, it leaves its local queue slot and

@@ -127,9 +127,10 @@ impl MultiLock {
     ///
     /// # Errors
     /// [`LockError::SelfDeadlock`] at once when one name is listed under two
-    /// owners (the second would wait for the first for ever). Otherwise the
-    /// first member's error ([`LockError::Client`], …); the members taken
-    /// before it are released first.
+    /// owners (the second would wait for the first for ever).
+    /// [`LockError::WrongType`] at once when a member's key holds no lock.
+    /// Otherwise the first member's error ([`LockError::Client`], …); the
+    /// members taken before it are released first.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped at any point, what it took is released in the
