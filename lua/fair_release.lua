@@ -17,7 +17,17 @@
 --          head, whose waiter may be asleep); 0 when holds remain;
 --          1 when this was the last hold: the key is deleted, dead heads
 --          purged, and "0" published to the new head's own channel.
+--          A name that now holds another type (the hold lost, the name
+--          reused) is nil, never an error; a queue or deadlines key of
+--          another type is left alone (nobody is woken through it).
 local function wake_head()
+    if redis.call('type', KEYS[3]).ok ~= 'list' then
+        return
+    end
+    local dt = redis.call('type', KEYS[4]).ok
+    if dt ~= 'zset' and dt ~= 'none' then
+        return
+    end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     while true do
@@ -35,14 +45,22 @@ local function wake_head()
     end
 end
 
-local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if holds == nil then
-    if redis.call('exists', KEYS[1]) == 0 then
+local kt = redis.call('type', KEYS[1]).ok
+if kt ~= 'hash' then
+    if kt == 'none' then
         wake_head()
     end
     return nil
 end
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if holds == nil then
+    return nil
+end
 if ARGV[4] ~= '0' then
+    local ct = redis.call('type', KEYS[2]).ok
+    if ct ~= 'string' and ct ~= 'none' then
+        return nil
+    end
     local current = redis.call('get', KEYS[2])
     if current and current ~= ARGV[4] then
         return nil

@@ -7,7 +7,13 @@
 -- ARGV[2]  the publish command: "publish" or "spublish"
 --
 -- Returns  the count after (≤ 0: the latch is open and its key deleted;
---          exactly 0: "0" published, so waiters wake, as Redisson does).
+--          exactly 0: "0" published, so waiters wake, as Redisson does);
+--          nil when the key holds something else than a count (another
+--          type, a string that is no integer): nothing changes.
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and (t ~= 'string' or not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')) then
+    return nil
+end
 local v = redis.call('decr', KEYS[1])
 if v <= 0 then
     redis.call('del', KEYS[1])

@@ -14,11 +14,19 @@
 --
 -- Returns  {1, lease} when taken; {0, wait} when fewer than n are
 --          available: wait (ms) until the nearest permit expires, -1 when
---          none will; {-1, 0} when the semaphore does not exist.
+--          none will; {-1, 0} when the semaphore does not exist; {-3, 0}
+--          when its key (or its permits key) holds something else (another
+--          type, a string that is no integer): nothing changes.
 --
 -- Expired permits go back to the pool first (and the new count is
 -- published). Expiries come from the server's TIME, never a client's
 -- clock (Redisson uses the client's; the stored shape is the same).
+local st = redis.call('type', KEYS[1]).ok
+local zt = redis.call('type', KEYS[2]).ok
+if (st ~= 'none' and (st ~= 'string' or not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')))
+    or (zt ~= 'none' and zt ~= 'zset') then
+    return {-3, 0}
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1000)

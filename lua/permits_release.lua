@@ -12,7 +12,23 @@
 --          expired = of those, ids whose lease had already run out (back in
 --          the pool all the same, as Redisson does). An id not out any more
 --          (released before, or expired and taken back by an acquire) is in
---          neither count.
+--          neither count. A count that is gone or now holds another type
+--          (the name reused), or a permits key of another type: {0, 0},
+--          never an error; ids still in the permits are removed, and no
+--          count is made up from them (a release must not re-create a
+--          semaphore with only its own permits).
+local st = redis.call('type', KEYS[1]).ok
+local zt = redis.call('type', KEYS[2]).ok
+if zt ~= 'zset' then
+    return {0, 0}
+end
+if st ~= 'string' or not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
+    for i = 3, #ARGV do
+        local raw = ARGV[i]:gsub('..', function(h) return string.char(tonumber(h, 16)) end)
+        redis.call('zrem', KEYS[2], raw)
+    end
+    return {0, 0}
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local released, expired = 0, 0

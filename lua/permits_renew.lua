@@ -3,7 +3,8 @@
 -- guard's extend). A guard stands while every one of its permits is out
 -- and unexpired.
 --
--- KEYS[2i-1]  a semaphore (unused here; its slot routes the call);
+-- KEYS[2i-1]  a semaphore (its count: gone or of another type, the guard's
+--             permits are gone);
 --             KEYS[2i] its permits, {name}:timeout (zset raw id -> expiry)
 -- ARGV[1]     lease in ms: each permit now expires at least this long from
 --             the server's now (never sooner than it did); "0" only checks
@@ -12,13 +13,22 @@
 --             ARGV[2i+2] its token (unused: "0")
 --
 -- Returns  an array: element i is 1 when guard i's permits all stand (and
---          are renewed), 0 when any is gone or expired, -1 when the key
+--          are renewed), 0 when any is gone or expired (or the count is), -1 when the key
 --          could not be read here (served elsewhere now).
 local function raw(hex)
     return (hex:gsub('..', function(h) return string.char(tonumber(h, 16)) end))
 end
 
-local function judge(zset, ids, lease, now)
+local function judge(sem, zset, ids, lease, now)
+    -- The count gone or overwritten (the name reused by another type):
+    -- the permits are gone with it.
+    local st = redis.pcall('type', sem)
+    if type(st) == 'table' and st.err then
+        return -1
+    end
+    if st.ok ~= 'string' then
+        return 0
+    end
     for hex in string.gmatch(ids, '[^,]+') do
         local score = redis.pcall('zscore', zset, raw(hex))
         if type(score) == 'table' then
@@ -44,6 +54,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS / 2 do
-    out[i] = judge(KEYS[2 * i], ARGV[2 * i + 1], lease, now)
+    out[i] = judge(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], lease, now)
 end
 return out

@@ -17,7 +17,16 @@ local function raw(hex)
     return (hex:gsub('..', function(h) return string.char(tonumber(h, 16)) end))
 end
 
-local function judge(zset, ids, lease, now)
+local function judge(sem, zset, ids, lease, now)
+    -- The count gone or overwritten (the name reused by another type):
+    -- the permits are gone with it.
+    local st = redis.pcall('type', sem)
+    if type(st) == 'table' and st.err then
+        return -1
+    end
+    if st.ok ~= 'string' then
+        return 0
+    end
     for hex in string.gmatch(ids, '[^,]+') do
         local score = redis.pcall('zscore', zset, raw(hex))
         if type(score) == 'table' then
@@ -43,6 +52,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[1])
 local out = {}
 for i = 3, #ARGV, 4 do
-    out[#out + 1] = judge(ARGV[i + 1], ARGV[i + 2], lease, now)
+    out[#out + 1] = judge(ARGV[i], ARGV[i + 1], ARGV[i + 2], lease, now)
 end
 return out

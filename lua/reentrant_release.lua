@@ -16,11 +16,23 @@
 --          own, kept by their acquires and renewals);
 --          1 when this was the last hold: the key is deleted and "0"
 --          published on the channel, as Redisson does, so waiters wake.
+--          A name that now holds another type (the hold was lost and the
+--          name reused: a semaphore's string, an application's list) is
+--          nil too, never an error: the hold is gone, nothing changes.
+if redis.call('type', KEYS[1]).ok ~= 'hash' then
+    return nil
+end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 if holds == nil then
     return nil
 end
 if ARGV[4] ~= '0' then
+    local ct = redis.call('type', KEYS[2]).ok
+    if ct ~= 'string' and ct ~= 'none' then
+        -- A counter overwritten with another type: the renewal judges
+        -- such a hold gone, and so does its release.
+        return nil
+    end
     local current = redis.call('get', KEYS[2])
     if current and current ~= ARGV[4] then
         return nil

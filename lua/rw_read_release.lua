@@ -65,6 +65,11 @@ local function longest(hash, base)
     return out
 end
 
+-- A name that now holds another type (the hold lost, the name reused):
+-- nil, never an error.
+if redis.call('type', KEYS[1]).ok ~= 'hash' then
+    return nil
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == 'write' and end_lapsed_write(KEYS[1], KEYS[3], ARGV[1]) then
     redis.call(ARGV[3], ARGV[2], '1')

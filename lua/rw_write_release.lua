@@ -59,6 +59,11 @@ end
 
 local field = ARGV[1] .. ':write'
 local wkey = KEYS[3] .. ':' .. field .. ':rwlock_timeout:1'
+-- A name that now holds another type (the hold lost, the name reused):
+-- nil, never an error.
+if redis.call('type', KEYS[1]).ok ~= 'hash' then
+    return nil
+end
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return nil
 end

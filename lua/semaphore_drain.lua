@@ -9,8 +9,13 @@
 --
 -- Returns  the permits available (drained: the count is now 0 whatever it
 --          was, even below zero, as Redisson's drainPermits; its expiry
---          kept); 0 when the semaphore does not exist.
-if KEYS[2] then
+--          kept); 0 when the semaphore does not exist; nil when its key
+--          holds something else than a count (nothing changes).
+local st = redis.call('type', KEYS[1]).ok
+if st ~= 'none' and (st ~= 'string' or not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')) then
+    return nil
+end
+if KEYS[2] and redis.call('type', KEYS[2]).ok == 'zset' then
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1000)

@@ -41,9 +41,9 @@ pub use keylatch_cluster::{
     SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
-    CountDownLatch, ExpirableSemaphore, Lock, LockError, LockGuard, LockResult, Locks, LocksConfig,
-    LossReason, LostToken, MultiGuard, MultiLock, PermitGuard, PermitId, RedLock, RedLockGuard,
-    ReplicaSync, RwLock, Semaphore,
+    CountDownLatch, ExpirableSemaphore, ForceUnlocked, KeyShape, Lock, LockError, LockGuard,
+    LockResult, Locks, LocksConfig, LossReason, LostToken, MultiGuard, MultiLock, PermitGuard,
+    PermitId, RedLock, RedLockGuard, ReplicaSync, RwLock, Semaphore,
 };
 pub use keylatch_resp::{Attributed, Cmd, Frame};
 

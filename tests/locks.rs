@@ -850,11 +850,21 @@ async fn unbounded_durations_are_clamped_not_panics() {
 #[tokio::test]
 async fn a_failed_acquire_leaves_no_watchdog_entry() {
     let (server, locks) = server_with_locks(cfg()).await;
-    // Not a hash: the script's HEXISTS fails with WRONGTYPE.
+    // Not a hash: the script's HEXISTS fails with WRONGTYPE, reported as
+    // what the key holds.
     server.cli(&["SET", "not-a-lock", "x"]).unwrap();
     let lock = locks.lock("not-a-lock");
     let err = lock.try_acquire_now(None).await.unwrap_err();
-    assert!(matches!(err, LockError::Client(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            LockError::WrongType {
+                found: keylatch_lock::KeyShape::String,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(
         locks.watched_holds(),
         0,

@@ -28,6 +28,7 @@ use crate::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lease::LeaseKind;
 use crate::lock::{Lock, ReplicaSync};
 use crate::release::{release, Retry};
+use crate::shape::{key_shape, KeyShape};
 use crate::wake::Wake;
 
 /// First pause before an acquire that surely did not run (see [`not_run`])
@@ -111,6 +112,24 @@ impl Lock {
         })
     }
 
+    /// An acquire the server answered with an error: when the name's key
+    /// holds no lock (the script met another type: a list, a semaphore's
+    /// string), [`LockError::WrongType`] naming it, so the caller fails at
+    /// once with what is there; else the client's error as it was.
+    async fn refused(&self, e: Error) -> LockError {
+        if e.server_kind() == Some(ServerErrorKind::Other) {
+            if let Ok(found) = key_shape(&self.inner, self.name()).await {
+                if !found.is_lock() && found != KeyShape::None {
+                    return LockError::WrongType {
+                        name: self.name().to_owned(),
+                        found,
+                    };
+                }
+            }
+        }
+        e.into()
+    }
+
     /// One acquire script call; a fair lock's joins (or stays in) the queue
     /// when it cannot take the lock if `join` (the caller waits).
     pub(crate) async fn attempt(
@@ -169,7 +188,8 @@ impl Lock {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(MAX_NOT_RUN_PAUSE);
                 }
-                other => break (other?, sent_at),
+                Err(e) => return Err(self.refused(e).await),
+                Ok(frame) => break (frame, sent_at),
             }
         };
         // A reply of another shape leaves the outcome unknown, as a lost one
@@ -185,6 +205,20 @@ impl Lock {
                     name: self.name().to_owned(),
                 })
             }
+            // A lock always has an expiry: a key without one may be no
+            // lock at all (an application's hash), which nobody will ever
+            // release. Asked only then, off the fast path.
+            AcquireReply::Held(-1) => match key_shape(&self.inner, self.name()).await? {
+                found if found.is_lock() || found == KeyShape::None => {
+                    return Ok(Attempt::Held(-1))
+                }
+                found => {
+                    return Err(LockError::WrongType {
+                        name: self.name().to_owned(),
+                        found,
+                    })
+                }
+            },
             AcquireReply::Held(pttl) => return Ok(Attempt::Held(pttl)),
             AcquireReply::Taken { holds, value } => (holds, value),
         };

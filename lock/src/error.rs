@@ -14,6 +14,8 @@ pub type LockResult<T> = std::result::Result<T, LockError>;
 /// assert!(e.to_string().contains("orders"));
 /// let e = LockError::Expired { name: "orders".into() };
 /// assert!(e.to_string().contains("already ended"));
+/// let e = LockError::WrongType { name: "orders".into(), found: keylatch_lock::KeyShape::List };
+/// assert!(e.to_string().contains("holds a list"));
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -21,7 +23,8 @@ pub enum LockError {
     /// The client failed (connection, routing, server error).
     Client(keylatch_cluster::Error),
     /// Unlock or extend by an owner that does not hold the lock (it expired,
-    /// was force-unlocked, or was never held by this owner). Nothing changed.
+    /// was force-unlocked, its name now holds another type, or it was never
+    /// held by this owner). Nothing changed.
     NotOwner {
         /// The lock's name.
         name: String,
@@ -91,6 +94,26 @@ pub enum LockError {
         /// The lock's name.
         name: String,
     },
+    /// The name's key holds something that is no lock of the kind asked
+    /// for (a list, a string, a hash with no lock's shape; a lock where a
+    /// semaphore was asked for, …): an acquire or a wait fails at once
+    /// instead of waiting for a holder that does not exist. Nothing changed.
+    WrongType {
+        /// The name.
+        name: String,
+        /// What the key holds.
+        found: crate::KeyShape,
+    },
+    /// A force unlock refused: the name holds no lock at all, or a
+    /// semaphore's or latch's count with no holder to free (plain
+    /// semaphores' permits belong to nobody; a latch has no holder).
+    /// Nothing changed.
+    ForceUnlockRefused {
+        /// The name.
+        name: String,
+        /// What the key holds.
+        found: crate::KeyShape,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -141,6 +164,20 @@ impl fmt::Display for LockError {
                 f,
                 "a multi-lock lists lock {name:?} under two owners: it would wait for itself"
             ),
+            LockError::WrongType { name, found } => write!(
+                f,
+                "key {name:?} holds {found}: no lock of the kind asked for; refused (nothing changed)"
+            ),
+            LockError::ForceUnlockRefused { name, found } => match found {
+                crate::KeyShape::Counter => write!(
+                    f,
+                    "force unlock of {name:?} refused: it holds {found}, which has no holder to free (release permits or count down instead)"
+                ),
+                _ => write!(
+                    f,
+                    "force unlock of {name:?} refused: it holds {found}, not a lock (nothing changed)"
+                ),
+            },
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }
     }

@@ -153,7 +153,8 @@ impl LockGuard {
     /// [`LockError::Expired`] when the hold had already ended: its lease ran
     /// out or it was lost (by the local deadline or the loss signal).
     /// [`LockError::NotOwner`] when it was ended otherwise (force-unlocked,
-    /// deleted, or released through another handle of its owner).
+    /// deleted, the name reused by another type, or released through
+    /// another handle of its owner): never a raw `WRONGTYPE`.
     /// [`LockError::Client`] when the release could not be delivered at
     /// once (a node down, a slot migrating, no reply): it goes on being
     /// tried in the background until the hold's deadline, past which the

@@ -10,12 +10,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::Commands;
+use keylatch_cluster::{Commands, ServerErrorKind};
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::locks::Inner;
 use crate::scripts::{LATCH_COUNT_DOWN, SEMAPHORE_SET};
+use crate::shape::wrong_type;
 use crate::wake::Wake;
 
 /// A count-down latch shared across processes: some wait until others
@@ -111,7 +112,8 @@ impl CountDownLatch {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds no count (the name
+    /// reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have counted down.
@@ -127,6 +129,8 @@ impl CountDownLatch {
             .await?;
         match reply.into_value() {
             Frame::Integer(n) => Ok(n),
+            // The key holds something else than a count (a name reused).
+            Frame::Null => Err(wrong_type(&self.inner, &self.key).await),
             other => Err(LockError::Protocol(other.to_string())),
         }
     }
@@ -140,23 +144,26 @@ impl CountDownLatch {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`]; [`LockError::Protocol`] when the key holds no
-    /// number.
+    /// [`LockError::WrongType`] when the key holds no count (the name
+    /// reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn count(&self) -> LockResult<u64> {
-        let v: Option<String> = self
-            .inner
-            .client
-            .cmd(Cmd::new("GET").key(&*self.key))
-            .await?;
+        let v: Result<Option<String>, _> =
+            self.inner.client.cmd(Cmd::new("GET").key(&*self.key)).await;
         match v {
-            None => Ok(0),
-            Some(t) => t
-                .parse::<i64>()
-                .map(|n| n.max(0).unsigned_abs())
-                .map_err(|_| LockError::Protocol(format!("latch {:?} holds {t:?}", &*self.key))),
+            Ok(None) => Ok(0),
+            Ok(Some(t)) => match t.parse::<i64>() {
+                Ok(n) => Ok(n.max(0).unsigned_abs()),
+                // No count: a name reused by a string of another kind.
+                Err(_) => Err(wrong_type(&self.inner, &self.key).await),
+            },
+            // WRONGTYPE: another type at the name; the error names it.
+            Err(e) if e.server_kind() == Some(ServerErrorKind::Other) => {
+                Err(wrong_type(&self.inner, &self.key).await)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -188,8 +195,8 @@ impl CountDownLatch {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`]; [`LockError::Protocol`] when the key holds no
-    /// number.
+    /// [`LockError::WrongType`] when the key holds no count (the name
+    /// reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe (it only reads and listens).

@@ -38,6 +38,9 @@
 //! - `hold_key.rs`: the watchdog's key for a hold, hashed once per handle.
 //! - `names.rs`: Redisson's key and channel names; every key of a lock
 //!   shares its slot.
+//! - [`KeyShape`] and [`ForceUnlocked`] (`shape.rs`): what a name's key
+//!   holds, for the typed answer when it is no lock of the kind asked for,
+//!   and what a force unlock ended.
 //! - [`scripts`]: the static catalogue of Lua scripts from `lua/`.
 //! - [`LockError`] (`error.rs`).
 //! - `fuzzing.rs` (cargo feature `fuzzing`, off by default, hidden): the
@@ -83,6 +86,7 @@ mod release;
 mod rwlock;
 pub mod scripts;
 mod semaphore;
+mod shape;
 mod spin;
 mod waiters;
 mod wake;
@@ -101,6 +105,7 @@ pub use rwlock::RwLock;
 pub use semaphore::{
     BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, MAX_LEASED_PERMITS,
 };
+pub use shape::{ForceUnlocked, KeyShape};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Commands, Ttl};
-use keylatch_resp::{Cmd, Frame};
+use keylatch_resp::Cmd;
 
 use crate::acquire::Attempt;
 use crate::error::LockResult;
@@ -13,7 +13,6 @@ use crate::guard::LockGuard;
 use crate::handle::Handle;
 use crate::lease::LeaseKind;
 use crate::locks::Inner;
-use crate::scripts::FORCE_UNLOCK;
 
 /// After acquiring, how many replicas must acknowledge the hold (`WAIT`)
 /// before it counts. Too few acknowledgements: the hold is released again
@@ -244,7 +243,9 @@ impl Lock {
     /// [`LocksConfig::attempt_timeout`](crate::LocksConfig::attempt_timeout),
     /// at most the client's request timeout: the outcome is settled in the
     /// background, see below); [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) under a
-    /// replica-sync policy.
+    /// replica-sync policy; [`LockError::WrongType`](crate::LockError::WrongType) at once when the
+    /// name's key holds no lock (a list, a string, a semaphore's count, a
+    /// hash with no lock's shape and no expiry), naming what it holds.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped at any await, it leaves its local queue slot and
@@ -359,7 +360,7 @@ impl Lock {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn hold_count(&self) -> LockResult<u64> {
-        let n: Option<u64> = self
+        let n: Result<Option<u64>, _> = self
             .inner
             .client
             .cmd(
@@ -367,8 +368,19 @@ impl Lock {
                     .key(&*self.handle.names.key)
                     .arg(self.handle.field()),
             )
-            .await?;
-        Ok(n.unwrap_or(0))
+            .await;
+        match n {
+            Ok(n) => Ok(n.unwrap_or(0)),
+            // WRONGTYPE: the name now holds another type (the hold was lost
+            // and the name reused): this owner holds nothing there.
+            Err(e) if e.server_kind() == Some(keylatch_cluster::ServerErrorKind::Other) => {
+                match crate::shape::key_shape(&self.inner, self.name()).await? {
+                    found if found.is_lock() => Err(e.into()),
+                    _ => Ok(0),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The lock's remaining TTL on the server (`None` when not locked).
@@ -394,10 +406,12 @@ impl Lock {
         )
     }
 
-    /// Deletes the lock whoever holds it and wakes waiters. `true` when
-    /// there was a lock. The holder learns of it through
-    /// [`LockGuard::lost`]: at once when its [`Locks`](crate::Locks) tracks
-    /// keys ([`Locks::connect`](crate::Locks::connect)), else at its next
+    /// Ends the lock whoever holds it and wakes waiters, as
+    /// [`Locks::force_unlock`](crate::Locks::force_unlock) does for its
+    /// name (which knows the type it finds there). `true` when something
+    /// was held. The holder learns of it through [`LockGuard::lost`]: at
+    /// once when its [`Locks`](crate::Locks) tracks keys
+    /// ([`Locks::connect`](crate::Locks::connect)), else at its next
     /// renewal (a fixed lease: when the lease ends).
     ///
     /// ```no_run
@@ -407,37 +421,14 @@ impl Lock {
     /// ```
     ///
     /// # Errors
+    /// [`LockError::ForceUnlockRefused`](crate::LockError::ForceUnlockRefused)
+    /// when the name holds no lock (nothing changes);
     /// [`LockError::Client`](crate::LockError::Client).
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn force_unlock(&self) -> LockResult<bool> {
-        let names = &self.handle.names;
-        // A fair lock's waiters listen on their own channels: the queue's
-        // head is woken there too.
-        let queue = (self.handle.kind == LeaseKind::Fair).then(|| names.fair_queue().0);
-        let mut keys = vec![&*names.key];
-        keys.extend(queue.as_deref());
-        let reply = self
-            .inner
-            .client
-            .eval_script(
-                &FORCE_UNLOCK,
-                &keys,
-                &[
-                    // A read-write lock's waiters of both kinds wake on "1".
-                    if self.handle.kind.is_rw() { "1" } else { "0" },
-                    self.inner.publish_command(),
-                    self.handle.names.channel.as_str(),
-                ],
-            )
-            .await?;
-        let deleted = *reply.value() == Frame::Integer(1);
-        if deleted {
-            // Our own DEL raises no invalidation here: holds of this
-            // process on the lock are checked now.
-            self.inner.engine.touched(&self.handle.names.key);
-        }
-        Ok(deleted)
+        let out = crate::shape::force_unlock(&self.inner, &self.handle.names.key).await?;
+        Ok(out != crate::ForceUnlocked::Free)
     }
 }

@@ -636,6 +636,44 @@ impl Locks {
             .is_ok()
     }
 
+    /// Ends whatever holds `name`, whoever holds it, in the way its type
+    /// means (an operator's tool for a holder that died with a long lease):
+    ///
+    /// | what the name holds | what happens |
+    /// |---|---|
+    /// | a lock (reentrant, non-reentrant, fair, fenced, spin; a multi-lock's or RedLock's member) | the hash is deleted and waiters woken (a fair queue's head on its own channel; the queue and the fencing counter are kept) |
+    /// | a read-write lock | the hash and every read and write hold key are deleted, waiters of both kinds woken |
+    /// | a permit-expirable semaphore | its leased permits go back to its count (the semaphore keeps its size), the leases are deleted, waiters told |
+    /// | a plain semaphore's or a latch's count | refused: nobody holds its permits, a latch has no holder |
+    /// | anything else (a list, a string, a hash with no lock's shape, …) | refused, untouched |
+    ///
+    /// Every holder learns of it through its `lost()`
+    /// ([`LossReason::Gone`](crate::LossReason::Gone)): at once in this
+    /// process, and in others when their [`Locks`] tracks keys
+    /// ([`Locks::connect`]), else at their next renewal or check.
+    ///
+    /// ```no_run
+    /// use keylatch_lock::ForceUnlocked;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// match locks.force_unlock("render-slots").await? {
+    ///     ForceUnlocked::Permits(n) => println!("{n} leased permits given back"),
+    ///     ForceUnlocked::Free => println!("nothing was held"),
+    ///     other => println!("ended: {other:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::ForceUnlockRefused`](crate::LockError::ForceUnlockRefused)
+    /// naming what the key holds, when it is no lock or a count with no
+    /// holder (nothing changes); [`LockError::Client`](crate::LockError::Client).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have run.
+    pub async fn force_unlock(&self, name: &str) -> LockResult<crate::ForceUnlocked> {
+        crate::shape::force_unlock(&self.inner, name).await
+    }
+
     /// The client underneath.
     ///
     /// ```no_run

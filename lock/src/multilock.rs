@@ -24,6 +24,7 @@ use crate::lease::{LeaseKind, LossReason};
 use crate::lock::Lock;
 use crate::losses::Losses;
 use crate::scripts::MULTI_ACQUIRE;
+use crate::shape::{key_shape, KeyShape};
 use crate::wake::Wake;
 
 /// All of several locks or none. Members may be locks of any kind, on any
@@ -126,9 +127,10 @@ impl MultiLock {
     ///
     /// # Errors
     /// [`LockError::SelfDeadlock`] at once when one name is listed under two
-    /// owners (the second would wait for the first for ever). Otherwise the
-    /// first member's error ([`LockError::Client`], …); the members taken
-    /// before it are released first.
+    /// owners (the second would wait for the first for ever).
+    /// [`LockError::WrongType`] at once when a member's key holds no lock.
+    /// Otherwise the first member's error ([`LockError::Client`], …); the
+    /// members taken before it are released first.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped at any point, what it took is released in the
@@ -238,6 +240,10 @@ impl MultiLock {
 
 /// Members of one slot, one client and one owner, all or none in one call;
 /// waits on the busy member's channel and tries again until `deadline`.
+///
+/// A server error (a member's key of another type fails the script) is
+/// reported as [`LockError::WrongType`] for the first member that holds no
+/// lock, so the caller learns what is there at once.
 async fn take_group(
     group: &[Lock],
     deadline: Option<Instant>,
@@ -285,10 +291,14 @@ async fn take_group(
                 .max(cfg.attempt_timeout)
         });
         let sent_at = Instant::now();
-        let frame = inner
+        let frame = match inner
             .client
             .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late))
-            .await?;
+            .await
+        {
+            Ok(f) => f,
+            Err(e) => return Err(refused(group, e).await),
+        };
         let (busy, pttl) = match multi_reply(&frame, group.len())? {
             MultiReply::Taken(pairs) => {
                 let mut guards = Vec::with_capacity(group.len());
@@ -306,6 +316,16 @@ async fn take_group(
         let Some(b) = group.get(busy) else {
             return Err(LockError::Protocol(frame.to_string()));
         };
+        if pttl == -1 {
+            // Held with no expiry: maybe no lock at all (every lock has one).
+            let found = key_shape(inner, b.name()).await?;
+            if !found.is_lock() && found != KeyShape::None {
+                return Err(LockError::WrongType {
+                    name: b.name().to_owned(),
+                    found,
+                });
+            }
+        }
         let w = match wake.as_mut() {
             Some(w) => w,
             None => {
@@ -488,6 +508,24 @@ pub(crate) fn multi_reply(frame: &Frame, members: usize) -> LockResult<MultiRepl
         return Err(bad());
     }
     Ok(MultiReply::Busy { member, pttl })
+}
+
+/// A group acquire the server answered with an error: the first member
+/// whose key holds no lock, as [`LockError::WrongType`]; else the error.
+async fn refused(group: &[Lock], e: keylatch_cluster::Error) -> LockError {
+    if e.server_kind() == Some(keylatch_cluster::ServerErrorKind::Other) {
+        for m in group {
+            if let Ok(found) = key_shape(&m.inner, m.name()).await {
+                if !found.is_lock() && found != KeyShape::None {
+                    return LockError::WrongType {
+                        name: m.name().to_owned(),
+                        found,
+                    };
+                }
+            }
+        }
+    }
+    e.into()
 }
 
 #[cfg(test)]

@@ -211,6 +211,9 @@ impl RedLock {
     /// [`LockError::Quorum`] when fewer than a quorum of masters answered at
     /// all in the last round (errors or timeouts, not a held lock): the
     /// lock cannot be had until they are back. Nothing is left held.
+    /// [`LockError::WrongType`] at once when so many masters hold something
+    /// else than a lock at the name (a list, a string) that no quorum can
+    /// form.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped mid-round, member holds taken are released in
@@ -227,6 +230,7 @@ impl RedLock {
         loop {
             match self.round(name, lease).await {
                 Round::Held(g) => return Ok(Some(g)),
+                Round::WrongType(e) => return Err(e),
                 Round::Short { answered } => {
                     let left = deadline.map_or(Duration::MAX, |d| {
                         d.saturating_duration_since(Instant::now())
@@ -277,6 +281,7 @@ impl RedLock {
         let mut members: Vec<LockGuard> = Vec::new();
         let mut answered = 0;
         let mut unknown: Vec<usize> = Vec::new();
+        let (mut wrong, mut wrong_count) = (None, 0);
         for (i, r) in replies.into_iter().enumerate() {
             match r {
                 Ok(Ok(Some(g))) => {
@@ -284,6 +289,11 @@ impl RedLock {
                     members.push(g);
                 }
                 Ok(Ok(None)) => answered += 1,
+                // The name holds no lock there: nothing was taken.
+                Ok(Err(e @ LockError::WrongType { .. })) => {
+                    wrong_count += 1;
+                    wrong = Some(e);
+                }
                 Ok(Err(_)) | Err(_) => unknown.push(i),
             }
         }
@@ -329,13 +339,24 @@ impl RedLock {
                 let _ = g.unlock().await;
             });
         }
+        // So many masters hold no lock at the name that no quorum can ever
+        // form: say what is there at once instead of waiting.
+        if wrong_count > 0 && wrong_count > self.nodes.len().saturating_sub(self.quorum()) {
+            if let Some(e) = wrong {
+                return Round::WrongType(e);
+            }
+        }
         Round::Short { answered }
     }
 }
 
 enum Round {
     Held(RedLockGuard),
-    Short { answered: usize },
+    /// Too many masters hold something else than a lock at the name.
+    WrongType(LockError),
+    Short {
+        answered: usize,
+    },
 }
 
 /// A RedLock held by a quorum of masters. Dropping it releases every

@@ -60,13 +60,23 @@ pub static REENTRANT_RENEW_NODE: Script = Script::new(
     include_str!("../../lua/reentrant_renew_node.lua"),
 );
 
-/// Delete a lock whoever holds it and wake waiters; see `lua/force_unlock.lua`.
+/// End whatever holds a name in the way its type means (a lock's hold, a
+/// read-write lock's holds, a permit-expirable semaphore's leased permits),
+/// refusing what is no lock; see `lua/force_unlock.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FORCE_UNLOCK.name(), "force_unlock");
 /// ```
 pub static FORCE_UNLOCK: Script =
     Script::new("force_unlock", include_str!("../../lua/force_unlock.lua"));
+
+/// What a name's key holds (read only), for typed wrong-type answers; see
+/// `lua/key_shape.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::KEY_SHAPE.name(), "key_shape");
+/// ```
+pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../../lua/key_shape.lua"));
 
 /// Take or re-enter a fair lock, or join its queue (Redisson's
 /// `RedissonFairLock` layout, deadlines from server time); see
@@ -295,6 +305,7 @@ pub static ALL: &[&Script] = &[
     &REENTRANT_RENEW,
     &REENTRANT_RENEW_NODE,
     &FORCE_UNLOCK,
+    &KEY_SHAPE,
     &FAIR_ACQUIRE,
     &FAIR_RELEASE,
     &FAIR_LEAVE,

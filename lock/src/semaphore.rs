@@ -41,6 +41,7 @@ use crate::scripts::{
     PERMITS_ACQUIRE, PERMITS_RELEASE, PERMITS_RENEW, SEMAPHORE_ACQUIRE, SEMAPHORE_CHANGE,
     SEMAPHORE_DRAIN, SEMAPHORE_SET,
 };
+use crate::shape::wrong_type;
 use crate::wake::Wake;
 
 /// Most permits one [`ExpirableSemaphore`] acquire may lease: each is an id
@@ -127,6 +128,8 @@ pub(crate) enum SemReply {
     Got,
     /// The semaphore does not exist (status -1).
     Missing,
+    /// Its key holds something else than a count (status -3).
+    WrongType,
     /// Not enough permits (any other status); the hint, in milliseconds,
     /// until a leased permit expires (or -1).
     Short(i64),
@@ -138,6 +141,7 @@ pub(crate) fn sem_reply(frame: &Frame) -> LockResult<SemReply> {
     Ok(match pair(frame)? {
         (1, _) => SemReply::Got,
         (-1, _) => SemReply::Missing,
+        (-3, _) => SemReply::WrongType,
         (_, hint) => SemReply::Short(hint),
     })
 }
@@ -222,7 +226,16 @@ impl Counter {
                 ],
             )
             .await?;
-        integer(&reply)
+        self.count_or_wrong_type(&reply).await
+    }
+
+    /// A count script's integer, or (nil: the key holds something else
+    /// than a count) [`LockError::WrongType`] naming what it holds.
+    async fn count_or_wrong_type(&self, reply: &Frame) -> LockResult<i64> {
+        if *reply.value() == Frame::Null {
+            return Err(wrong_type(&self.inner, &self.names.key).await);
+        }
+        integer(reply)
     }
 
     async fn drain(&self, only_count: bool) -> LockResult<i64> {
@@ -239,7 +252,7 @@ impl Counter {
                 &[if only_count { "1" } else { "0" }],
             )
             .await?;
-        integer(&reply)
+        self.count_or_wrong_type(&reply).await
     }
 }
 
@@ -324,7 +337,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have added them.
@@ -341,7 +355,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -358,7 +373,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have drained.
@@ -376,7 +392,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
@@ -419,7 +436,9 @@ impl Semaphore {
     ///
     /// # Errors
     /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
-    /// set (nothing to wait for); [`LockError::Client`].
+    /// set (nothing to wait for); [`LockError::WrongType`] at once when its
+    /// key holds something else than a count (a lock, a list, …);
+    /// [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe: permits taken by an attempt whose reply comes after the
@@ -468,6 +487,7 @@ impl Semaphore {
                     SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),
                     }),
+                    SemReply::WrongType => Err(wrong_type(inner, &names.key).await),
                     // Short: waits for a release (no hint).
                     SemReply::Short(_) => Ok(Try::Short(-1)),
                 }
@@ -633,7 +653,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have added them.
@@ -650,7 +671,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -669,7 +691,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have drained.
@@ -721,7 +744,8 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
-    /// set; [`LockError::PermitCount`] for 0 permits or more than
+    /// set; [`LockError::WrongType`] at once when its key holds something
+    /// else than a count; [`LockError::PermitCount`] for 0 permits or more than
     /// [`MAX_LEASED_PERMITS`]; [`LockError::Client`].
     ///
     /// # Cancel safety
@@ -790,6 +814,7 @@ impl ExpirableSemaphore {
                     SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),
                     }),
+                    SemReply::WrongType => Err(wrong_type(inner, &names.key).await),
                     SemReply::Short(hint) => Ok(Try::Short(hint)),
                 }
             }

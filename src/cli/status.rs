@@ -17,7 +17,9 @@ pub(crate) const USAGE: &str = "\
 usage: keylatch status NAME [NAME...] [--json] [--url URL]...
 
 Shows lock NAME: state (free, held, other), the type detected (reentrant,
-fair, read-write, semaphore/latch), holders with hold counts, TTL, fair-queue
+fair, read-write, semaphore/latch, expirable semaphore, or \"not a lock
+(list)\" and the like for a key that is no lock: a list, a string, a hash
+with no lock's shape), holders with hold counts, TTL, fair-queue
 waiters with their deadlines (server time), a read-write lock's writer,
 readers (each read hold's TTL) and waiting writer, a permit-expirable
 semaphore's leased permits with their expiries, and the last fencing token
@@ -66,6 +68,9 @@ pub(crate) struct Status {
     /// A permit-expirable semaphore's leased permits (`{NAME}:timeout`):
     /// id (hex) and ms until it expires (server time; `None`: no lease).
     pub(crate) permits: Option<Vec<(String, Option<i64>)>>,
+    /// A hash with a field that no lock has (a value that is no count, a
+    /// `mode` that is neither read nor write): an application's hash.
+    pub(crate) shapeless: bool,
 }
 
 /// One reader of a read-write lock.
@@ -94,8 +99,46 @@ impl Status {
     pub(crate) fn state(&self) -> &'static str {
         match self.redis_type.as_str() {
             "none" => "free",
-            "hash" if !self.holders.is_empty() => "held",
+            "hash" if !self.holders.is_empty() && !self.shapeless => "held",
             _ => "other",
+        }
+    }
+
+    /// Why a force unlock of this name is refused before asking: it holds
+    /// no lock (saying what it holds), or a count nobody holds. `None`
+    /// when there is a hold to end (or nothing at all).
+    pub(crate) fn refusal(&self) -> Option<String> {
+        let name = &self.name;
+        match self.redis_type.as_str() {
+            "none" | "hash" if !self.shapeless => None,
+            "string" if self.permits.is_some() => None,
+            "string" if self.is_count() => Some(format!(
+                "{name:?} holds a semaphore's or count-down latch's count ({}) with no leased \
+                 permits: no holder to free; refused (release permits or count down instead)",
+                self.value.as_deref().unwrap_or("")
+            )),
+            _ => Some(format!(
+                "{name:?} holds {}, not a lock; refused (nothing changed)",
+                self.what()
+            )),
+        }
+    }
+
+    /// Whether the key is a string holding an integer (Redisson's
+    /// semaphore and latch layout).
+    fn is_count(&self) -> bool {
+        self.value
+            .as_deref()
+            .is_some_and(|v| v.parse::<i64>().is_ok())
+    }
+
+    /// What a key that is no lock holds, in words.
+    fn what(&self) -> String {
+        match self.redis_type.as_str() {
+            "hash" => "a hash that is no lock".to_owned(),
+            "string" => "a string that is no lock".to_owned(),
+            "zset" => "a sorted set".to_owned(),
+            t => format!("a {t}"),
         }
     }
 
@@ -105,12 +148,13 @@ impl Status {
             "none" if self.permits.is_some() => "expirable semaphore".to_owned(),
             "none" if self.waiters.is_empty() => "none".to_owned(),
             "none" => "fair".to_owned(),
+            "hash" if self.shapeless => "not a lock (hash)".to_owned(),
             "hash" if self.mode.is_some() => "read-write".to_owned(),
             "hash" if !self.waiters.is_empty() => "fair".to_owned(),
             "hash" => "reentrant".to_owned(),
             "string" if self.permits.is_some() => "expirable semaphore".to_owned(),
-            "string" => "semaphore/latch".to_owned(),
-            other => format!("unknown ({other})"),
+            "string" if self.is_count() => "semaphore/latch".to_owned(),
+            other => format!("not a lock ({other})"),
         }
     }
 
@@ -408,9 +452,12 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
                     continue;
                 };
                 if k == "mode" {
+                    st.shapeless |= !matches!(v.as_deref(), Some("read" | "write"));
                     st.mode = v;
                 } else if let Some(n) = v.as_deref().and_then(|v| v.parse::<i64>().ok()) {
                     st.holders.push((k, n));
+                } else {
+                    st.shapeless = true;
                 }
             }
         }
@@ -434,7 +481,7 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> 
             st.waiters = waiters(client, name, owners).await?;
         }
     }
-    if st.mode.is_some() {
+    if st.mode.is_some() && !st.shapeless {
         read_write(client, &mut st).await?;
     }
     st.permits = permits(client, name).await?;

@@ -1,11 +1,12 @@
-//! `keylatch unlock --force`: delete a lock whoever holds it (an operator's
-//! tool for a holder that died without its lease ending, e.g. a lock taken
-//! with a long fixed lease). The holder learns of it through its loss
-//! signal; waiters are woken.
+//! `keylatch unlock --force`: end what holds a name whoever holds it, in the
+//! way its type means (an operator's tool for a holder that died without
+//! its lease ending, e.g. a lock taken with a long fixed lease), and refuse
+//! what is no lock. Holders learn of it through their loss signal; waiters
+//! are woken.
 
 use std::io::{BufRead, Write};
 
-use keylatch::{Locks, LocksConfig};
+use keylatch::{ForceUnlocked, LockError, Locks, LocksConfig};
 
 use super::args::{self, Argv};
 use super::{runtime, status, Failure};
@@ -14,12 +15,29 @@ use super::{runtime, status, Failure};
 pub(crate) const USAGE: &str = "\
 usage: keylatch unlock --force NAME [--yes] [--url URL]...
 
-Deletes lock NAME whoever holds it and wakes its waiters. Shows the holders
-and asks for confirmation (y/N) on stdin unless --yes is given. The holder's
-loss signal fires (a `keylatch exec` holding it stops its command, exit 76).
+Ends what holds NAME whoever holds it, in the way its type means, and wakes
+its waiters. Shows what the name holds and asks for confirmation (y/N) on
+stdin unless --yes is given. Every holder's loss signal fires (a `keylatch
+exec` holding it stops its command, exit 76).
 
-Exit codes: 0 unlocked or already free, 1 not confirmed, 2 usage error or
-server unreachable.";
+  reentrant, non-reentrant, fair, fenced or spin lock, a multi-lock's or
+  RedLock's member
+               the hold ends (the key is deleted); waiters are woken, a fair
+               lock's queue keeps its order, a fencing counter is kept
+  read-write lock
+               every read and write hold ends; readers and writers waiting
+               are woken
+  permit-expirable semaphore
+               its leased permits go back to its count (a semaphore of 3
+               stays a semaphore of 3); waiters are told
+  semaphore or count-down latch count
+               refused: a plain semaphore's permits belong to nobody and a
+               latch has no holder (release permits, or count down)
+  anything else (a list, a string, a hash with no lock's shape, ...)
+               refused, untouched: the message says what the key holds
+
+Exit codes: 0 unlocked or already free, 1 not confirmed, 2 refused (the
+message names what NAME holds), usage error or server unreachable.";
 
 /// Entry point: parses, shows, confirms, unlocks.
 pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
@@ -62,6 +80,10 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
         println!("lock {name:?} is free; nothing to unlock");
         return Ok(0);
     }
+    if let Some(why) = st.refusal() {
+        // Refused before asking: nothing a confirmation could make right.
+        return Err(Failure::usage(format!("unlock: {why}")));
+    }
     if !yes {
         eprintln!("{}", st.to_text());
         eprint!("force-unlock {name:?}? [y/N] ");
@@ -80,20 +102,22 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             });
         }
     }
-    // A fair lock's queue head is woken on its own channel as well; a
-    // read-write lock's waiters listen on `redisson_rwlock:{NAME}`.
-    let lock = match st.kind().as_str() {
-        "fair" => locks.fair_lock(&name),
-        "read-write" => locks.rw_lock(&name).write(),
-        _ => locks.lock(&name),
-    };
-    let removed = rt
-        .block_on(lock.force_unlock())
-        .map_err(|e| Failure::usage(format!("force-unlocking {name:?}: {e}")))?;
-    if removed {
-        println!("lock {name:?} force-unlocked");
-    } else {
-        println!("lock {name:?} was already free");
+    // The script judges the type itself (the key may have changed since
+    // it was shown): what it ended, or why it refused.
+    match rt.block_on(locks.force_unlock(&name)) {
+        Ok(ForceUnlocked::Free) => println!("lock {name:?} was already free"),
+        Ok(ForceUnlocked::Lock) => println!("lock {name:?} force-unlocked"),
+        Ok(ForceUnlocked::ReadWriteLock) => {
+            println!("read-write lock {name:?} force-unlocked (every read and write hold)")
+        }
+        Ok(ForceUnlocked::Permits(n)) => println!(
+            "permit-expirable semaphore {name:?}: {n} leased permit(s) force-released back to its count"
+        ),
+        Ok(other) => println!("{name:?} force-unlocked ({other:?})"),
+        Err(e @ LockError::ForceUnlockRefused { .. }) => {
+            return Err(Failure::usage(format!("unlock: {e}")))
+        }
+        Err(e) => return Err(Failure::usage(format!("force-unlocking {name:?}: {e}"))),
     }
     Ok(0)
 }
