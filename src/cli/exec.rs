@@ -14,7 +14,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use keylatch::{Lock, LockError, Locks, LocksConfig, LossReason, MultiLock};
+use keylatch::{Lock, LockError, LockResult, Locks, LocksConfig, LossReason, MultiLock};
 use tokio::process::Command;
 
 use super::args::{self, Argv};
@@ -480,52 +480,11 @@ async fn acquire_lock(
     signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
     let lock = handle(locks, a.kind, &a.name);
-    // `None`: a wait too long to end (as good as forever).
-    let until = Instant::now().checked_add(a.wait);
-    let acquired = loop {
-        let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
-        let acquired = tokio::select! {
-            r = lock.try_acquire(wait, a.lease) => Ok(r),
-            stop = signals.recv() => Err(stop),
-        };
-        match acquired {
-            // The connection failed with the acquire in flight: it may
-            // have taken the lock. Nobody would release that hold before
-            // its lease ran out, and the next acquire of this owner would
-            // re-enter it (count 2), so the release at the command's end
-            // would leave count 1 behind, held by nobody: the CLI row's
-            // 30 s waits. It is released first, for sure, then the wait
-            // goes on.
-            Ok(Err(LockError::Client(e))) if e.is_unknown_outcome() => {
-                let bound = until.map_or(ORPHAN_BOUND, |u| {
-                    u.saturating_duration_since(Instant::now())
-                        .max(ORPHAN_BOUND)
-                });
-                if !release_orphan(&lock, bound).await {
-                    return Err(Failure::usage(format!(
-                        "cannot acquire lock {:?}: {e}; an acquire of unknown outcome could not \
-                         be undone (it expires with its {:?} lease)",
-                        a.name,
-                        a.lease.unwrap_or(EXEC_WATCHDOG)
-                    )));
-                }
-                if wait.is_zero() {
-                    break Ok(Err(LockError::Client(e)));
-                }
-            }
-            other => break other,
-        }
-    };
-    let acquired = match acquired {
-        Ok(r) => r,
-        Err(stop) => {
-            // The acquire just dropped may have taken the lock before the
-            // signal (its late reply is settled in the background, which
-            // would die with the runtime when we return): released here.
-            release_orphan(&lock, Duration::from_secs(2)).await;
-            return Err(interrupted(&format!("waiting for lock {:?}", a.name), stop));
-        }
-    };
+    let what = format!("lock {:?}", a.name);
+    let acquired = wait_undoing(a, &what, std::slice::from_ref(&lock), signals, |wait| {
+        lock.try_acquire(wait, a.lease)
+    })
+    .await?;
     match acquired {
         Ok(Some(g)) => Ok((Held::Lock(g), Some(lock.owner().to_owned()))),
         Ok(None) => Err(Failure {
@@ -566,45 +525,10 @@ async fn acquire_multi(
         kind => MultiLock::new(names.iter().map(|n| handle(locks, kind, n)).collect()),
     };
     let what = format!("locks {}", a.names.join(", "));
-    let until = Instant::now().checked_add(a.wait);
-    let acquired = loop {
-        let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
-        let acquired = tokio::select! {
-            r = multi.try_acquire(wait, a.lease) => Ok(r),
-            stop = signals.recv() => Err(stop),
-        };
-        match acquired {
-            // As for one lock (see `acquire_lock`): any member may have
-            // been taken by the call whose reply was lost.
-            Ok(Err(LockError::Client(e))) if e.is_unknown_outcome() => {
-                let bound = until.map_or(ORPHAN_BOUND, |u| {
-                    u.saturating_duration_since(Instant::now())
-                        .max(ORPHAN_BOUND)
-                });
-                for member in multi.members() {
-                    if !release_orphan(member, bound).await {
-                        return Err(Failure::usage(format!(
-                            "cannot acquire {what}: {e}; an acquire of unknown outcome could \
-                             not be undone (it expires with its lease)"
-                        )));
-                    }
-                }
-                if wait.is_zero() {
-                    break Ok(Err(LockError::Client(e)));
-                }
-            }
-            other => break other,
-        }
-    };
-    let acquired = match acquired {
-        Ok(r) => r,
-        Err(stop) => {
-            for member in multi.members() {
-                release_orphan(member, Duration::from_secs(2)).await;
-            }
-            return Err(interrupted(&format!("waiting for {what}"), stop));
-        }
-    };
+    let acquired = wait_undoing(a, &what, multi.members(), signals, |wait| {
+        multi.try_acquire(wait, a.lease)
+    })
+    .await?;
     let owners: Vec<&str> = multi.members().iter().map(Lock::owner).collect();
     // One owner id for the command, when the members share one.
     let owner = owners
@@ -621,6 +545,65 @@ async fn acquire_multi(
             ),
         }),
         Err(e) => Err(Failure::usage(format!("cannot acquire {what}: {e}"))),
+    }
+}
+
+/// Calls `attempt` with the wait left until it answers, within `--wait`;
+/// `members` are the locks it takes. A signal ends the wait (`Err`, 128 +
+/// N). An acquire of unknown outcome (the connection failed with it in
+/// flight) may have taken any member: nobody would release that hold before
+/// its lease ran out, and the next acquire of this owner would re-enter it
+/// (count 2), so the release at the command's end would leave count 1
+/// behind, held by nobody (the CLI row's 30 s waits). Each member is
+/// released first, for sure, then the wait goes on.
+async fn wait_undoing<G, F, Fut>(
+    a: &ExecArgs,
+    what: &str,
+    members: &[Lock],
+    signals: &mut Signals,
+    mut attempt: F,
+) -> Result<LockResult<Option<G>>, Failure>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: std::future::Future<Output = LockResult<Option<G>>>,
+{
+    // `None`: a wait too long to end (as good as forever).
+    let until = Instant::now().checked_add(a.wait);
+    loop {
+        let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
+        let acquired = tokio::select! {
+            r = attempt(wait) => r,
+            stop = signals.recv() => {
+                // The acquire just dropped may have taken the lock before
+                // the signal (its late reply is settled in the background,
+                // which would die with the runtime when we return).
+                for member in members {
+                    release_orphan(member, Duration::from_secs(2)).await;
+                }
+                return Err(interrupted(&format!("waiting for {what}"), stop));
+            }
+        };
+        match acquired {
+            Err(LockError::Client(e)) if e.is_unknown_outcome() => {
+                let bound = until.map_or(ORPHAN_BOUND, |u| {
+                    u.saturating_duration_since(Instant::now())
+                        .max(ORPHAN_BOUND)
+                });
+                for member in members {
+                    if !release_orphan(member, bound).await {
+                        return Err(Failure::usage(format!(
+                            "cannot acquire {what}: {e}; an acquire of unknown outcome could \
+                             not be undone (it expires with its {:?} lease)",
+                            a.lease.unwrap_or(EXEC_WATCHDOG)
+                        )));
+                    }
+                }
+                if wait.is_zero() {
+                    return Ok(Err(LockError::Client(e)));
+                }
+            }
+            other => return Ok(other),
+        }
     }
 }
 

@@ -766,6 +766,12 @@ mod tests {
         st.mode = Some("read".into());
         assert_eq!(st.kind(), "read-write");
         st.redis_type = "string".into();
+        // A string that is no count is no lock of any kind.
+        assert_eq!(
+            (st.kind().as_str(), st.state()),
+            ("not a lock (string)", "other")
+        );
+        st.value = Some("3".into());
         assert_eq!(
             (st.kind().as_str(), st.state()),
             ("semaphore/latch", "other")
