@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::{Commands, ServerErrorKind};
+use keylatch_cluster::{Commands, ServerErrorKind, Slot};
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
@@ -38,6 +38,12 @@ pub struct CountDownLatch {
     inner: Arc<Inner>,
     key: Arc<str>,
     channel: String,
+    /// Whether the channel is sharded (SPUBLISH/SSUBSCRIBE): where the
+    /// cluster has sharded pub/sub and the channel hashes to the key's
+    /// slot. Redisson names it in braces, `…__{name}`, so a name with a
+    /// hash tag of its own (`{c1}x`) puts the channel in another slot,
+    /// where a sharded publish from the key's script is refused.
+    sharded: bool,
 }
 
 impl fmt::Debug for CountDownLatch {
@@ -50,11 +56,23 @@ impl fmt::Debug for CountDownLatch {
 
 impl CountDownLatch {
     pub(crate) fn new(inner: Arc<Inner>, name: &str) -> Self {
+        // Braces always, as Redisson names it.
+        let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+        let sharded = inner.client.has_sharded_pubsub()
+            && Slot::of(channel.as_bytes()) == Slot::of(name.as_bytes());
         Self {
             inner,
             key: Arc::from(name),
-            // Braces always, as Redisson names it.
-            channel: format!("redisson_countdownlatch__channel__{{{name}}}"),
+            channel,
+            sharded,
+        }
+    }
+
+    fn publish_command(&self) -> &'static str {
+        if self.sharded {
+            "spublish"
+        } else {
+            "publish"
         }
     }
 
@@ -94,7 +112,7 @@ impl CountDownLatch {
                 &[
                     n.as_str(),
                     self.channel.as_str(),
-                    self.inner.publish_command(),
+                    self.publish_command(),
                     "1",
                 ],
             )
@@ -124,7 +142,7 @@ impl CountDownLatch {
             .eval_script(
                 &LATCH_COUNT_DOWN,
                 &[&*self.key],
-                &[self.channel.as_str(), self.inner.publish_command()],
+                &[self.channel.as_str(), self.publish_command()],
             )
             .await?;
         match reply.into_value() {
@@ -209,7 +227,14 @@ impl CountDownLatch {
             return Ok(true);
         }
         // Subscribed, read again: a count-down in between is not missed.
-        let mut wake = Wake::subscribe(&self.inner, &self.key, &self.channel, deadline).await;
+        let mut wake = Wake::subscribe_on(
+            &self.inner,
+            &self.key,
+            &self.channel,
+            deadline,
+            self.sharded,
+        )
+        .await;
         loop {
             if self.count().await? == 0 {
                 return Ok(true);

@@ -172,19 +172,6 @@ impl Inner {
     pub(crate) fn publish_command(&self) -> &'static str {
         self.script_args.publish
     }
-
-    /// Subscribes to an unlock channel the way releases publish on it.
-    pub(crate) async fn subscribe(
-        &self,
-        hub: &PubSub,
-        channel: &str,
-    ) -> keylatch_cluster::Result<keylatch_cluster::Subscription> {
-        if self.client.has_sharded_pubsub() {
-            hub.ssubscribe(channel).await
-        } else {
-            hub.subscribe(channel).await
-        }
-    }
 }
 
 /// The lock layer of one [`Client`]: hands out [`Lock`]s, and owns the

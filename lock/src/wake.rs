@@ -30,19 +30,36 @@ impl Wake {
         channel: &str,
         deadline: Option<Instant>,
     ) -> Self {
+        let sharded = inner.client.has_sharded_pubsub();
+        Self::subscribe_on(inner, name, channel, deadline, sharded).await
+    }
+
+    /// [`subscribe`](Self::subscribe), sharded (SSUBSCRIBE) or not as
+    /// `sharded` says: a channel outside its key's slot (the latch's, which
+    /// Redisson always names in braces) cannot be sharded with it.
+    pub(crate) async fn subscribe_on(
+        inner: &Inner,
+        name: &str,
+        channel: &str,
+        deadline: Option<Instant>,
+        sharded: bool,
+    ) -> Self {
         let setup = async {
-            match inner.pubsub().await {
-                Some(hub) => match inner.subscribe(hub, channel).await {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        tracing::warn!(lock = %name, error = %e,
-                            "no unlock subscription; waiting by polling instead");
-                        None
-                    }
-                },
-                None => {
-                    tracing::warn!(lock = %name,
-                        "pub/sub hub unavailable; waiting by polling instead");
+            let Some(hub) = inner.pubsub().await else {
+                tracing::warn!(lock = %name,
+                    "pub/sub hub unavailable; waiting by polling instead");
+                return None;
+            };
+            let sub = if sharded {
+                hub.ssubscribe(channel).await
+            } else {
+                hub.subscribe(channel).await
+            };
+            match sub {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(lock = %name, error = %e,
+                        "no unlock subscription; waiting by polling instead");
                     None
                 }
             }
