@@ -79,17 +79,18 @@ impl Lock {
 /// `fair_leave.lua` for this owner: `true` when it was queued.
 pub(crate) async fn leave(lock: &Lock) -> LockResult<bool> {
     let names = &lock.handle.names;
-    let (queue, timeouts) = names.fair_queue();
+    let q = names.fair_queue();
     let reply = lock
         .inner
         .client
         .eval_script(
             &FAIR_LEAVE,
-            &[&*names.key, &queue, &timeouts],
+            &[&*names.key, &q.queue, &q.timeouts, &q.alive],
             &[
                 lock.owner(),
                 names.channel.as_str(),
                 lock.inner.publish_command(),
+                lock.inner.script_args.fair_allowance_ms.as_str(),
             ],
         )
         .await?;

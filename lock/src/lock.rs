@@ -415,7 +415,7 @@ impl Lock {
         let names = &self.handle.names;
         // A fair lock's waiters listen on their own channels: the queue's
         // head is woken there too.
-        let queue = (self.handle.kind == LeaseKind::Fair).then(|| names.fair_queue().0);
+        let queue = (self.handle.kind == LeaseKind::Fair).then(|| names.fair_queue().queue);
         let mut keys = vec![&*names.key];
         keys.extend(queue.as_deref());
         let reply = self
