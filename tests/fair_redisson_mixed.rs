@@ -685,7 +685,9 @@ async fn a_dead_keylatch_waiter_in_a_mixed_queue_stops_blocking_within_its_span(
     });
     assert!(matches!(join(t_j2, "J2").await, JavaOutcome::Acquired(_)));
     join(t_k3, "K3").await;
-    monitor.check(&arrival, &[dead_owner.clone()]).await;
+    monitor
+        .check(&arrival, std::slice::from_ref(&dead_owner))
+        .await;
     let h = settle(&history);
     assert_eq!(labels(&h), vec!["J1", "J2", "K3"]);
     let blocked = h[1].acquired.saturating_duration_since(h[0].unlock_sent);

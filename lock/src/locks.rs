@@ -54,7 +54,11 @@ pub struct LocksConfig {
     /// calling (default 5 s, at least 300 ms). A live waiter calls at least
     /// every third of it, so only a waiter whose process died (or cannot
     /// reach the server for that long) is purged, within this time plus
-    /// the next acquire or release that looks (Redisson: up to 300 s).
+    /// the next keylatch acquire or release that looks (Redisson: up to
+    /// 300 s; Redisson's own scripts do not read keylatch's liveness
+    /// records, so with only Java clients left a dead keylatch waiter ahead
+    /// of them blocks as a dead Java waiter would, see
+    /// [`fair_wait_allowance`](Self::fair_wait_allowance)).
     /// The same span bounds a read-write lock's waiting-writer marker: a
     /// writer that died holds new readers back for at most this long.
     pub fair_waiter_timeout: Duration,

@@ -69,8 +69,10 @@ pub static FORCE_UNLOCK: Script =
     Script::new("force_unlock", include_str!("../../lua/force_unlock.lua"));
 
 /// Take or re-enter a fair lock, or join its queue (Redisson's
-/// `RedissonFairLock` layout, deadlines from server time); see
-/// `lua/fair_acquire.lua`.
+/// `RedissonFairLock` layout, deadlines in Redisson's chained form from
+/// server time, keylatch waiters' liveness beside it); see
+/// `lua/fair_acquire.lua`, whose header explains how the queue stays
+/// shared with Redisson's waiters.
 ///
 /// ```
 /// assert!(keylatch_lock::scripts::FAIR_ACQUIRE.source().contains("KEYS[4]"));
