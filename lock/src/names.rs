@@ -139,6 +139,23 @@ mod tests {
     }
 
     #[test]
+    fn fair_queue_keys_are_redissons_plus_ours_in_the_lock_slot() {
+        let q = LockNames::new("jobs").fair_queue();
+        assert_eq!(q.queue, "redisson_lock_queue:{jobs}");
+        assert_eq!(q.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(q.alive, "keylatch_fair_alive:{jobs}");
+        for name in ["jobs", "{t}jobs", "a{b}c"] {
+            let n = LockNames::new(name);
+            let q = n.fair_queue();
+            let slot = Slot::of(n.key.as_bytes());
+            for k in [&q.queue, &q.timeouts, &q.alive] {
+                // The fair scripts take all of them in one call.
+                assert_eq!(Slot::of(k.as_bytes()), slot, "{k}");
+            }
+        }
+    }
+
+    #[test]
     fn read_write_names_are_redissons_and_share_the_slot() {
         let n = LockNames::rw("docs");
         assert_eq!(n.channel, "redisson_rwlock:{docs}");
