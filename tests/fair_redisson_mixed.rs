@@ -68,7 +68,20 @@ struct Record {
     released: Instant,
 }
 
-type History = Arc<Mutex<Vec<Record>>>;
+/// What the holders did, and how long each holds the lock.
+struct Log {
+    records: Mutex<Vec<Record>>,
+    hold: Duration,
+}
+
+type History = Arc<Log>;
+
+fn history(hold: Duration) -> History {
+    Arc::new(Log {
+        records: Mutex::default(),
+        hold,
+    })
+}
 
 /// The queue as seen at one instant (one script: no write in between).
 struct Snapshot {
@@ -210,7 +223,7 @@ async fn until_queued(client: &Client, name: &str, owner: &str) {
     }
 }
 
-/// A keylatch waiter: waits (60 s at most), holds `HOLD`, releases.
+/// A keylatch waiter: waits (60 s at most), holds, releases.
 async fn rust_waiter(
     locks: &Locks,
     name: &str,
@@ -227,11 +240,11 @@ async fn rust_waiter(
             .unwrap()
             .unwrap_or_else(|| panic!("{label} did not get the lock in 60 s"));
         let acquired = Instant::now();
-        tokio::time::sleep(HOLD).await;
+        tokio::time::sleep(history.hold).await;
         let unlock_sent = Instant::now();
         guard.unlock().await.unwrap();
         let released = Instant::now();
-        history.lock().unwrap().push(Record {
+        history.records.lock().unwrap().push(Record {
             label,
             kind: Kind::Rust,
             acquired,
@@ -243,7 +256,7 @@ async fn rust_waiter(
 }
 
 /// A Java waiter (`lock()` when `wait` is `None`, else `tryLock(wait)`):
-/// holds `HOLD` if it gets the lock, releases with Redisson's unlock.
+/// holds if it gets the lock, releases with Redisson's unlock.
 async fn java_waiter(
     client: &Client,
     name: &str,
@@ -258,11 +271,11 @@ async fn java_waiter(
     let task = tokio::spawn(async move {
         let outcome = java.lock(wait).await;
         if let JavaOutcome::Acquired(acquired) = outcome {
-            tokio::time::sleep(HOLD).await;
+            tokio::time::sleep(history.hold).await;
             let unlock_sent = Instant::now();
             assert_eq!(java.unlock().await, Frame::Integer(1), "{label}'s unlock");
             let released = Instant::now();
-            history.lock().unwrap().push(Record {
+            history.records.lock().unwrap().push(Record {
                 label,
                 kind: Kind::Java,
                 acquired,
@@ -285,7 +298,7 @@ async fn join<T>(task: JoinHandle<T>, what: &str) -> T {
 /// The history in acquire order: labels, and the handoffs between
 /// consecutive holders (the first from `start`, the releaser given).
 fn settle(history: &History) -> Vec<Record> {
-    let mut h = history.lock().unwrap().clone();
+    let mut h = history.records.lock().unwrap().clone();
     h.sort_by_key(|r| r.acquired);
     h
 }
@@ -375,13 +388,25 @@ fn summary(test: &str, all: &[Handoff]) {
 /// must go in arrival order, each handoff woken by a message, and no live
 /// entry may ever be purged or fall under the clock.
 async fn mixed_queue(test: &str, name: &str, holder: Kind, plan: &str) -> Vec<Handoff> {
+    mixed_queue_paced(test, name, holder, plan, patient(), HOLD).await
+}
+
+/// `mixed_queue` with its keylatch clients' configuration and hold time.
+async fn mixed_queue_paced(
+    test: &str,
+    name: &str,
+    holder: Kind,
+    plan: &str,
+    config: LocksConfig,
+    hold: Duration,
+) -> Vec<Handoff> {
     let server = RedisServer::start();
     let url = server.url();
-    let a = Locks::new(Client::connect(&url).await.unwrap(), patient());
-    let b = Locks::new(Client::connect(&url).await.unwrap(), patient());
+    let a = Locks::new(Client::connect(&url).await.unwrap(), config.clone());
+    let b = Locks::new(Client::connect(&url).await.unwrap(), config);
     let admin = Client::connect(&url).await.unwrap();
     let java_client = Client::connect(&url).await.unwrap();
-    let history: History = Arc::default();
+    let history = history(hold);
 
     // The holder.
     let mut java_holder = None;
@@ -498,6 +523,22 @@ async fn interleaved_java_and_keylatch_waiters() {
     summary("interleaved (both rounds)", &all);
 }
 
+/// Holds (400 ms) longer than the keylatch waiters' renewals (every 333 ms:
+/// a 1 s span): their deadlines are re-set between the Java acquires that
+/// subtract 300 s from them, and must stay above the clock throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keylatch_renewals_between_java_acquires_keep_their_places() {
+    mixed_queue_paced(
+        "renewing",
+        "mixed-renewing",
+        Kind::Rust,
+        "JRJRRJ",
+        patient().fair_waiter_timeout(Duration::from_secs(1)),
+        Duration::from_millis(400),
+    )
+    .await;
+}
+
 /// K1, J1 (tryLock 1.5 s), J2 (tryLock 300 s, gives up at once when told),
 /// K2, J3 (lock()), K3: J1 times out and runs "acquire failed" (−1.5 s
 /// behind it), J2 gives up with Redisson's default wait (−300 s behind it);
@@ -511,7 +552,7 @@ async fn java_waiters_giving_up_in_the_middle() {
     let locks = Locks::new(Client::connect(&url).await.unwrap(), patient());
     let admin = Client::connect(&url).await.unwrap();
     let java_client = Client::connect(&url).await.unwrap();
-    let history: History = Arc::default();
+    let history = history(HOLD);
     let holder = locks.fair_lock(name).acquire().await.unwrap();
     let monitor = Monitor::start(&admin, name);
 
@@ -630,7 +671,7 @@ async fn a_dead_keylatch_waiter_in_a_mixed_queue_stops_blocking_within_its_span(
     let locks = Locks::new(Client::connect(&url).await.unwrap(), cfg.clone());
     let admin = Client::connect(&url).await.unwrap();
     let java_client = Client::connect(&url).await.unwrap();
-    let history: History = Arc::default();
+    let history = history(HOLD);
     let holder = locks.fair_lock(name).acquire().await.unwrap();
     let monitor = Monitor::start(&admin, name);
 
@@ -676,7 +717,7 @@ async fn a_dead_keylatch_waiter_in_a_mixed_queue_stops_blocking_within_its_span(
     );
     go_tx.send(()).unwrap();
     let (j1_sent, j1_released) = join(t_j1, "J1").await;
-    history.lock().unwrap().push(Record {
+    history.records.lock().unwrap().push(Record {
         label: "J1".into(),
         kind: Kind::Java,
         acquired: j1_at,
@@ -728,7 +769,7 @@ async fn a_java_try_lock_does_not_jump_a_keylatch_head() {
     let locks = Locks::new(Client::connect(&url).await.unwrap(), patient());
     let admin = Client::connect(&url).await.unwrap();
     let holder = locks.fair_lock(name).acquire().await.unwrap();
-    let history: History = Arc::default();
+    let history = history(HOLD);
     let (k1, t_k1) = rust_waiter(&locks, name, "K1", &history).await;
     until_queued(&admin, name, &k1).await;
     // Past K1's second try (right after it subscribes): asleep now.
