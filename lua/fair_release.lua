@@ -1,10 +1,12 @@
 -- fair_release: drop one hold of a Redisson-compatible fair lock, waking
--- the queue's head (only it) on the last one.
+-- the queue's head (only it, whoever it is: a Java or a keylatch waiter)
+-- on the last one.
 --
 -- KEYS[1]  the lock hash (the user's lock name)
 -- KEYS[2]  the fencing counter, redisson_lock_token:{name}
 -- KEYS[3]  the queue, redisson_lock_queue:{name}
 -- KEYS[4]  the deadlines, redisson_lock_timeout:{name}
+-- KEYS[5]  keylatch's liveness records, keylatch_fair_alive:{name}
 -- ARGV[1]  owner id
 -- ARGV[2]  the unlock channel prefix, redisson_lock__channel:{name}; the
 --          head is woken on "<prefix>:<head owner id>", as Redisson does
@@ -18,15 +20,21 @@
 --          1 when this was the last hold: the key is deleted, dead heads
 --          purged, and "0" published to the new head's own channel.
 --          A name that now holds another type (the hold lost, the name
---          reused) is nil, never an error; a queue or deadlines key of
---          another type is left alone (nobody is woken through it).
+--          reused) is nil, never an error; a queue, deadlines or liveness
+--          key of another type is left alone (nobody is woken through it).
+--
+-- A head is dead as fair_acquire judges it: a keylatch waiter (one with a
+-- liveness record) by its liveness, a Java waiter by its Redisson deadline
+-- (server time here; Redisson compares with its client's clock).
 local function wake_head()
     if redis.call('type', KEYS[3]).ok ~= 'list' then
         return
     end
-    local dt = redis.call('type', KEYS[4]).ok
-    if dt ~= 'zset' and dt ~= 'none' then
-        return
+    for i = 4, 5 do
+        local zt = redis.call('type', KEYS[i]).ok
+        if zt ~= 'zset' and zt ~= 'none' then
+            return
+        end
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -35,13 +43,17 @@ local function wake_head()
         if not head then
             return
         end
-        local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-        if deadline and deadline > now then
+        local deadline = redis.call('zscore', KEYS[5], head)
+        if not deadline then
+            deadline = redis.call('zscore', KEYS[4], head)
+        end
+        if deadline and tonumber(deadline) > now then
             redis.call(ARGV[3], ARGV[2] .. ':' .. head, '0')
             return
         end
         redis.call('lpop', KEYS[3])
         redis.call('zrem', KEYS[4], head)
+        redis.call('zrem', KEYS[5], head)
     end
 end
 

@@ -8,13 +8,17 @@
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/redisson_fair.rs"]
+mod redisson_fair;
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands, Event, PubSub};
 use keylatch_harness::{RedisCluster, RedisServer};
 use keylatch_lock::{LockError, Locks, LocksConfig};
 use keylatch_resp::Frame;
+use redisson_fair::{now_ms, queue_key, timeout_key, REDISSON_FAIR_LOCK, REDISSON_FAIR_UNLOCK};
 
 /// Purge bound of the tests' waiters: short, so a dead waiter's cost shows.
 const WAITER_BOUND: Duration = Duration::from_millis(1000);
@@ -27,14 +31,6 @@ fn config() -> LocksConfig {
 
 async fn locks_at(url: &str) -> Locks {
     Locks::new(Client::connect(url).await.unwrap(), config())
-}
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-fn timeout_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
 }
 
 async fn llen(client: &Client, name: &str) -> i64 {
@@ -343,29 +339,12 @@ async fn re_entry_counts_and_an_expired_hold_is_a_typed_error() {
     assert!(matches!(err, LockError::Expired { .. }), "{err}");
 }
 
-/// Redisson's `RedissonFairLock.tryLockInnerAsync` (EVAL_LONG: the waiting
-/// variant), as a Java client sends it: KEYS name, queue, timeouts; ARGV
-/// lease ms, owner, wait ms, the client's current time in ms.
-const REDISSON_FAIR_LOCK: &str = "while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false then break;end;local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));if timeout <= tonumber(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2);redis.call('lpop', KEYS[2]);else break;end;end;if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then redis.call('lpop', KEYS[2]);redis.call('zrem', KEYS[3], ARGV[2]);local keys = redis.call('zrange', KEYS[3], 0, -1);for i = 1, #keys, 1 do redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);end;redis.call('hset', KEYS[1], ARGV[2], 1);redis.call('pexpire', KEYS[1], ARGV[1]);return nil;end;if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then redis.call('hincrby', KEYS[1], ARGV[2],1);redis.call('pexpire', KEYS[1], ARGV[1]);return nil;end;while true do local firstThreadId = redis.call('lindex', KEYS[2], 0);if (firstThreadId == false) or (firstThreadId == ARGV[2]) then break;end;local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId));if (timeout > tonumber(ARGV[4])) and (redis.call('exists', KEYS[1]) ==0) then redis.call('lpop', KEYS[2]);redis.call('zrem', KEYS[3], firstThreadId);else break;end;end;local timeout = redis.call('zscore', KEYS[3], ARGV[2]);if timeout ~= false then return timeout - tonumber(ARGV[3]) - tonumber(ARGV[4]);end;local lastThreadId = redis.call('lindex', KEYS[2], -1);local ttl;if lastThreadId ~= false and lastThreadId ~= ARGV[2] then ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]);else ttl = redis.call('pttl', KEYS[1]);end;local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]);if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then redis.call('rpush', KEYS[2], ARGV[2]);end;return ttl;";
-
-/// Redisson's `RedissonFairLock.unlockInnerAsync`: KEYS name, queue,
-/// timeouts, channel prefix; ARGV message, lease ms, owner, current ms.
-const REDISSON_FAIR_UNLOCK: &str = "while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false then break;end; local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));if timeout <= tonumber(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2); redis.call('lpop', KEYS[2]); else break;end; end;if (redis.call('exists', KEYS[1]) == 0) then local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; return 1; end;if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; end; redis.call('del', KEYS[1]); local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; return 1; ";
-
-fn now_ms() -> String {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        .to_string()
-}
-
 async fn redisson_try(client: &Client, name: &str, owner: &str) -> Frame {
     client
         .eval(
             REDISSON_FAIR_LOCK,
             &[name, &queue_key(name), &timeout_key(name)],
-            &["30000", owner, "300000", &now_ms()],
+            &["30000", owner, "300000", &now_ms().to_string()],
         )
         .await
         .unwrap()
@@ -436,8 +415,16 @@ async fn a_redisson_waiter_and_keylatch_waiters_share_one_queue_in_order() {
                 &queue_key(name),
                 &timeout_key(name),
                 &format!("redisson_lock__channel:{{{name}}}"),
+                &format!("redisson_unlock_latch:{{{name}}}:{:032x}", 1),
             ],
-            &["0", "30000", java, &now_ms()],
+            &[
+                "0",
+                "30000",
+                java,
+                &now_ms().to_string(),
+                "publish",
+                "10000",
+            ],
         )
         .await
         .unwrap();

@@ -5,12 +5,18 @@
 //!
 //! The queue is the order: unlike the reentrant lock's waiters, fair waiters
 //! of one process do not queue locally first (a local queue would let a
-//! later process overtake them). A waiter's deadline in the queue is "server
-//! time + `fair_waiter_timeout`" at each of its calls, and it calls at least
-//! every third of that span, so a live waiter keeps its place however long
-//! it waits and a dead one is purged within the span. A waiter that gives up
-//! (its wait ran out, an error, or its future was dropped) leaves the queue
-//! at once (`fair_leave.lua`), waking the next head if the lock is free.
+//! later process overtake them). Java waiters (Redisson) share the queue, so
+//! each entry has two times, both set at each of the waiter's calls (see
+//! `lua/fair_acquire.lua`): its deadline in Redisson's zset, in Redisson's
+//! chained form, `fair_wait_allowance` (300 s) per place ahead of it, which
+//! Redisson's subtractions cannot push under the clock; and its liveness in
+//! keylatch's own zset, server time + `fair_waiter_timeout`, by which
+//! keylatch's scripts purge a dead keylatch waiter. The waiter calls at
+//! least every third of `fair_waiter_timeout`, so a live waiter keeps its
+//! place however long it waits and a dead one is purged within the span. A
+//! waiter that gives up (its wait ran out, an error, or its future was
+//! dropped) leaves the queue at once (`fair_leave.lua`), waking the next
+//! head if the lock is free.
 
 use std::time::{Duration, Instant};
 
@@ -79,17 +85,18 @@ impl Lock {
 /// `fair_leave.lua` for this owner: `true` when it was queued.
 pub(crate) async fn leave(lock: &Lock) -> LockResult<bool> {
     let names = &lock.handle.names;
-    let (queue, timeouts) = names.fair_queue();
+    let q = names.fair_queue();
     let reply = lock
         .inner
         .client
         .eval_script(
             &FAIR_LEAVE,
-            &[&*names.key, &queue, &timeouts],
+            &[&*names.key, &q.queue, &q.timeouts, &q.alive],
             &[
                 lock.owner(),
                 names.channel.as_str(),
                 lock.inner.publish_command(),
+                lock.inner.script_args.fair_allowance_ms.as_str(),
             ],
         )
         .await?;

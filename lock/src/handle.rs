@@ -33,6 +33,9 @@ pub(crate) struct ScriptArgs {
     /// A fair-lock waiter's deadline span in milliseconds
     /// ([`LocksConfig::fair_waiter_timeout`](crate::LocksConfig::fair_waiter_timeout)).
     pub(crate) fair_waiter_ms: String,
+    /// A fair-lock waiter's wait allowance in milliseconds
+    /// ([`LocksConfig::fair_wait_allowance`](crate::LocksConfig::fair_wait_allowance)).
+    pub(crate) fair_allowance_ms: String,
 }
 
 /// Shared by a lock handle and its clones (one owner).
@@ -218,11 +221,11 @@ fn release_cmd(
         | LeaseKind::Fenced
         | LeaseKind::Unfenced => build(&[&*names.key, &*names.token]),
         LeaseKind::Fair => {
-            let (queue, timeouts) = names.fair_queue();
+            let q = names.fair_queue();
             // A fair release always names a token ("0": by owner).
             let [a, b, c] = head;
             script.evalsha_cmd(
-                &[&*names.key, &*names.token, &queue, &timeouts],
+                &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
                 &[a, b, c, token.unwrap_or("0")],
             )
         }
@@ -245,15 +248,18 @@ pub(crate) fn acquire_cmd(
     join: bool,
 ) -> Cmd {
     if kind == LeaseKind::Fair {
-        let (queue, timeouts) = names.fair_queue();
+        let q = names.fair_queue();
         return FAIR_ACQUIRE.evalsha_cmd(
-            &[&*names.key, &*names.token, &queue, &timeouts],
+            &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
             &[
                 lease_ms,
                 owner,
                 args.token_ttl_ms.as_str(),
                 args.fair_waiter_ms.as_str(),
                 if join { "1" } else { "0" },
+                args.fair_allowance_ms.as_str(),
+                names.channel.as_str(),
+                args.publish,
             ],
         );
     }
@@ -301,6 +307,7 @@ mod tests {
             token_ttl_ms: "600000".into(),
             publish,
             fair_waiter_ms: "5000".into(),
+            fair_allowance_ms: "300000".into(),
         }
     }
 

@@ -54,10 +54,25 @@ pub struct LocksConfig {
     /// calling (default 5 s, at least 300 ms). A live waiter calls at least
     /// every third of it, so only a waiter whose process died (or cannot
     /// reach the server for that long) is purged, within this time plus
-    /// the next acquire or release that looks (Redisson: up to 300 s).
+    /// the next keylatch acquire or release that looks (Redisson: up to
+    /// 300 s; Redisson's own scripts do not read keylatch's liveness
+    /// records, so with only Java clients left a dead keylatch waiter ahead
+    /// of them blocks as a dead Java waiter would, see
+    /// [`fair_wait_allowance`](Self::fair_wait_allowance)).
     /// The same span bounds a read-write lock's waiting-writer marker: a
     /// writer that died holds new readers back for at most this long.
     pub fair_waiter_timeout: Duration,
+    /// The wait allowance a fair-lock waiter declares in the shared queue,
+    /// as Redisson's `fairLockWaitTimeout` (default 300 s, Redisson's
+    /// default; at least 1 s). A Java waiter that takes the lock or gives up
+    /// subtracts its own wait (that setting, or its `tryLock` wait) from the
+    /// deadlines queued behind it; keylatch keeps its waiters' deadlines
+    /// this far apart, so set it at least as large as any wait a Java
+    /// service uses on the same fair lock. It is not how long a dead
+    /// keylatch waiter blocks the queue (that is `fair_waiter_timeout`);
+    /// it bounds how long a Java waiter queued behind a dead keylatch waiter
+    /// sleeps when no keylatch process is left to purge it.
+    pub fair_wait_allowance: Duration,
 }
 
 impl Default for LocksConfig {
@@ -70,6 +85,7 @@ impl Default for LocksConfig {
             token_idle_ttl: Duration::from_secs(24 * 3600),
             attempt_timeout: Duration::from_secs(1),
             fair_waiter_timeout: Duration::from_secs(5),
+            fair_wait_allowance: Duration::from_secs(300),
         }
     }
 }
@@ -117,6 +133,22 @@ impl LocksConfig {
         self
     }
 
+    /// Sets the wait allowance of fair-lock waiters (see
+    /// [`fair_wait_allowance`](Self::fair_wait_allowance); at least 1 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keylatch_lock::LocksConfig;
+    /// assert_eq!(LocksConfig::default().fair_wait_allowance, Duration::from_secs(300));
+    /// // Java services on this lock call tryLock with waits up to 10 min.
+    /// let cfg = LocksConfig::default().fair_wait_allowance(Duration::from_secs(600));
+    /// assert_eq!(cfg.fair_wait_allowance, Duration::from_secs(600));
+    /// ```
+    pub fn fair_wait_allowance(mut self, d: Duration) -> Self {
+        self.fair_wait_allowance = clamp_span(d.max(MIN_FAIR_ALLOWANCE));
+        self
+    }
+
     /// Turns fencing tokens on or off.
     ///
     /// ```
@@ -136,6 +168,10 @@ const MIN_RECHECK: Duration = Duration::from_millis(1);
 /// The shortest fair-waiter deadline span: a waiter calls every third of
 /// it, and a call must fit in that with room to spare.
 const MIN_FAIR_WAITER: Duration = Duration::from_millis(300);
+/// The smallest fair wait allowance: it must stay above a waiter's own
+/// calls (every third of `fair_waiter_timeout`) and a Java client's clock
+/// error for its deadline to keep it in the queue.
+const MIN_FAIR_ALLOWANCE: Duration = Duration::from_secs(1);
 
 pub(crate) struct Inner {
     pub(crate) client: Client,
@@ -304,6 +340,7 @@ impl Locks {
         config.token_idle_ttl = clamp_span(config.token_idle_ttl);
         config.attempt_timeout = clamp_span(config.attempt_timeout);
         config.fair_waiter_timeout = clamp_span(config.fair_waiter_timeout.max(MIN_FAIR_WAITER));
+        config.fair_wait_allowance = clamp_span(config.fair_wait_allowance.max(MIN_FAIR_ALLOWANCE));
         let token_ttl_ms = millis(config.token_idle_ttl).to_string();
         let engine = Engine::spawn(client.clone(), token_ttl_ms.clone(), invalidations);
         let script_args = ScriptArgs {
@@ -318,6 +355,7 @@ impl Locks {
                 "publish"
             },
             fair_waiter_ms: millis(config.fair_waiter_timeout).to_string(),
+            fair_allowance_ms: millis(config.fair_wait_allowance).to_string(),
         };
         Self {
             inner: Arc::new(Inner {

@@ -62,14 +62,14 @@ impl LockNames {
         suffixed(&self.key, Some("rwlock_writers_waiting"))
     }
 
-    /// A fair lock's queue and deadline keys, `redisson_lock_queue:{name}`
-    /// and `redisson_lock_timeout:{name}` (made on use: only fair locks
-    /// need them, and a hold keeps its names for its whole life).
-    pub(crate) fn fair_queue(&self) -> (String, String) {
-        (
-            companion("redisson_lock_queue", &self.key),
-            companion("redisson_lock_timeout", &self.key),
-        )
+    /// A fair lock's queue keys, made on use (only fair locks need them,
+    /// and a hold keeps its names for its whole life).
+    pub(crate) fn fair_queue(&self) -> FairKeys {
+        FairKeys {
+            queue: companion("redisson_lock_queue", &self.key),
+            timeouts: companion("redisson_lock_timeout", &self.key),
+            alive: companion("keylatch_fair_alive", &self.key),
+        }
     }
 
     /// The channel a fair-lock waiter is woken on,
@@ -77,6 +77,22 @@ impl LockNames {
     pub(crate) fn fair_channel(&self, owner: &str) -> String {
         format!("{}:{owner}", self.channel)
     }
+}
+
+/// A fair lock's queue: Redisson's two keys and keylatch's own one, all in
+/// the lock's slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FairKeys {
+    /// `redisson_lock_queue:{name}`: waiting owners in arrival order.
+    pub(crate) queue: String,
+    /// `redisson_lock_timeout:{name}`: each waiter's deadline in Redisson's
+    /// chained form (owner → ms), which Redisson's scripts purge by and
+    /// subtract from.
+    pub(crate) timeouts: String,
+    /// `keylatch_fair_alive:{name}`: keylatch waiters' liveness (owner →
+    /// server ms), by which keylatch's scripts purge its dead waiters
+    /// (Redisson never reads it).
+    pub(crate) alive: String,
 }
 
 /// Redisson's `{name}:suffix`, or `name:suffix` when the name contains
@@ -120,6 +136,23 @@ mod tests {
             LockNames::new("{t}x").channel,
             "redisson_lock__channel:{t}x"
         );
+    }
+
+    #[test]
+    fn fair_queue_keys_are_redissons_plus_ours_in_the_lock_slot() {
+        let q = LockNames::new("jobs").fair_queue();
+        assert_eq!(q.queue, "redisson_lock_queue:{jobs}");
+        assert_eq!(q.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(q.alive, "keylatch_fair_alive:{jobs}");
+        for name in ["jobs", "{t}jobs", "a{b}c"] {
+            let n = LockNames::new(name);
+            let q = n.fair_queue();
+            let slot = Slot::of(n.key.as_bytes());
+            for k in [&q.queue, &q.timeouts, &q.alive] {
+                // The fair scripts take all of them in one call.
+                assert_eq!(Slot::of(k.as_bytes()), slot, "{k}");
+            }
+        }
     }
 
     #[test]

@@ -79,8 +79,10 @@ pub static FORCE_UNLOCK: Script =
 pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../../lua/key_shape.lua"));
 
 /// Take or re-enter a fair lock, or join its queue (Redisson's
-/// `RedissonFairLock` layout, deadlines from server time); see
-/// `lua/fair_acquire.lua`.
+/// `RedissonFairLock` layout, deadlines in Redisson's chained form from
+/// server time, keylatch waiters' liveness beside it); see
+/// `lua/fair_acquire.lua`, whose header explains how the queue stays
+/// shared with Redisson's waiters.
 ///
 /// ```
 /// assert!(keylatch_lock::scripts::FAIR_ACQUIRE.source().contains("KEYS[4]"));

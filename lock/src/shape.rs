@@ -130,7 +130,7 @@ pub enum ForceUnlocked {
 /// once (the script's own writes raise no invalidation here).
 pub(crate) async fn force_unlock(inner: &Inner, name: &str) -> LockResult<ForceUnlocked> {
     let names = LockNames::new(name);
-    let (queue, _) = names.fair_queue();
+    let queue = names.fair_queue().queue;
     let permits = suffixed(name, Some("timeout"));
     let base = names.rw_base();
     let rw_channel = companion("redisson_rwlock", name);

@@ -7,6 +7,8 @@
 //! - keylatch: `Locks::connect(url)` as the README shows, default
 //!   `LocksConfig` (`fair_waiter_timeout` 5 s); the dead waiter is one call
 //!   of `fair_acquire.lua` that joined the queue and never called again.
+//!   (The Redisson constants below are an older Redisson's scripts; the
+//!   current ones are in `tests/common/redisson_fair.rs`.)
 //! - Redisson: its own fair-lock scripts (`RedissonFairLock`, as in
 //!   `tests/fair_lock.rs`), default thread wait time 300 s, the client's
 //!   clock; the live waiter waits as Redisson's `tryLock` does: on its own
@@ -59,6 +61,7 @@ async fn keylatch_dead_waiter(url: &str) -> Duration {
     // The dead waiter: one queued call, then silence.
     let [hash, queue, timeouts] = keys(name);
     let waiter_ms = config.fair_waiter_timeout.as_millis().to_string();
+    let allowance_ms = config.fair_wait_allowance.as_millis().to_string();
     let _ = locks
         .client()
         .eval_script(
@@ -68,8 +71,18 @@ async fn keylatch_dead_waiter(url: &str) -> Duration {
                 &format!("redisson_lock_token:{{{name}}}"),
                 &queue,
                 &timeouts,
+                &format!("keylatch_fair_alive:{{{name}}}"),
             ],
-            &["30000", "dead:1", "86400000", &waiter_ms, "1"],
+            &[
+                "30000",
+                "dead:1",
+                "86400000",
+                &waiter_ms,
+                "1",
+                &allowance_ms,
+                &format!("redisson_lock__channel:{{{name}}}"),
+                "publish",
+            ],
         )
         .await
         .expect("dead waiter queued");
