@@ -129,6 +129,18 @@ fn fair_execs_never_overlap_and_queue_where_status_shows_them() {
         }
     });
     assert!(json.contains(r#""state":"held""#), "{json}");
+    // A keylatch waiter is shown with its liveness (purged within the 5 s
+    // fair_waiter_timeout if it stops calling), not with the Redisson
+    // deadline it keeps an allowance (300 s) ahead for Java waiters.
+    assert!(json.contains(r#""client":"keylatch""#), "{json}");
+    let deadline: i64 = json
+        .split(r#""deadline_in_ms":"#)
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((0..=5_000).contains(&deadline), "{json}");
     assert!(holder.wait().unwrap().success());
     assert!(waiter.wait().unwrap().success());
     let json = stdout(&run(&server, &["status", "fq-exec", "--json"]));
@@ -611,13 +623,13 @@ fn status_shows_fair_queue_waiters_and_other_types() {
         "{json}"
     );
     assert!(
-        json.contains(r#"{"owner":"w:2","deadline_in_ms":null}]"#),
+        json.contains(r#"{"owner":"w:2","deadline_in_ms":null,"client":"redisson"}]"#),
         "{json}"
     );
     let deadline: i64 = json
         .split(r#""deadline_in_ms":"#)
         .nth(1)
-        .and_then(|rest| rest.split('}').next())
+        .and_then(|rest| rest.split(',').next())
         .unwrap()
         .parse()
         .unwrap();
@@ -625,6 +637,7 @@ fn status_shows_fair_queue_waiters_and_other_types() {
     let text = stdout(&run(&server, &["status", "fq"]));
     assert!(text.contains("2 fair-queue waiter(s)"), "{text}");
     assert!(text.contains("w:1  deadline in"), "{text}");
+    assert!(text.contains("(Redisson's deadline)"), "{text}");
     assert!(text.contains("w:2  no deadline"), "{text}");
 
     server

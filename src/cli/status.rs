@@ -28,8 +28,10 @@ prints an array of the objects. Reads only.
 
   --json     one JSON object: {\"name\",\"state\",\"type\",\"ttl_ms\" (null when
              free, -1 without expiry),\"holders\" {owner: count},\"mode\",
-             \"value\",\"waiters\" [{\"owner\",\"deadline_in_ms\"}...] (head
-             first; null: no deadline),\"fencing_token\",\"readers\"
+             \"value\",\"waiters\" [{\"owner\",\"deadline_in_ms\",\"client\"}...]
+             (head first; null: no deadline; client \"keylatch\": the
+             deadline is its liveness, by which a dead one is purged;
+             \"redisson\": Redisson's deadline),\"fencing_token\",\"readers\"
              [{\"owner\",\"count\",\"holds_ttl_ms\"[...]}...],\"writer\"
              {\"owner\",\"count\"} or null,\"writers_waiting\"
              [{\"owner\",\"deadline_in_ms\"}...],\"permits\" [{\"id\",
@@ -87,10 +89,16 @@ pub(crate) struct Reader {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Waiter {
     pub(crate) owner: String,
-    /// Its deadline in `redisson_lock_timeout:{NAME}`, in ms from the
-    /// server's now (negative: past, purged at the next acquire or release);
-    /// `None` when it has none.
+    /// When it is purged if it does not call again, in ms from the server's
+    /// now (negative: past, purged at the next acquire or release); `None`
+    /// when it has none. A keylatch waiter's is its liveness record
+    /// (`keylatch_fair_alive:{NAME}`, which keylatch's scripts judge it by;
+    /// its Redisson deadline is kept an allowance per place ahead, for
+    /// Java waiters' arithmetic); any other's is its Redisson deadline
+    /// (`redisson_lock_timeout:{NAME}`).
     pub(crate) deadline_in_ms: Option<i64>,
+    /// Whether it is a keylatch waiter (it has a liveness record).
+    pub(crate) keylatch: bool,
 }
 
 impl Status {
@@ -197,6 +205,8 @@ impl Status {
                 Some(ms) => out.push_str(&ms.to_string()),
                 None => out.push_str("null"),
             }
+            out.push_str(",\"client\":");
+            json_string(&mut out, if w.keylatch { "keylatch" } else { "redisson" });
             out.push('}');
         }
         out.push_str("],\"fencing_token\":");
@@ -324,9 +334,14 @@ impl Status {
         if !self.waiters.is_empty() {
             out.push_str(&format!("\n  {} fair-queue waiter(s):", self.waiters.len()));
             for w in &self.waiters {
+                let by = if w.keylatch {
+                    "keylatch, purged if it stops calling"
+                } else {
+                    "Redisson's deadline"
+                };
                 match w.deadline_in_ms {
                     Some(ms) => out.push_str(&format!(
-                        "\n    {}  deadline in {:.1} s",
+                        "\n    {}  deadline in {:.1} s ({by})",
                         w.owner,
                         ms as f64 / 1000.0
                     )),
@@ -400,28 +415,40 @@ async fn ask(client: &Client, cmd: Cmd) -> Result<Frame, String> {
     }
 }
 
-/// Each queued owner with its deadline from the zset, relative to the
-/// server's clock (the deadlines are server time, or a Java client's).
+/// Each queued owner with the deadline it is judged by, relative to the
+/// server's clock: a keylatch waiter's liveness record, else its Redisson
+/// deadline (server time, or a Java client's).
 async fn waiters(client: &Client, name: &str, owners: Vec<String>) -> Result<Vec<Waiter>, String> {
     let now_ms = server_now_ms(client).await?;
     let timeouts = companion("redisson_lock_timeout", name);
+    let alive = companion("keylatch_fair_alive", name);
     let mut out = Vec::with_capacity(owners.len());
     for owner in owners {
-        let cmd = Cmd::new("ZSCORE")
-            .key(timeouts.as_str())
-            .arg(owner.as_str());
-        // RESP3 answers a double, RESP2 a bulk string.
-        let score = match ask(client, cmd).await? {
-            Frame::Double(d) => Some(d),
-            other => text(&other).and_then(|t| t.parse::<f64>().ok()),
+        let liveness = zscore(client, &alive, &owner).await?;
+        let score = match liveness {
+            Some(d) => Some(d),
+            None => zscore(client, &timeouts, &owner).await?,
         };
         let deadline_in_ms = score.zip(now_ms).map(|(d, now)| d as i64 - now);
         out.push(Waiter {
             owner,
             deadline_in_ms,
+            keylatch: liveness.is_some(),
         });
     }
     Ok(out)
+}
+
+/// `ZSCORE key member`, `None` when absent (or the key is no zset).
+async fn zscore(client: &Client, key: &str, member: &str) -> Result<Option<f64>, String> {
+    let cmd = Cmd::new("ZSCORE").key(key).arg(member);
+    // RESP3 answers a double, RESP2 a bulk string.
+    Ok(match ask(client, cmd).await {
+        Ok(Frame::Double(d)) => Some(d),
+        Ok(other) => text(&other).and_then(|t| t.parse::<f64>().ok()),
+        Err(e) if e.contains("WRONGTYPE") => None,
+        Err(e) => return Err(e),
+    })
 }
 
 /// Reads everything `status` shows about `name`.
@@ -758,10 +785,11 @@ mod tests {
         st.waiters.push(Waiter {
             owner: "u:2".into(),
             deadline_in_ms: Some(4000),
+            keylatch: true,
         });
         assert!(st
             .to_json()
-            .contains(r#""waiters":[{"owner":"u:2","deadline_in_ms":4000}]"#));
+            .contains(r#""waiters":[{"owner":"u:2","deadline_in_ms":4000,"client":"keylatch"}]"#));
         assert_eq!(st.kind(), "fair");
         st.mode = Some("read".into());
         assert_eq!(st.kind(), "read-write");
