@@ -9,9 +9,18 @@
 --          latch (Redisson's new-count message)
 --
 -- Returns  1 when set (and the message published), 0 when it existed
---          (nothing changes).
-if redis.call('exists', KEYS[1]) == 1 then
+--          (nothing changes), -1 when the key holds something that is no
+--          count (another type, or a string that is no number: a name
+--          reused; nothing changes).
+local t = redis.call('type', KEYS[1]).ok
+if t == 'string' then
+    if tonumber(redis.call('get', KEYS[1])) == nil then
+        return -1
+    end
     return 0
+end
+if t ~= 'none' then
+    return -1
 end
 redis.call('set', KEYS[1], ARGV[1])
 redis.call(ARGV[3], ARGV[2], ARGV[4])

@@ -416,6 +416,18 @@ async fn non_locks_refused(locks: &Locks, p: &str) {
             locks.semaphore(&name).available().await,
             Err(LockError::WrongType { .. })
         ));
+        // Setting a count where something else lives says so (it used to
+        // answer false, "already set").
+        for r in [
+            locks.semaphore(&name).try_set_permits(2).await,
+            locks.expirable_semaphore(&name).try_set_permits(2).await,
+            locks.latch(&name).try_set_count(2).await,
+        ] {
+            assert!(
+                matches!(r, Err(LockError::WrongType { found, .. }) if found == shape),
+                "try_set on {name}: {r:?}"
+            );
+        }
         let latch = locks.latch(&name);
         assert!(matches!(
             latch.count_down().await,

@@ -97,7 +97,8 @@ impl CountDownLatch {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the name holds something that is no
+    /// count (another type, a name reused); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have set it.
@@ -117,7 +118,13 @@ impl CountDownLatch {
                 ],
             )
             .await?;
-        Ok(*reply.value() == Frame::Integer(1))
+        match reply.value() {
+            Frame::Integer(1) => Ok(true),
+            Frame::Integer(0) => Ok(false),
+            // No count at the name: another type, or a name reused.
+            Frame::Integer(-1) => Err(wrong_type(&self.inner, &self.key).await),
+            other => Err(LockError::Protocol(other.to_string())),
+        }
     }
 
     /// Counts down by one; returns the count after (0 or less: open; the

@@ -209,7 +209,11 @@ impl Counter {
                 ],
             )
             .await?;
-        Ok(integer(&reply)? == 1)
+        match integer(&reply)? {
+            // No count at the name: another type, or a name reused.
+            -1 => Err(wrong_type(&self.inner, &self.names.key).await),
+            n => Ok(n == 1),
+        }
     }
 
     async fn change(&self, delta: i64) -> LockResult<i64> {
@@ -318,7 +322,8 @@ impl Semaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the name holds something that is no
+    /// count (another type, a name reused); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have set them.
@@ -635,7 +640,8 @@ impl ExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`].
+    /// [`LockError::WrongType`] when the name holds something that is no
+    /// count (another type, a name reused); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have set them.
