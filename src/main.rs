@@ -6,6 +6,38 @@
 //! scenarios, histogram and plot are in the library, `keylatch::bench`).
 //! The global `-v`/`-vv` flags show the library's `tracing` events.
 
+// Output that never panics: std's `println!` panics when stdout is a
+// closed pipe (`keylatch exec --help | head -1`: Rust ignores SIGPIPE, so
+// the write fails with EPIPE). These write and drop the error: a reader
+// that went away wants no more output. Defined before `mod cli` so the
+// subcommands see them.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = write!(stdout, $($arg)*);
+        let _ = stdout.flush();
+    }};
+}
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod cli;
 
 use std::process::ExitCode;
@@ -87,7 +119,7 @@ fn main() -> ExitCode {
     let command = argv.next();
     // Each subcommand's own --help, before any parsing that could fail.
     let help = |usage: &str| {
-        println!("{usage}");
+        outln!("{usage}");
         ExitCode::SUCCESS
     };
     let wants_help = |args: &[String]| {
@@ -130,7 +162,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("keylatch: {e}");
+            errln!("keylatch: {e}");
             ExitCode::from(2)
         }
     }
@@ -150,10 +182,10 @@ async fn demo(args: Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("connect {url}: {e}"))?;
     let err = |e: keylatch::Error| e.to_string();
-    println!("connected to {url} ({:?})", conn.protocol());
+    outln!("connected to {url} ({:?})", conn.protocol());
     let info = conn.info(Some("server")).await.map_err(err)?;
     if let Some(v) = info.lines().find(|l| l.starts_with("redis_version:")) {
-        println!("server {v}");
+        outln!("server {v}");
     }
 
     let prefix = format!("keylatch:demo:{}", std::process::id());
@@ -168,7 +200,7 @@ async fn demo(args: Args) -> Result<(), String> {
         lat.push(t.elapsed());
     }
     lat.sort();
-    println!(
+    outln!(
         "sequential GET: p50 {:?}  p99 {:?}  (2000 round trips)",
         percentile(&lat, 0.50),
         percentile(&lat, 0.99)
@@ -187,7 +219,7 @@ async fn demo(args: Args) -> Result<(), String> {
             .map_err(err)?,
     )
     .map_err(err)?;
-    println!("pipeline of 100 INCR: counter = {last}");
+    outln!("pipeline of 100 INCR: counter = {last}");
 
     // Many tasks, one connection: automatic pipelining.
     let done = Arc::new(AtomicU64::new(0));
@@ -216,13 +248,13 @@ async fn demo(args: Args) -> Result<(), String> {
         .cmd(Cmd::new("GET").key(counter.as_str()))
         .await
         .map_err(err)?;
-    println!(
+    outln!(
         "{} tasks on one connection: {ops} INCR in {elapsed:.2} s = {:.0} ops/s",
         args.clients,
         ops as f64 / elapsed
     );
     let expected = ops as i64 + 100;
-    println!(
+    outln!(
         "counter check: server says {total}, tasks counted {expected}: {}",
         if total == expected {
             "exact"
@@ -288,7 +320,7 @@ async fn lock_demo(url: &str, workers: usize, seconds: u64) -> Result<(), String
         .map_err(|e| e.to_string())?;
     let tokens = history.lock().map(|h| h.clone()).unwrap_or_default();
     let rising = tokens.windows(2).all(|w| w[0] < w[1]);
-    println!(
+    outln!(
         "lock: {workers} workers on one lock: {} holds in {elapsed:.2} s = {:.0}/s; wait p50 {:?}, p99 {:?}",
         waits.len(),
         waits.len() as f64 / elapsed,
@@ -296,7 +328,7 @@ async fn lock_demo(url: &str, workers: usize, seconds: u64) -> Result<(), String
         percentile(&waits, 0.99)
     );
     let exact = total == waits.len() as i64;
-    println!(
+    outln!(
         "exclusion check: counter {total} for {} holds ({}), fencing tokens {}",
         waits.len(),
         if exact { "exact" } else { "LOST UPDATES" },

@@ -531,6 +531,29 @@ fn force_unlock_frees_a_held_lock_and_the_holder_stops() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
+/// Output to a closed stdout (a reader gone: `keylatch exec --help | head
+/// -1`, or `>&-`) is dropped, never a panic.
+#[test]
+fn output_to_a_closed_stdout_is_dropped_without_a_panic() {
+    let server = RedisServer::start();
+    let bin = env!("CARGO_BIN_EXE_keylatch");
+    for args in [
+        "exec --help",
+        "--help",
+        "status nothing-here",
+        "status nothing-here --json",
+    ] {
+        let o = Command::new("sh")
+            .args(["-c", &format!("{bin} {args} >&-")])
+            .env("KEYLATCH_URL", server.url())
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{args}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args}: {err}");
+    }
+}
+
 #[test]
 fn usage_and_connection_errors_exit_2_with_one_line() {
     let server = RedisServer::start();

@@ -148,7 +148,7 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     } else {
         "standalone"
     };
-    println!(
+    outln!(
         "keylatch bench: {} ({kind}), {:.1}s total ({}), {} tasks in b",
         seeds.join(", "),
         a.duration.as_secs_f64(),
@@ -166,12 +166,12 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
         .await
         .map_err(|e| Failure::usage(format!("bench: {e}")))?;
     drop(progress);
-    print!("{}", table(&results));
+    out!("{}", table(&results));
     if let Some(path) = &a.plot {
         let title = format!("keylatch bench — latency CDF ({kind})");
         std::fs::write(path, svg(&results, &title))
             .map_err(|e| Failure::usage(format!("bench: cannot write {}: {e}", path.display())))?;
-        println!("CDF plot: {}", path.display());
+        outln!("CDF plot: {}", path.display());
     }
     Ok(0)
 }

@@ -310,7 +310,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
 /// the lock held by nobody until its lease ends.
 async fn settle(locks: &Locks, name: &str) {
     if !locks.settle(SETTLE_LIMIT).await {
-        eprintln!(
+        errln!(
             "keylatch: the release of lock {name:?} is still retrying; it expires with its lease"
         );
     }
@@ -373,7 +373,7 @@ async fn run_held(
             _ = look.tick(), if !told => {
                 if child.main_stopped() {
                     told = true;
-                    eprintln!(
+                    errln!(
                         "keylatch: the command is stopped (did it read the terminal? it runs in a \
                          process group of its own: use --foreground for interactive commands); \
                          the lock stays held"
@@ -389,7 +389,7 @@ async fn run_held(
             // unlocked once we release: it is stopped first.
             let left = child.members();
             if left > 0 {
-                eprintln!(
+                errln!(
                     "keylatch: the command exited {code} leaving {left} process(es) in its group; \
                      sending SIGTERM, SIGKILL after {:?}",
                     a.grace
@@ -411,7 +411,7 @@ async fn run_held(
                     ),
                 }),
                 Err(e) => {
-                    eprintln!(
+                    errln!(
                         "keylatch: releasing lock {:?} failed ({e}); retrying until its lease ends",
                         a.name
                     );
@@ -428,7 +428,7 @@ async fn run_held(
             )))
         }
         Outcome::Lost(reason) => {
-            eprintln!(
+            errln!(
                 "keylatch: lock {:?} lost while the command ran ({}); sending SIGTERM to its group, \
                  SIGKILL after {:?}",
                 a.name,
@@ -446,9 +446,10 @@ async fn run_held(
             })
         }
         Outcome::Signalled(stop) => {
-            eprintln!(
+            errln!(
                 "keylatch: got SIG{}; sending it to the command's group, SIGKILL after {:?}",
-                stop.name, a.grace
+                stop.name,
+                a.grace
             );
             let report = child.stop(stop, a.grace, signals).await;
             warn_left(report.left);
@@ -469,7 +470,7 @@ const STOPPED_CHECK: Duration = Duration::from_secs(1);
 /// it would not stop that process either.
 fn warn_left(left: usize) {
     if left > 0 {
-        eprintln!("keylatch: {left} process(es) of the command's group survived SIGKILL so far");
+        errln!("keylatch: {left} process(es) of the command's group survived SIGKILL so far");
     }
 }
 
@@ -735,7 +736,7 @@ fn interrupted(what: &str, stop: Stop) -> Failure {
 /// says what mattered, and the lease ends an unreleased hold anyway.
 async fn release(guard: Held, name: &str) {
     if let Err(e) = guard.unlock().await {
-        eprintln!("keylatch: releasing lock {name:?} failed ({e}); retrying until its lease ends");
+        errln!("keylatch: releasing lock {name:?} failed ({e}); retrying until its lease ends");
     }
 }
 

@@ -100,20 +100,20 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
         match action {
             Action::Set(n) => {
                 if latch.try_set_count(n).await.map_err(fail)? {
-                    println!("{n}");
+                    outln!("{n}");
                     Ok(0)
                 } else {
-                    println!("{}", latch.count().await.map_err(fail)?);
+                    outln!("{}", latch.count().await.map_err(fail)?);
                     Ok(1)
                 }
             }
             Action::CountDown => {
                 let left = latch.count_down().await.map_err(fail)?;
-                println!("{}", left.max(0));
+                outln!("{}", left.max(0));
                 Ok(0)
             }
             Action::Count => {
-                println!("{}", latch.count().await.map_err(fail)?);
+                outln!("{}", latch.count().await.map_err(fail)?);
                 Ok(0)
             }
             Action::Wait(None) => {

@@ -20,7 +20,7 @@ pub(crate) fn find_server(url: Option<String>) -> Result<(String, Option<RedisSe
         .start()
         .map_err(|e| format!("cannot start redis-server: {e}"))?;
     // On stderr: stdout carries results (`bench` prints a table there).
-    eprintln!(
+    errln!(
         "started redis-server (pid {}) on {}",
         server.pid().unwrap_or(0),
         server.url()
@@ -50,7 +50,7 @@ fn ensure_redis_installed() -> Result<(), String> {
                 .to_owned(),
         );
     }
-    eprintln!("redis-server not found: installing Debian's redis-server and redis-tools");
+    errln!("redis-server not found: installing Debian's redis-server and redis-tools");
     for args in [
         &["update", "-qq"][..],
         &["install", "-y", "-qq", "redis-server", "redis-tools"][..],

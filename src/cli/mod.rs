@@ -71,7 +71,7 @@ pub(crate) fn finish(result: Result<u8, Failure>) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             if !f.message.is_empty() {
-                eprintln!("keylatch: {}", f.message);
+                errln!("keylatch: {}", f.message);
             }
             ExitCode::from(f.code)
         }

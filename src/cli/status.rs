@@ -695,13 +695,13 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
     if json {
         let objects: Vec<String> = all.iter().map(Status::to_json).collect();
         if objects.len() == 1 {
-            println!("{}", objects[0]);
+            outln!("{}", objects[0]);
         } else {
-            println!("[{}]", objects.join(","));
+            outln!("[{}]", objects.join(","));
         }
     } else {
         let texts: Vec<String> = all.iter().map(Status::to_text).collect();
-        println!("{}", texts.join("\n"));
+        outln!("{}", texts.join("\n"));
     }
     Ok(0)
 }

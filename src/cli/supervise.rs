@@ -121,7 +121,7 @@ impl Supervised {
             tokio::select! {
                 () = self.gone_by(until) => {}
                 again = signals.recv() => {
-                    eprintln!("keylatch: SIG{} during the grace period: SIGKILL now", again.name);
+                    errln!("keylatch: SIG{} during the grace period: SIGKILL now", again.name);
                 }
             }
         }
@@ -169,7 +169,7 @@ impl Supervised {
             .status()
             .await;
         if let Err(e) = sent {
-            eprintln!("keylatch: cannot run kill(1) to send SIG{name}: {e}");
+            errln!("keylatch: cannot run kill(1) to send SIG{name}: {e}");
         }
     }
 }

@@ -77,7 +77,7 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
         .block_on(status::read(locks.client(), &name))
         .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))?;
     if st.state() == "free" {
-        println!("lock {name:?} is free; nothing to unlock");
+        outln!("lock {name:?} is free; nothing to unlock");
         return Ok(0);
     }
     if let Some(why) = st.refusal() {
@@ -85,8 +85,8 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
         return Err(Failure::usage(format!("unlock: {why}")));
     }
     if !yes {
-        eprintln!("{}", st.to_text());
-        eprint!("force-unlock {name:?}? [y/N] ");
+        errln!("{}", st.to_text());
+        err!("force-unlock {name:?}? [y/N] ");
         let _ = std::io::stderr().flush();
         let mut answer = String::new();
         // Read outside the runtime: a blocking stdin read inside a task
@@ -105,15 +105,15 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
     // The script judges the type itself (the key may have changed since
     // it was shown): what it ended, or why it refused.
     match rt.block_on(locks.force_unlock(&name)) {
-        Ok(ForceUnlocked::Free) => println!("lock {name:?} was already free"),
-        Ok(ForceUnlocked::Lock) => println!("lock {name:?} force-unlocked"),
+        Ok(ForceUnlocked::Free) => outln!("lock {name:?} was already free"),
+        Ok(ForceUnlocked::Lock) => outln!("lock {name:?} force-unlocked"),
         Ok(ForceUnlocked::ReadWriteLock) => {
-            println!("read-write lock {name:?} force-unlocked (every read and write hold)")
+            outln!("read-write lock {name:?} force-unlocked (every read and write hold)")
         }
-        Ok(ForceUnlocked::Permits(n)) => println!(
+        Ok(ForceUnlocked::Permits(n)) => outln!(
             "permit-expirable semaphore {name:?}: {n} leased permit(s) force-released back to its count"
         ),
-        Ok(other) => println!("{name:?} force-unlocked ({other:?})"),
+        Ok(other) => outln!("{name:?} force-unlocked ({other:?})"),
         Err(e @ LockError::ForceUnlockRefused { .. }) => {
             return Err(Failure::usage(format!("unlock: {e}")))
         }

@@ -55,7 +55,7 @@ fn max_level(verbosity: u8) -> Option<Level> {
 /// Installs the stderr subscriber for this verbosity (nothing at 0).
 pub(crate) fn install(verbosity: u8) {
     if let Some(max) = max_level(verbosity) {
-        let sub = LineSubscriber::new(max, |line| eprintln!("{line}"));
+        let sub = LineSubscriber::new(max, |line| errln!("{line}"));
         // Fails only if a subscriber is already set: then that one wins.
         let _ = tracing::subscriber::set_global_default(sub);
     }
