@@ -49,10 +49,12 @@ use keylatch::{Cmd, Commands, Connection, Pipeline};
 
 const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> --help for more)
 
-  exec NAME [--fair|--read|--write|--semaphore N] [--wait 10s]
-       [--lease 10s|watchdog] [--grace 5s] [--foreground] -- CMD [ARGS...]
-         run CMD while holding lock NAME (or N leased permits of semaphore
-         NAME); exits with CMD's code, 75 when not had within --wait, 76
+  exec NAME [NAME...] [--fair|--read|--write|--semaphore N [--permits P]|
+       --redlock URL,URL,...] [--wait 10s] [--lease 10s|watchdog]
+       [--grace 5s] [--foreground] -- CMD [ARGS...]
+         run CMD while holding lock NAME (several: all of them, a
+         multi-lock; or N leased permits of semaphore NAME; or a RedLock
+         over independent masters); exits with CMD's code, 75 when not had within --wait, 76
          when lost while CMD runs (CMD gets SIGTERM, SIGKILL after
          --grace), 128+N on signal N (129 HUP, 130 INT, 131 QUIT,
          143 TERM), stopping CMD's whole process group first

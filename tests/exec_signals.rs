@@ -569,3 +569,120 @@ fn in_a_terminal_a_reading_command_is_reported_and_foreground_reads() {
     shows("EXIT2=0");
     tm(&["kill-server"]);
 }
+
+/// The write end of a pipe whose only reader has exited: every write to it
+/// fails (EPIPE), as keylatch's stderr does once a terminal hangs up (EIO)
+/// or the reader of `2>&1 | head -1` is gone.
+fn dead_pipe() -> std::process::Stdio {
+    let mut reader = Command::new("true")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = reader.stdin.take().unwrap();
+    reader.wait().unwrap();
+    std::process::Stdio::from(pipe)
+}
+
+/// keylatch's own messages ("got SIGTERM; …", "lost while …") cannot be
+/// written: it still stops the whole group, releases, and exits with the
+/// documented code (a panic on the failed write used to end keylatch with
+/// 101 and leave the command running, the lock unrenewed).
+#[test]
+fn with_stderr_gone_a_signal_and_a_loss_still_stop_the_group_and_release() {
+    let server = RedisServer::start();
+    for (label, stop, code) in [("signal", "TERM", 143), ("loss", "", 76)] {
+        let name = format!("nostderr-{label}");
+        let dir = TempDir::new("keylatch-sig").unwrap();
+        let mut holder = keylatch(&server)
+            .args(["exec", &name, "--grace", "1s", "--", "sh", "-c"])
+            .arg(forking_script(dir.path(), false))
+            .stderr(dead_pipe())
+            .spawn()
+            .unwrap();
+        let tree = Tree::wait_up(dir.path());
+        if stop.is_empty() {
+            server.cli(&["DEL", &name]).unwrap();
+        } else {
+            signal(holder.id(), stop);
+        }
+        assert_eq!(
+            exit_code(&mut holder, Duration::from_secs(30)),
+            Some(code),
+            "{label}"
+        );
+        tree.assert_all_gone(label);
+        assert_eq!(
+            try_now(&server, &name, &[]).status.code(),
+            Some(0),
+            "{label}"
+        );
+    }
+    // Failures before the command runs keep their codes too.
+    let o = keylatch(&server)
+        .args(["exec", "nostderr-x", "--", "no-such-command-here"])
+        .stderr(dead_pipe())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(127));
+    let o = keylatch(&server)
+        .args(["exec", "nostderr-x", "--bogus", "--", "true"])
+        .stderr(dead_pipe())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// `--redlock` holds its members under exec's 10 s watchdog lease, as every
+/// other mode does; a multi-lock's loss names every member; an empty name
+/// is a usage error.
+#[test]
+fn redlock_lease_multi_lock_loss_message_and_an_empty_name() {
+    let server = RedisServer::start();
+    let masters = Masters::start(3);
+    let dir = TempDir::new("keylatch-sig").unwrap();
+    let mut holder = spawn_holder(
+        &server,
+        "rl-lease",
+        &["--redlock".to_owned(), masters.urls().join(",")],
+        &[],
+        &forking_script(dir.path(), false),
+    );
+    let tree = Tree::wait_up(dir.path());
+    for i in 0..3 {
+        let ttl: i64 = masters
+            .get(i)
+            .cli(&["PTTL", "rl-lease"])
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!((1..=10_000).contains(&ttl), "master {i}: PTTL {ttl}");
+    }
+    signal(holder.id(), "TERM");
+    assert_eq!(exit_code(&mut holder, Duration::from_secs(30)), Some(143));
+    tree.assert_all_gone("redlock");
+
+    let dir = TempDir::new("keylatch-sig").unwrap();
+    let holder = keylatch(&server)
+        .args(["exec", "ml-a", "ml-b", "ml-c", "--", "sh", "-c"])
+        .arg(forking_script(dir.path(), false))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tree = Tree::wait_up(dir.path());
+    server.cli(&["DEL", "ml-c"]).unwrap();
+    let o = holder.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(76));
+    let err = stderr(&o);
+    assert!(
+        err.contains(r#"locks "ml-a", "ml-b", "ml-c" lost"#),
+        "{err}"
+    );
+    tree.assert_all_gone("multi-lock");
+
+    let o = keylatch(&server)
+        .args(["exec", "", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

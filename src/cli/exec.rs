@@ -73,7 +73,8 @@ CMD runs in a process group of its own, and keylatch stops the whole group
 (every process CMD started) whenever it stops CMD: on a signal, on a lost
 lock, and when CMD exits leaving processes behind (those get SIGTERM, then
 SIGKILL after --grace). The lock is released only once the group is gone.
-A process that leaves the group itself (setsid, a daemon) is no longer
+A process that leaves the group itself (setsid, a daemon, a job of a shell
+with job control, `set -m`, which gets a group of its own) is no longer
 CMD's: keylatch cannot stop it, and it runs on unlocked.
 
 CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
@@ -210,6 +211,9 @@ fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     }
     if lease.is_some_and(|l| l.is_zero()) {
         return Err(Failure::usage("exec: --lease must be longer than 0"));
+    }
+    if names.iter().any(String::is_empty) {
+        return Err(Failure::usage("exec: a lock NAME cannot be empty"));
     }
     let name = names
         .first()
@@ -348,7 +352,7 @@ async fn run_held(
     let mut child = match Supervised::spawn(&mut cmd, a.foreground) {
         Ok(c) => c,
         Err(e) => {
-            release(guard, &a.name).await;
+            release(guard, &subject(a)).await;
             let code = if e.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -391,8 +395,8 @@ async fn run_held(
             if left > 0 {
                 errln!(
                     "keylatch: the command exited {code} leaving {left} process(es) in its group; \
-                     sending SIGTERM, SIGKILL after {:?}",
-                    a.grace
+                     sending SIGTERM, SIGKILL after {}",
+                    show(a.grace)
                 );
                 let report = child.stop(TERM, a.grace, signals).await;
                 warn_left(report.left);
@@ -406,14 +410,14 @@ async fn run_held(
                 Err(LockError::NotOwner { .. } | LockError::Expired { .. }) => Err(Failure {
                     code: EXIT_LOST,
                     message: format!(
-                        "lock {:?} was lost before the command finished (it exited {code})",
-                        a.name
+                        "{} was lost before the command finished (it exited {code})",
+                        subject(a)
                     ),
                 }),
                 Err(e) => {
                     errln!(
-                        "keylatch: releasing lock {:?} failed ({e}); retrying until its lease ends",
-                        a.name
+                        "keylatch: releasing {} failed ({e}); retrying until its lease ends",
+                        subject(a)
                     );
                     Ok(code)
                 }
@@ -422,18 +426,19 @@ async fn run_held(
         Outcome::Exited(Err(e)) => {
             let report = child.stop(TERM, a.grace, signals).await;
             warn_left(report.left);
-            release(guard, &a.name).await;
+            release(guard, &subject(a)).await;
             Err(Failure::usage(format!(
                 "waiting for the command failed: {e}"
             )))
         }
         Outcome::Lost(reason) => {
             errln!(
-                "keylatch: lock {:?} lost while the command ran ({}); sending SIGTERM to its group, \
-                 SIGKILL after {:?}",
-                a.name,
-                describe(reason),
-                a.grace
+                "keylatch: {} lost while the command ran ({}); sending SIGTERM to {}, \
+                 SIGKILL after {}",
+                subject(a),
+                describe(reason, a.lease.is_some()),
+                target(a),
+                show(a.grace)
             );
             let report = child.stop(TERM, a.grace, signals).await;
             warn_left(report.left);
@@ -447,13 +452,14 @@ async fn run_held(
         }
         Outcome::Signalled(stop) => {
             errln!(
-                "keylatch: got SIG{}; sending it to the command's group, SIGKILL after {:?}",
+                "keylatch: got SIG{}; sending it to {}, SIGKILL after {}",
                 stop.name,
-                a.grace
+                target(a),
+                show(a.grace)
             );
             let report = child.stop(stop, a.grace, signals).await;
             warn_left(report.left);
-            release(guard, &a.name).await;
+            release(guard, &subject(a)).await;
             Err(Failure {
                 code: stop.exit_code(),
                 message: String::new(),
@@ -491,8 +497,9 @@ async fn acquire_lock(
         Ok(None) => Err(Failure {
             code: EXIT_TIMEOUT,
             message: format!(
-                "lock {:?} is held by another owner; not acquired within {:?}",
-                a.name, a.wait
+                "lock {:?} is held by another owner; not acquired within {}",
+                a.name,
+                show(a.wait)
             ),
         }),
         Err(e) => Err(Failure::usage(format!(
@@ -541,8 +548,8 @@ async fn acquire_multi(
         Ok(None) => Err(Failure {
             code: EXIT_TIMEOUT,
             message: format!(
-                "{what}: not all acquired within {:?} (some held by another owner)",
-                a.wait
+                "{what}: not all acquired within {} (some held by another owner)",
+                show(a.wait)
             ),
         }),
         Err(e) => Err(Failure::usage(format!("cannot acquire {what}: {e}"))),
@@ -674,8 +681,9 @@ async fn acquire_permits(
         Ok(Ok(None)) => Err(Failure {
             code: EXIT_TIMEOUT,
             message: format!(
-                "semaphore {:?}: {n} permit(s) not available within {:?}",
-                a.name, a.wait
+                "semaphore {:?}: {n} permit(s) not available within {}",
+                a.name,
+                show(a.wait)
             ),
         }),
         Ok(Err(LockError::NoSuchSemaphore { .. })) => Err(Failure::usage(format!(
@@ -692,10 +700,22 @@ async fn acquire_redlock(
     signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
     let urls: Vec<&str> = a.redlock.iter().map(String::as_str).collect();
-    let redlock = tokio::select! {
-        r = keylatch::RedLock::connect(&urls) => {
-            r.map_err(|e| Failure::usage(format!("--redlock: {e}")))?
+    // Each master's client with exec's watchdog lease (10 s), as for the
+    // other modes (`RedLock::connect` would take the library's 30 s).
+    let connect = async {
+        let mut nodes = Vec::with_capacity(a.redlock.len());
+        for url in &a.redlock {
+            let cfg = args::client_config(std::slice::from_ref(url))?;
+            let config = LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG);
+            let node = Locks::connect_with(cfg, config)
+                .await
+                .map_err(|e| Failure::usage(format!("--redlock: {e}")))?;
+            nodes.push(node);
         }
+        Ok::<_, Failure>(keylatch::RedLock::new(nodes))
+    };
+    let redlock = tokio::select! {
+        r = connect => r?,
         stop = signals.recv() => return Err(interrupted("connecting", stop)),
     };
     // Dropped on a signal: member holds taken are released in the
@@ -734,9 +754,39 @@ fn interrupted(what: &str, stop: Stop) -> Failure {
 
 /// Releases and reports a failure on stderr only: the exit code already
 /// says what mattered, and the lease ends an unreleased hold anyway.
-async fn release(guard: Held, name: &str) {
+async fn release(guard: Held, what: &str) {
     if let Err(e) = guard.unlock().await {
-        errln!("keylatch: releasing lock {name:?} failed ({e}); retrying until its lease ends");
+        errln!("keylatch: releasing {what} failed ({e}); retrying until its lease ends");
+    }
+}
+
+/// What `exec` holds, for messages: `lock "a"`, or `locks "a", "b"` for a
+/// multi-lock (whose loss signal does not say which member went).
+fn subject(a: &ExecArgs) -> String {
+    match a.names.as_slice() {
+        [one] => format!("lock {one:?}"),
+        many => {
+            let quoted: Vec<String> = many.iter().map(|n| format!("{n:?}")).collect();
+            format!("locks {}", quoted.join(", "))
+        }
+    }
+}
+
+/// Whom a stop reaches, for messages.
+fn target(a: &ExecArgs) -> &'static str {
+    if a.foreground {
+        "the command (--foreground: not its group)"
+    } else {
+        "the command's group"
+    }
+}
+
+/// A duration as people write it: `0s`, not `0ns`.
+fn show(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_owned()
+    } else {
+        format!("{d:?}")
     }
 }
 
@@ -749,9 +799,10 @@ fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
-fn describe(reason: LossReason) -> &'static str {
+fn describe(reason: LossReason, fixed_lease: bool) -> &'static str {
     match reason {
         LossReason::Gone => "deleted or taken over on the server",
+        LossReason::Expired if fixed_lease => "its fixed --lease ran out",
         LossReason::Expired => "lease ran out without a successful renewal",
         LossReason::MaxHold => "maximum hold time reached",
         _ => "lost",
