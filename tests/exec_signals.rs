@@ -686,3 +686,52 @@ fn redlock_lease_multi_lock_loss_message_and_an_empty_name() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// A fixed `--lease` ends for sure: the stop begins a grace before its
+/// end, so SIGKILL has ended a command that ignores SIGTERM by the time
+/// another `exec` can take the lock (it used to begin only at the end, so
+/// the command overlapped the next holder by up to the grace). The rival's
+/// own command checks, while it holds the lock, that none of the first
+/// command's processes runs.
+#[test]
+fn a_fixed_lease_stops_the_command_before_the_lock_can_pass_on() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("keylatch-sig").unwrap();
+    let mut holder = spawn_holder(
+        &server,
+        "fixed",
+        &[],
+        &["--lease", "2s", "--grace", "1s"],
+        &forking_script(dir.path(), true),
+    );
+    let tree = Tree::wait_up(dir.path());
+    let pids: Vec<String> = std::iter::once(tree.shell)
+        .chain(tree.jobs.iter().copied())
+        .map(|p| p.to_string())
+        .collect();
+    let check = format!(
+        "for p in {}; do s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); \
+         if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo \"pid $p runs ($s)\"; exit 9; fi; done",
+        pids.join(" ")
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    let rival = loop {
+        let o = keylatch(&server)
+            .args(["exec", "fixed", "--wait", "0", "--", "sh", "-c", &check])
+            .output()
+            .unwrap();
+        if o.status.code() != Some(75) || Instant::now() > until {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        rival.status.code(),
+        Some(0),
+        "the next holder saw the first command: {} {}",
+        String::from_utf8_lossy(&rival.stdout),
+        stderr(&rival)
+    );
+    assert_eq!(exit_code(&mut holder, Duration::from_secs(30)), Some(76));
+    tree.assert_all_gone("fixed lease");
+}

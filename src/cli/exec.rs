@@ -55,7 +55,9 @@ order given, so execs naming the same locks cannot deadlock); with --fair,
                once fewer than a majority do. No fencing token; --url is
                not used.
   --wait D     how long to wait for the lock (default 10s; 0 = one try)
-  --lease D    fixed lease: the lock expires after D and CMD is stopped then;
+  --lease D    fixed lease: the lock expires after D; CMD gets SIGTERM a
+               --grace before that (half of D if --grace is longer) and
+               SIGKILL when it ends, then exit 76;
                `watchdog` (default) renews a 10s lease every ~3s for as long
                as CMD runs, so a keylatch killed with SIGKILL (the one signal
                it cannot handle) keeps others out at most 10s
@@ -254,6 +256,9 @@ enum Outcome {
     Exited(std::io::Result<ExitStatus>),
     Lost(LossReason),
     Signalled(Stop),
+    /// A fixed `--lease` is about to end: the stop begins early enough
+    /// for SIGKILL to land when it ends (this long from now).
+    LeaseEnding(Duration),
 }
 
 /// The lease of `exec`'s watchdog holds: renewed every third of it while
@@ -369,11 +374,35 @@ async fn run_held(
     tokio::pin!(lost);
     let mut look = tokio::time::interval(STOPPED_CHECK);
     let mut told = a.foreground;
+    // A fixed lease ends for sure (nothing renews it): SIGTERM goes out a
+    // grace before its local end (half the lease when the grace is
+    // longer), so that SIGKILL lands by the time the lock can pass to
+    // someone else, instead of a grace after. (A watchdog hold's end is
+    // not known ahead: a late renewal may still come, so its stop waits
+    // for the loss, and the command may overlap the next holder by at
+    // most the grace.)
+    let ending = match (a.lease, guard.remaining_lease()) {
+        (Some(lease), Some(left)) => {
+            let lead = a.grace.min(lease / 2);
+            Some((Instant::now() + left.saturating_sub(lead), lead.min(left)))
+        }
+        _ => None,
+    };
+    let lease_end = async {
+        match ending {
+            Some((at, _)) => tokio::time::sleep_until(at.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(lease_end);
     let outcome = loop {
         tokio::select! {
             status = child.wait() => break Outcome::Exited(status),
             reason = &mut lost => break Outcome::Lost(reason),
             stop = signals.recv() => break Outcome::Signalled(stop),
+            () = &mut lease_end => {
+                break Outcome::LeaseEnding(ending.map_or(a.grace, |(_, lead)| lead));
+            }
             _ = look.tick(), if !told => {
                 if child.main_stopped() {
                     told = true;
@@ -444,6 +473,24 @@ async fn run_held(
             warn_left(report.left);
             // After an Expired loss the key may still be ours (the server
             // was unreachable, not the hold taken): release it if so.
+            let _ = guard.unlock().await;
+            Err(Failure {
+                code: EXIT_LOST,
+                message: String::new(),
+            })
+        }
+        Outcome::LeaseEnding(kill_in) => {
+            errln!(
+                "keylatch: the fixed --lease of {} ends in {}; sending SIGTERM to {}, SIGKILL \
+                 when it ends",
+                subject(a),
+                show(kill_in),
+                target(a)
+            );
+            let report = child.stop(TERM, kill_in, signals).await;
+            warn_left(report.left);
+            // Most often still ours for a moment: released rather than left
+            // to run out.
             let _ = guard.unlock().await;
             Err(Failure {
                 code: EXIT_LOST,

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use keylatch::{LockGuard, LockResult, LossReason, MultiGuard, PermitGuard, RedLockGuard};
 
@@ -24,6 +25,23 @@ impl Held {
             Held::Multi(m) => Box::pin(m.lost()),
             Held::Permits(p) => Box::pin(p.lost()),
             Held::RedLock(r) => Box::pin(r.lost()),
+        }
+    }
+
+    /// How long the hold lasts by the local clock unless renewed (the
+    /// shortest member's for a multi-lock); `None` once lost, and for a
+    /// RedLock (whose loss signal already counts the masters).
+    pub(crate) fn remaining_lease(&self) -> Option<Duration> {
+        match self {
+            Held::Lock(g) => g.remaining_lease(),
+            Held::Permits(p) => p.remaining_lease(),
+            Held::Multi(m) => m
+                .guards()
+                .iter()
+                .map(LockGuard::remaining_lease)
+                .min()
+                .flatten(),
+            Held::RedLock(_) => None,
         }
     }
 
