@@ -36,6 +36,15 @@ fn wait_for(path: &Path) -> String {
     })
 }
 
+/// The first fair waiter's `deadline_in_ms` in `status --json` output.
+fn first_waiter_deadline(json: &str) -> i64 {
+    json.split(r#""deadline_in_ms":"#)
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no waiter deadline in {json}"))
+}
+
 /// Starts `exec NAME -- sh -c SCRIPT` in the background.
 fn spawn_exec(server: &RedisServer, name: &str, extra: &[&str], script: &str) -> Child {
     keylatch(server)
@@ -133,13 +142,7 @@ fn fair_execs_never_overlap_and_queue_where_status_shows_them() {
     // fair_waiter_timeout if it stops calling), not with the Redisson
     // deadline it keeps an allowance (300 s) ahead for Java waiters.
     assert!(json.contains(r#""client":"keylatch""#), "{json}");
-    let deadline: i64 = json
-        .split(r#""deadline_in_ms":"#)
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let deadline = first_waiter_deadline(&json);
     assert!((0..=5_000).contains(&deadline), "{json}");
     assert!(holder.wait().unwrap().success());
     assert!(waiter.wait().unwrap().success());
@@ -654,13 +657,7 @@ fn status_shows_fair_queue_waiters_and_other_types() {
         json.contains(r#"{"owner":"w:2","deadline_in_ms":null,"client":"redisson"}]"#),
         "{json}"
     );
-    let deadline: i64 = json
-        .split(r#""deadline_in_ms":"#)
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let deadline = first_waiter_deadline(&json);
     assert!((50_000..=60_000).contains(&deadline), "{json}");
     let text = stdout(&run(&server, &["status", "fq"]));
     assert!(text.contains("2 fair-queue waiter(s)"), "{text}");

@@ -215,6 +215,13 @@ fn spawn_holder(
         .unwrap()
 }
 
+/// A rival `exec --wait 0` of the mode's rival kind exits `code` (75: the
+/// lock is held; 0: it was free).
+fn assert_rival(server: &RedisServer, name: &str, rival: &[String], code: i32, what: &str) {
+    let o = try_now(server, name, rival);
+    assert_eq!(o.status.code(), Some(code), "{what}: {}", stderr(&o));
+}
+
 /// Waits for keylatch to exit (bounded: a hang fails the test).
 fn exit_code(child: &mut Child, within: Duration) -> Option<i32> {
     let until = Instant::now() + within;
@@ -257,12 +264,12 @@ fn every_signal_in_every_mode_stops_the_whole_group_before_the_release() {
                 &forking_script(dir.path(), false),
             );
             let tree = Tree::wait_up(dir.path());
-            let o = try_now(&server, &name, &mode.rival);
-            assert_eq!(
-                o.status.code(),
-                Some(75),
-                "{ctx}: rival while held: {}",
-                stderr(&o)
+            assert_rival(
+                &server,
+                &name,
+                &mode.rival,
+                75,
+                &format!("{ctx}: rival while held"),
             );
 
             signal(holder.id(), sig);
@@ -272,12 +279,12 @@ fn every_signal_in_every_mode_stops_the_whole_group_before_the_release() {
                 "{ctx}"
             );
             tree.assert_all_gone(&ctx);
-            let o = try_now(&server, &name, &mode.rival);
-            assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{ctx}: rival after: {}",
-                stderr(&o)
+            assert_rival(
+                &server,
+                &name,
+                &mode.rival,
+                0,
+                &format!("{ctx}: rival after"),
             );
         }
     }
@@ -304,12 +311,12 @@ fn a_command_that_ignores_the_signal_keeps_the_lock_until_sigkill_ends_its_group
         // so the lock must still exclude everyone else.
         std::thread::sleep(Duration::from_millis(500));
         tree.assert_all_alive(ctx);
-        let o = try_now(&server, &name, &mode.rival);
-        assert_eq!(
-            o.status.code(),
-            Some(75),
-            "{ctx}: rival in grace: {}",
-            stderr(&o)
+        assert_rival(
+            &server,
+            &name,
+            &mode.rival,
+            75,
+            &format!("{ctx}: rival in grace"),
         );
         assert_eq!(
             exit_code(&mut holder, Duration::from_secs(30)),
@@ -317,12 +324,12 @@ fn a_command_that_ignores_the_signal_keeps_the_lock_until_sigkill_ends_its_group
             "{ctx}"
         );
         tree.assert_all_gone(ctx);
-        let o = try_now(&server, &name, &mode.rival);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{ctx}: rival after: {}",
-            stderr(&o)
+        assert_rival(
+            &server,
+            &name,
+            &mode.rival,
+            0,
+            &format!("{ctx}: rival after"),
         );
     }
 }
