@@ -10,12 +10,12 @@ use keylatch_cluster::fuzzing::{frames, known};
 use keylatch_cluster::{Error, ServerErrorKind};
 use keylatch_resp::Frame;
 
-use crate::acquire::{acquire_reply, parse_pair, AcquireReply};
 use crate::error::LockError;
 use crate::lease::{found, verdicts};
-use crate::multilock::{multi_reply, MultiReply};
-use crate::release::retriable;
-use crate::semaphore::{integer, renew_reply, sem_reply, SemReply};
+use crate::lock::retriable;
+use crate::reply::{acquire_reply, parse_pair, AcquireReply};
+use crate::types::multilock::{multi_reply, MultiReply};
+use crate::types::semaphore::{integer, renew_reply, sem_reply, SemReply};
 
 /// Reads every frame of `data` ([`frames`]) as each script reply the lock
 /// layer parses: an acquire's `{holds, value}` (reentrant, fair, fenced,

@@ -61,51 +61,42 @@
 
 #![forbid(unsafe_code)]
 
-mod acquire;
 mod background;
-mod depart;
+mod config;
+mod context;
 mod error;
-mod fair;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-mod guard;
-mod handle;
-mod hold;
 mod hold_key;
-mod latch;
 mod lease;
 mod lock;
 mod locks;
-mod loss;
-mod losses;
-mod multilock;
 mod names;
 mod redlock;
-mod release;
-mod rwlock;
+mod reply;
 pub mod scripts;
-mod semaphore;
 mod shape;
-mod spin;
+mod span;
+mod types;
 mod waiters;
 mod wake;
 
+pub use config::LocksConfig;
 pub use error::{LockError, LockResult};
-pub use guard::{LockGuard, LostToken};
-pub use latch::CountDownLatch;
 pub use lease::{LossReason, RENEW_BATCH};
-pub use lock::{Lock, ReplicaSync};
-pub use locks::{Locks, LocksConfig};
-pub use multilock::{MultiGuard, MultiLock};
+pub use lock::{Lock, LockGuard, LostToken, ReplicaSync};
+pub use locks::Locks;
 pub use redlock::{
     RedLock, RedLockGuard, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE, MAX_RETRY_DELAY,
 };
-pub use rwlock::RwLock;
-pub use semaphore::{
+pub use shape::{ForceUnlocked, KeyShape};
+pub use types::latch::CountDownLatch;
+pub use types::multilock::{MultiGuard, MultiLock};
+pub use types::rwlock::RwLock;
+pub use types::semaphore::{
     BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, MAX_LEASED_PERMITS,
 };
-pub use shape::{ForceUnlocked, KeyShape};
 
 /// The client layer the locks are built on.
 pub use keylatch_cluster as cluster;

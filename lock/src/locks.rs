@@ -1,214 +1,25 @@
-//! `Locks`: the per-client entry point that owns the watchdog, the local
-//! wait queues and the pub/sub hub the waiters listen on.
+//! `Locks`: the per-client entry point. It owns the shared context
+//! (`context.rs`) and hands out a handle of every lock type, each built from
+//! that type's kind in one line.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_cluster::{Client, ClientConfig, InvalidationHandler, PubSub, PubSubConfig};
+use keylatch_cluster::{Client, ClientConfig, InvalidationHandler};
 
+use crate::config::LocksConfig;
+use crate::context::Inner;
 use crate::error::LockResult;
-use crate::handle::ScriptArgs;
-use crate::hold::{clamp_span, millis};
-use crate::latch::CountDownLatch;
-use crate::lease::{Engine, Invalidations, LeaseKind, INVALIDATION_QUEUE};
-use crate::lock::Lock;
-use crate::multilock::MultiLock;
-use crate::rwlock::RwLock;
-use crate::semaphore::{ExpirableSemaphore, Semaphore};
-use crate::waiters::WaitQueues;
-
-/// Settings shared by every lock of one [`Locks`].
-///
-/// ```
-/// use std::time::Duration;
-/// use keylatch_lock::LocksConfig;
-/// let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(10));
-/// assert_eq!(cfg.watchdog_timeout, Duration::from_secs(10));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LocksConfig {
-    /// Lease of watchdog holds; renewed every third of it (default 30 s, as
-    /// Redisson's `lockWatchdogTimeout`).
-    pub watchdog_timeout: Duration,
-    /// Clock drift allowance subtracted from a lease when deciding locally
-    /// that a hold may be lost: 2 ms plus this many parts per thousand of
-    /// the lease (default 10 ‰, the RedLock paper's factor).
-    pub drift_permille: u32,
-    /// Longest wait between two checks while waiting for an unlock message:
-    /// a lost message costs at most this, never a whole lease (default 1 s).
-    pub recheck: Duration,
-    /// Issue fencing tokens on every acquire (default on).
-    pub fencing: bool,
-    /// Idle expiry of the fencing counter key (default 24 h; renewals keep
-    /// it alive while a hold lives). Tokens keep rising after it expires, as
-    /// long as the server clock does not step back. Clamped to 1 ms–10 years.
-    pub token_idle_ttl: Duration,
-    /// Shortest time an acquire attempt waits for its reply, even when the
-    /// caller's wait is shorter (`try_acquire_now`): at most the client's
-    /// request timeout (default 1 s). Past it the attempt fails with a
-    /// timeout and its reply is settled in the background.
-    pub attempt_timeout: Duration,
-    /// How long a fair-lock waiter keeps its place in the queue without
-    /// calling (default 5 s, at least 300 ms). A live waiter calls at least
-    /// every third of it, so only a waiter whose process died (or cannot
-    /// reach the server for that long) is purged, within this time plus
-    /// the next keylatch acquire or release that looks (Redisson: up to
-    /// 300 s; Redisson's own scripts do not read keylatch's liveness
-    /// records, so with only Java clients left a dead keylatch waiter ahead
-    /// of them blocks as a dead Java waiter would, see
-    /// [`fair_wait_allowance`](Self::fair_wait_allowance)).
-    /// The same span bounds a read-write lock's waiting-writer marker: a
-    /// writer that died holds new readers back for at most this long.
-    pub fair_waiter_timeout: Duration,
-    /// The wait allowance a fair-lock waiter declares in the shared queue,
-    /// as Redisson's `fairLockWaitTimeout` (default 300 s, Redisson's
-    /// default; at least 1 s). A Java waiter that takes the lock or gives up
-    /// subtracts its own wait (that setting, or its `tryLock` wait) from the
-    /// deadlines queued behind it; keylatch keeps its waiters' deadlines
-    /// this far apart, so set it at least as large as any wait a Java
-    /// service uses on the same fair lock. It is not how long a dead
-    /// keylatch waiter blocks the queue (that is `fair_waiter_timeout`);
-    /// it bounds how long a Java waiter queued behind a dead keylatch waiter
-    /// sleeps when no keylatch process is left to purge it.
-    pub fair_wait_allowance: Duration,
-}
-
-impl Default for LocksConfig {
-    fn default() -> Self {
-        Self {
-            watchdog_timeout: Duration::from_secs(30),
-            drift_permille: 10,
-            recheck: Duration::from_secs(1),
-            fencing: true,
-            token_idle_ttl: Duration::from_secs(24 * 3600),
-            attempt_timeout: Duration::from_secs(1),
-            fair_waiter_timeout: Duration::from_secs(5),
-            fair_wait_allowance: Duration::from_secs(300),
-        }
-    }
-}
-
-impl LocksConfig {
-    /// Sets the watchdog lease.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keylatch_lock::LocksConfig;
-    /// assert_eq!(LocksConfig::default().watchdog_timeout, Duration::from_secs(30));
-    /// let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(6));
-    /// assert_eq!(cfg.watchdog_timeout, Duration::from_secs(6)); // renewed every 2 s
-    /// ```
-    pub fn watchdog_timeout(mut self, d: Duration) -> Self {
-        self.watchdog_timeout = clamp_span(d);
-        self
-    }
-
-    /// Sets the longest wait between re-checks (at least 1 ms: zero would
-    /// make waiters retry without a pause).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keylatch_lock::LocksConfig;
-    /// let cfg = LocksConfig::default().recheck(Duration::from_millis(250));
-    /// assert_eq!(cfg.recheck, Duration::from_millis(250));
-    /// ```
-    pub fn recheck(mut self, d: Duration) -> Self {
-        self.recheck = clamp_span(d.max(MIN_RECHECK));
-        self
-    }
-
-    /// Sets how long a fair-lock waiter keeps its place without calling
-    /// (see [`fair_waiter_timeout`](Self::fair_waiter_timeout); at least 300 ms).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keylatch_lock::LocksConfig;
-    /// let cfg = LocksConfig::default().fair_waiter_timeout(Duration::from_secs(2));
-    /// assert_eq!(cfg.fair_waiter_timeout, Duration::from_secs(2));
-    /// ```
-    pub fn fair_waiter_timeout(mut self, d: Duration) -> Self {
-        self.fair_waiter_timeout = clamp_span(d.max(MIN_FAIR_WAITER));
-        self
-    }
-
-    /// Sets the wait allowance of fair-lock waiters (see
-    /// [`fair_wait_allowance`](Self::fair_wait_allowance); at least 1 s).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keylatch_lock::LocksConfig;
-    /// assert_eq!(LocksConfig::default().fair_wait_allowance, Duration::from_secs(300));
-    /// // Java services on this lock call tryLock with waits up to 10 min.
-    /// let cfg = LocksConfig::default().fair_wait_allowance(Duration::from_secs(600));
-    /// assert_eq!(cfg.fair_wait_allowance, Duration::from_secs(600));
-    /// ```
-    pub fn fair_wait_allowance(mut self, d: Duration) -> Self {
-        self.fair_wait_allowance = clamp_span(d.max(MIN_FAIR_ALLOWANCE));
-        self
-    }
-
-    /// Turns fencing tokens on or off.
-    ///
-    /// ```
-    /// use keylatch_lock::LocksConfig;
-    /// assert!(LocksConfig::default().fencing); // on by default
-    /// let cfg = LocksConfig::default().fencing(false);
-    /// assert!(!cfg.fencing);
-    /// ```
-    pub fn fencing(mut self, on: bool) -> Self {
-        self.fencing = on;
-        self
-    }
-}
-
-/// The shortest re-check interval a waiter uses.
-const MIN_RECHECK: Duration = Duration::from_millis(1);
-/// The shortest fair-waiter deadline span: a waiter calls every third of
-/// it, and a call must fit in that with room to spare.
-const MIN_FAIR_WAITER: Duration = Duration::from_millis(300);
-/// The smallest fair wait allowance: it must stay above a waiter's own
-/// calls (every third of `fair_waiter_timeout`) and a Java client's clock
-/// error for its deadline to keep it in the queue.
-const MIN_FAIR_ALLOWANCE: Duration = Duration::from_secs(1);
-
-pub(crate) struct Inner {
-    pub(crate) client: Client,
-    pub(crate) config: LocksConfig,
-    client_id: String,
-    next_handle: AtomicU64,
-    pub(crate) engine: Engine,
-    /// Holds with a guard that are not known lost.
-    pub(crate) live_holds: Arc<AtomicUsize>,
-    /// Releases running on the runtime (see [`Locks::settle`]).
-    pub(crate) background: Arc<crate::background::Background>,
-    pub(crate) waiters: Arc<WaitQueues>,
-    pubsub: tokio::sync::OnceCell<PubSub>,
-    /// Script arguments fixed by the configuration and the client.
-    pub(crate) script_args: ScriptArgs,
-}
-
-impl Inner {
-    /// The hub waiters listen on, opened on first need. `None` when it
-    /// cannot be had now: waiters then poll (bounded by the lock's PTTL and
-    /// [`LocksConfig::recheck`]) instead of failing.
-    pub(crate) async fn pubsub(&self) -> Option<&PubSub> {
-        self.pubsub
-            .get_or_try_init(|| PubSub::from_client_with(&self.client, PubSubConfig::default()))
-            .await
-            .ok()
-    }
-
-    /// The command the release scripts publish with: sharded pub/sub in a
-    /// cluster, so a release reaches only the channel's shard instead of
-    /// flooding the cluster bus. (A Redisson client that still publishes
-    /// with classic PUBLISH in a cluster wakes our waiters only at their
-    /// next re-check, at most [`LocksConfig::recheck`] later.)
-    pub(crate) fn publish_command(&self) -> &'static str {
-        self.script_args.publish
-    }
-}
+use crate::lease::{Invalidations, INVALIDATION_QUEUE};
+use crate::lock::{Lock, LockKind};
+use crate::types::fair::FAIR;
+use crate::types::fenced::FENCED;
+use crate::types::latch::CountDownLatch;
+use crate::types::multilock::MultiLock;
+use crate::types::reentrant::{NON_REENTRANT, REENTRANT};
+use crate::types::rwlock::RwLock;
+use crate::types::semaphore::{ExpirableSemaphore, Semaphore};
 
 /// The lock layer of one [`Client`]: hands out [`Lock`]s, and owns the
 /// watchdog task, the local wait queues and the waiters' pub/sub hub.
@@ -234,7 +45,7 @@ pub struct Locks {
 impl std::fmt::Debug for Locks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Locks")
-            .field("client_id", &self.inner.client_id)
+            .field("client_id", &self.inner.client_id())
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
@@ -333,43 +144,8 @@ impl Locks {
     }
 
     fn build(client: Client, config: LocksConfig, invalidations: Option<Invalidations>) -> Self {
-        // The fields are public too: the bounds hold however they were set.
-        let mut config = config;
-        config.recheck = clamp_span(config.recheck.max(MIN_RECHECK));
-        config.watchdog_timeout = clamp_span(config.watchdog_timeout);
-        config.token_idle_ttl = clamp_span(config.token_idle_ttl);
-        config.attempt_timeout = clamp_span(config.attempt_timeout);
-        config.fair_waiter_timeout = clamp_span(config.fair_waiter_timeout.max(MIN_FAIR_WAITER));
-        config.fair_wait_allowance = clamp_span(config.fair_wait_allowance.max(MIN_FAIR_ALLOWANCE));
-        let token_ttl_ms = millis(config.token_idle_ttl).to_string();
-        let engine = Engine::spawn(client.clone(), token_ttl_ms.clone(), invalidations);
-        let script_args = ScriptArgs {
-            watchdog_ms: millis(config.watchdog_timeout).to_string(),
-            token_ttl_ms,
-            // Sharded where the cluster has it (Redis 7+, Valkey), so the
-            // message stays in the lock's shard; plain PUBLISH otherwise
-            // (standalone, Redis 6.2 clusters), as Redisson does.
-            publish: if client.has_sharded_pubsub() {
-                "spublish"
-            } else {
-                "publish"
-            },
-            fair_waiter_ms: millis(config.fair_waiter_timeout).to_string(),
-            fair_allowance_ms: millis(config.fair_wait_allowance).to_string(),
-        };
         Self {
-            inner: Arc::new(Inner {
-                client,
-                client_id: uuid::Uuid::new_v4().to_string(),
-                next_handle: AtomicU64::new(1),
-                engine,
-                live_holds: Arc::new(AtomicUsize::new(0)),
-                background: Arc::default(),
-                waiters: Arc::new(WaitQueues::default()),
-                pubsub: tokio::sync::OnceCell::new(),
-                script_args,
-                config,
-            }),
+            inner: Arc::new(Inner::new(client, config, invalidations)),
         }
     }
 
@@ -384,12 +160,7 @@ impl Locks {
     /// # }
     /// ```
     pub fn lock(&self, name: &str) -> Lock {
-        Lock::new(
-            Arc::clone(&self.inner),
-            name,
-            self.new_owner(),
-            LeaseKind::Reentrant,
-        )
+        self.kind(name, self.inner.new_owner(), &REENTRANT)
     }
 
     /// A non-reentrant lock handle with a fresh owner id: Redisson's RLock
@@ -407,12 +178,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn non_reentrant_lock(&self, name: &str) -> Lock {
-        Lock::new(
-            Arc::clone(&self.inner),
-            name,
-            self.new_owner(),
-            LeaseKind::NonReentrant,
-        )
+        self.kind(name, self.inner.new_owner(), &NON_REENTRANT)
     }
 
     /// A fair lock handle with a fresh owner id: waiters get the lock in
@@ -433,12 +199,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
-        Lock::new(
-            Arc::clone(&self.inner),
-            name,
-            self.new_owner(),
-            LeaseKind::Fair,
-        )
+        self.kind(name, self.inner.new_owner(), &FAIR)
     }
 
     /// A spin lock with a fresh owner id: the reentrant lock's data (so it
@@ -485,12 +246,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn fenced_lock(&self, name: &str) -> Lock {
-        Lock::new(
-            Arc::clone(&self.inner),
-            name,
-            self.new_owner(),
-            LeaseKind::Fenced,
-        )
+        self.kind(name, self.inner.new_owner(), &FENCED)
     }
 
     /// A semaphore in Redisson's `RSemaphore` layout (the key holds the
@@ -556,13 +312,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn rw_lock(&self, name: &str) -> RwLock {
-        RwLock::new(&self.inner, name, self.new_owner())
-    }
-
-    /// `<client uuid>:<n>`, n unique within this `Locks`.
-    fn new_owner(&self) -> Arc<str> {
-        let n = self.inner.next_handle.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{n}", self.inner.client_id).into()
+        RwLock::new(&self.inner, name, self.inner.new_owner())
     }
 
     /// A lock handle acting as an explicit owner: a task or process that was
@@ -576,12 +326,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn lock_with_owner(&self, name: &str, owner: &str) -> Lock {
-        Lock::new(
-            Arc::clone(&self.inner),
-            name,
-            owner.into(),
-            LeaseKind::Reentrant,
-        )
+        self.kind(name, owner.into(), &REENTRANT)
     }
 
     /// The settings every lock of this `Locks` uses.
@@ -608,31 +353,19 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn multi_lock(&self, names: &[&str]) -> MultiLock {
-        let owner = self.new_owner();
+        let owner = self.inner.new_owner();
         MultiLock::new(
             names
                 .iter()
-                .map(|n| {
-                    Lock::new(
-                        Arc::clone(&self.inner),
-                        n,
-                        Arc::clone(&owner),
-                        LeaseKind::Reentrant,
-                    )
-                })
+                .map(|n| self.kind(n, Arc::clone(&owner), &REENTRANT))
                 .collect(),
         )
     }
 
-    /// A RedLock member on this master: the RLock hash without a fencing
-    /// counter, as `owner` (unique to one RedLock acquire).
-    pub(crate) fn unfenced_with_owner(&self, name: &str, owner: &str) -> Lock {
-        Lock::new(
-            Arc::clone(&self.inner),
-            name,
-            owner.into(),
-            LeaseKind::Unfenced,
-        )
+    /// A handle on lock `name` of `kind`, acting as `owner`: every
+    /// constructor's one line.
+    pub(crate) fn kind(&self, name: &str, owner: Arc<str>, kind: &'static LockKind) -> Lock {
+        Lock::new(Arc::clone(&self.inner), name, owner, kind)
     }
 
     /// Waits until every release this `Locks` handed to the runtime has

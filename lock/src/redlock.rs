@@ -35,11 +35,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{LockError, LockResult};
-use crate::guard::LockGuard;
-use crate::hold::clamp_span;
 use crate::lease::LossReason;
+use crate::lock::{
+    hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockGuard, LockKind,
+    Tokens, Waiting, HASH_LEASE,
+};
 use crate::locks::Locks;
-use crate::losses::{JoinAll, Losses};
+use crate::names::LockNames;
+use crate::scripts::{REENTRANT_RELEASE, UNFENCED_ACQUIRE};
+use crate::span::clamp_span;
+use crate::types::losses::{JoinAll, Losses};
 
 /// Parts per thousand of the lease allowed for clock drift between the
 /// masters and this process (the RedLock paper's 0.01).
@@ -50,6 +55,26 @@ pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Longest random pause between two rounds of a waiting acquire.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// A member on one master: Redisson's RLock hash without a fencing
+/// counter, as an owner id unique to one RedLock acquire, so the owner
+/// alone names the hold (judged and released by owner).
+static UNFENCED: LockKind = LockKind {
+    label: "redlock member",
+    names: LockNames::new,
+    field: owner_field,
+    counter: token_counter,
+    acquire: &UNFENCED_ACQUIRE,
+    acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&UNFENCED_ACQUIRE, c),
+    prepared: true,
+    release: &REENTRANT_RELEASE,
+    release_cmd: hash_release,
+    lease: &HASH_LEASE,
+    tokens: Tokens::ByOwner,
+    waiting: Waiting::Turn(None),
+    multi_rank: 1,
+    batchable: false,
+};
 
 /// A lock over independent masters (each a [`Locks`] on its own server):
 /// held while a majority holds it.
@@ -263,12 +288,12 @@ impl RedLock {
     /// timeout; a quorum within validity, or everything released.
     async fn round(&self, name: &str, lease: Option<Duration>) -> Round {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let owner = format!("{}:{n}", self.id);
+        let owner: Arc<str> = format!("{}:{n}", self.id).into();
         let started = Instant::now();
         let locks: Vec<_> = self
             .nodes
             .iter()
-            .map(|node| node.unfenced_with_owner(name, &owner))
+            .map(|node| node.kind(name, Arc::clone(&owner), &UNFENCED))
             .collect();
         // Every master at once, polled in this task (no spawn per master).
         let timeout = self.node_timeout;
@@ -316,7 +341,7 @@ impl RedLock {
         // acquire on that connection; the owner is this round's alone),
         // whether or not the round succeeded.
         for &i in &unknown {
-            let lock = self.nodes[i].unfenced_with_owner(name, &owner);
+            let lock = self.nodes[i].kind(name, Arc::clone(&owner), &UNFENCED);
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
             });

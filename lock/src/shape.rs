@@ -13,10 +13,10 @@ use std::fmt;
 use keylatch_cluster::Commands;
 use keylatch_resp::Frame;
 
-use crate::acquire::parse_pair;
+use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::locks::Inner;
 use crate::names::{companion, suffixed, LockNames};
+use crate::reply::parse_pair;
 use crate::scripts::{FORCE_UNLOCK, KEY_SHAPE};
 
 /// What a name's key holds, as `key_shape.lua` classifies it.

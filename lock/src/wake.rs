@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::Subscription;
 
-use crate::locks::Inner;
+use crate::context::Inner;
 
 /// The first poll interval; it doubles up to the re-check interval.
 const FIRST_POLL: Duration = Duration::from_millis(10);

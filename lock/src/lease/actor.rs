@@ -10,9 +10,10 @@ use keylatch_cluster::{Client, Invalidation};
 use tokio::sync::mpsc;
 
 use super::calls::{run_batch, track, Batch};
+use super::hold::{nanos, Hold};
+use super::shared::{EngineShared, Invalidations};
 use super::table::{earliest, Done, Table, Work};
-use super::{EngineShared, Invalidations, BUSY_LOOK, RENEW_BATCH};
-use crate::hold::{nanos, Hold};
+use super::tuning::{BUSY_LOOK, RENEW_BATCH};
 
 /// What woke the task, besides the clock and new holds.
 enum Event {
@@ -175,11 +176,11 @@ impl Actor {
     fn send(&self, work: Work) {
         let cluster = self.client.is_cluster();
         let mut renewed = false;
-        for ((node, _, kind, lease), holds) in work.groups {
+        for ((node, _, renewal, lease), holds) in work.groups {
             for chunk in holds.chunks(RENEW_BATCH) {
                 renewed |= !lease.is_zero();
                 let batch = Batch {
-                    kind,
+                    renewal,
                     lease,
                     holds: chunk.to_vec(),
                     cluster,

@@ -8,15 +8,15 @@ use std::time::Duration;
 use keylatch_cluster::{Client, Commands, Pipeline};
 use keylatch_resp::{Cmd, Frame};
 
-use crate::hold::{millis, Hold};
-use crate::lease::LeaseKind;
+use super::hold::{millis, Hold};
+use super::renewal::RenewalRef;
 
 /// A hold in a call, with its epoch when the call was planned.
 pub(super) type Planned = (Arc<Hold>, u64);
 
 /// One call's worth of holds of one kind.
 pub(super) struct Batch {
-    pub(super) kind: LeaseKind,
+    pub(super) renewal: RenewalRef,
     /// The lease to renew with; zero only checks (fixed leases an
     /// invalidation pointed at: never extended).
     pub(super) lease: Duration,
@@ -92,9 +92,7 @@ async fn slot_call(
         args.push(h.key.owner().to_string());
         args.push(h.token.to_string());
     }
-    let reply = client
-        .eval_script(batch.kind.slot_script(), &keys, &args)
-        .await;
+    let reply = client.eval_script(batch.renewal.0.slot, &keys, &args).await;
     parse(reply, idx.len())
 }
 
@@ -120,7 +118,7 @@ async fn node_call(client: &Client, batch: &Batch, lease: &str, idle_ms: &str) -
         args.push(token);
     }
     let reply = conn
-        .eval_script(batch.kind.node_script(), &[] as &[&str], &args)
+        .eval_script(batch.renewal.0.node, &[] as &[&str], &args)
         .await;
     parse(reply, batch.holds.len())
 }

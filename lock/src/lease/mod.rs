@@ -7,7 +7,13 @@
 //! then on the task alone owns the hold's bookkeeping (renewal grid, calls
 //! in flight, tracking); callers and the task share only the hold's atomics
 //! ([`Hold`]), never a lock. What a lease is made of on the server is its
-//! [`LeaseKind`]: the renewal script and the arguments per hold.
+//! [`Renewal`], which the hold's lock type names: the engine batches holds
+//! by it and names no lock type.
+//!
+//! Files, each importing only its siblings listed before it: `reason.rs`
+//! and `tuning.rs` (leaves), `renewal.rs`, `signal.rs` (a hold's loss
+//! signal), `hold.rs`, `calls.rs` (the server calls), `table.rs` (the
+//! plan), `actor.rs` (the task); this file is the handle callers keep.
 //!
 //! Renewals are batched per node (in a cluster with a script allowed to touch
 //! several slots of its node; where refused, per slot), at most
@@ -23,200 +29,32 @@
 
 mod actor;
 mod calls;
+pub(crate) mod hold;
+mod reason;
+mod renewal;
+mod shared;
+mod signal;
 mod table;
+mod tuning;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use calls::{found, parse as verdicts};
+pub use reason::LossReason;
+pub(crate) use renewal::Renewal;
+pub(crate) use tuning::INVALIDATION_QUEUE;
+pub use tuning::RENEW_BATCH;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::{Client, Invalidation, Script};
+use keylatch_cluster::Client;
 use tokio::sync::{mpsc, Notify};
 
-use crate::hold::{nanos, Hold};
-use crate::scripts::{
-    FAIR_ACQUIRE, FAIR_RELEASE, FENCED_ACQUIRE, NONREENTRANT_ACQUIRE, PERMITS_ACQUIRE,
-    PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, REENTRANT_ACQUIRE, REENTRANT_RELEASE,
-    REENTRANT_RENEW, REENTRANT_RENEW_NODE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW,
-    RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_RELEASE, UNFENCED_ACQUIRE,
-};
-
-/// Most holds renewed by one script call.
-pub const RENEW_BATCH: usize = 100;
-
-/// Holds younger than this are not tracked: most locks are released within
-/// microseconds, and a tracked read for each would cost the server a command.
-/// Older ones get one tracked read, so a change by anyone else is pushed to
-/// us at once.
-pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(2);
-
-/// How late a first renewal or tracked read may be for the task's next
-/// look, rather than waking it for one hold.
-pub(crate) const WAKE_SLACK: Duration = Duration::from_millis(2);
-
-/// After a pass that took new holds, the task looks again within this, so
-/// holds arriving meanwhile need no wake-up of their own: their first due
-/// (a tracked read at [`TRACK_AFTER`], with [`WAKE_SLACK`]) is no earlier
-/// than that look. (An idle process wakes at once: only a busy one batches.)
-pub(crate) const BUSY_LOOK: Duration = Duration::from_millis(3);
-
-/// Invalidation pushes queued for the engine before it treats the overflow
-/// as "everything may have changed".
-pub(crate) const INVALIDATION_QUEUE: usize = 1024;
-
-/// Why a hold was lost.
-///
-/// ```
-/// use keylatch_lock::LossReason;
-/// assert_ne!(LossReason::Gone, LossReason::Expired);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// A renewal or check found the key gone, overwritten, held by another
-    /// owner, or re-taken by this owner as a newer hold.
-    Gone,
-    /// No renewal succeeded before the local deadline (server paused or
-    /// unreachable, or a fixed lease ran out): the key may have expired.
-    Expired,
-    /// The configured max hold was reached; renewal stopped.
-    MaxHold,
-}
-
-/// What a lock's holds are on the server, and so how they are taken and
-/// renewed: the seam the rest of the lock family plugs into (a read-write
-/// lock's read holds, a fair lock waiter's place, an expirable semaphore's
-/// permits each bring their own scripts here).
-///
-/// The engine batches holds per kind; a kind names its acquire script and
-/// its renewal scripts (per slot, and per node in a cluster), each judging
-/// every hold on its own from four strings: key, counter, owner, token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum LeaseKind {
-    /// Redisson's RLock hash (`name` → {owner: count}) with its fencing
-    /// counter.
-    Reentrant,
-    /// The same hash with a count of exactly 1: a second acquire by the
-    /// holder is refused (Redisson 4.4's non-reentrant lock).
-    NonReentrant,
-    /// The same hash, taken in arrival order through Redisson's fair-lock
-    /// queue (`redisson_lock_queue:{name}`, `redisson_lock_timeout:{name}`);
-    /// a hold is renewed like a reentrant one.
-    Fair,
-    /// A read-write lock's read session of one owner (Redisson's
-    /// `RedissonReadLock`: the owner's count in the hash, one string per
-    /// hold). The hold's "counter" is the owner's read-hold prefix; its
-    /// token the session's generation, which every hold key holds.
-    RwRead,
-    /// A read-write lock's write hold (field `<owner>:write` of the hash);
-    /// its lease is its own key, `{name}:<owner>:write:rwlock_timeout:1`,
-    /// holding its fencing token (the hold's "counter" is that key's
-    /// prefix). Judged by the same script as read sessions.
-    RwWrite,
-    /// Redisson's `RFencedLock`: the RLock hash, and a token from INCR of
-    /// the counter on every acquire, re-entries included. The hold's own
-    /// token is 0 (judged and released by owner, as Redisson does): a
-    /// re-entry moves the counter past the first hold's token.
-    Fenced,
-    /// Redisson's RLock hash without a fencing counter: a RedLock member,
-    /// whose owner id is unique to one acquire, so the owner alone names
-    /// the hold (token 0: judged and released by owner).
-    Unfenced,
-    /// A permit-expirable semaphore's leased permits of one guard: the
-    /// hold's "owner" is its permit ids (hex, comma-separated) and its
-    /// "counter" the permits zset, `{name}:timeout`.
-    Permits,
-}
-
-impl LeaseKind {
-    /// The script taking a hold (`KEYS` = hash, counter).
-    pub(crate) fn acquire_script(self) -> &'static Script {
-        match self {
-            LeaseKind::Reentrant => &REENTRANT_ACQUIRE,
-            LeaseKind::NonReentrant => &NONREENTRANT_ACQUIRE,
-            LeaseKind::Fair => &FAIR_ACQUIRE,
-            LeaseKind::RwRead => &RW_READ_ACQUIRE,
-            LeaseKind::RwWrite => &RW_WRITE_ACQUIRE,
-            LeaseKind::Fenced => &FENCED_ACQUIRE,
-            LeaseKind::Unfenced => &UNFENCED_ACQUIRE,
-            LeaseKind::Permits => &PERMITS_ACQUIRE,
-        }
-    }
-
-    /// The script dropping one hold.
-    pub(crate) fn release_script(self) -> &'static Script {
-        match self {
-            LeaseKind::Reentrant
-            | LeaseKind::NonReentrant
-            | LeaseKind::Fenced
-            | LeaseKind::Unfenced => &REENTRANT_RELEASE,
-            LeaseKind::Fair => &FAIR_RELEASE,
-            LeaseKind::RwRead => &RW_READ_RELEASE,
-            LeaseKind::RwWrite => &RW_WRITE_RELEASE,
-            LeaseKind::Permits => &PERMITS_RELEASE,
-        }
-    }
-
-    /// The script renewing holds of one slot (`KEYS` = hash, counter pairs).
-    /// A non-reentrant, fair or write hold is a hash field with its token,
-    /// judged the same way; read holds have their own expiries.
-    pub(crate) fn slot_script(self) -> &'static Script {
-        match self {
-            LeaseKind::Reentrant
-            | LeaseKind::NonReentrant
-            | LeaseKind::Fair
-            | LeaseKind::Fenced
-            | LeaseKind::Unfenced => &REENTRANT_RENEW,
-            LeaseKind::RwRead | LeaseKind::RwWrite => &RW_RENEW,
-            LeaseKind::Permits => &PERMITS_RENEW,
-        }
-    }
-
-    /// The script renewing holds of many slots of one node (no `KEYS`).
-    pub(crate) fn node_script(self) -> &'static Script {
-        match self {
-            LeaseKind::Reentrant
-            | LeaseKind::NonReentrant
-            | LeaseKind::Fair
-            | LeaseKind::Fenced
-            | LeaseKind::Unfenced => &REENTRANT_RENEW_NODE,
-            LeaseKind::RwRead | LeaseKind::RwWrite => &RW_RENEW_NODE,
-            LeaseKind::Permits => &PERMITS_RENEW_NODE,
-        }
-    }
-
-    /// Whether holds of this kind get a tracked read (a change by anyone
-    /// else is pushed at once). Not read holds: every other reader's
-    /// acquire and release writes the same hash, so tracking it would turn
-    /// each of those into a check of every reader's hold. Read holds are
-    /// judged at their renewals (every third of the lease) instead.
-    /// Nor permits: their "key" is the semaphore's counter, which every
-    /// acquire and release of anyone writes.
-    pub(crate) fn tracked(self) -> bool {
-        !matches!(self, LeaseKind::RwRead | LeaseKind::Permits)
-    }
-
-    /// Whether this kind belongs to a read-write lock (its channel is
-    /// `redisson_rwlock:{name}`).
-    pub(crate) fn is_rw(self) -> bool {
-        matches!(self, LeaseKind::RwRead | LeaseKind::RwWrite)
-    }
-}
-
-/// What callers and the task share: counters, and the task's wake-up.
-pub(crate) struct EngineShared {
-    wake: Notify,
-    /// When the task will next look unless woken (nanoseconds since the
-    /// process's base instant).
-    planned_wake: AtomicU64,
-    renew_calls: AtomicU64,
-    renew_rounds: AtomicU64,
-    /// Invalidations are pushed (client tracking is on): holds older than
-    /// [`TRACK_AFTER`] get a tracked read.
-    tracking: bool,
-}
+use hold::{nanos, Hold};
+use shared::EngineShared;
+pub(crate) use shared::Invalidations;
+use tuning::{TRACK_AFTER, WAKE_SLACK};
 
 /// The handle callers keep; the task ends when the last one is gone.
 #[derive(Clone)]
@@ -225,13 +63,6 @@ pub(crate) struct Engine {
     /// Lock names this process changed itself (see [`touched`](Self::touched)).
     touched: mpsc::UnboundedSender<Arc<str>>,
     shared: Arc<EngineShared>,
-}
-
-/// Invalidation pushes for the engine: a bounded queue, and a flag for the
-/// pushes that did not fit (then every hold is checked).
-pub(crate) struct Invalidations {
-    pub(crate) rx: mpsc::Receiver<Invalidation>,
-    pub(crate) overflow: Arc<AtomicBool>,
 }
 
 impl Engine {
@@ -278,7 +109,7 @@ impl Engine {
         // In nanoseconds since the base instant: one clock conversion.
         let lease = hold.lease();
         let mut soft = lease / 3;
-        if self.shared.tracking && hold.kind.tracked() {
+        if self.shared.tracking && hold.renewal.tracked {
             soft = soft.min(TRACK_AFTER);
         }
         let since = nanos(since);
@@ -302,7 +133,7 @@ impl Engine {
     /// held key, which ends the server's tracking of it (NOLOOP only spares
     /// us the push): the engine reads it again, keeping its renewal plan.
     pub(crate) fn retrack(&self, hold: &Arc<Hold>) {
-        if self.shared.tracking && hold.kind.tracked() && hold.is_active() {
+        if self.shared.tracking && hold.renewal.tracked && hold.is_active() {
             self.watch(hold, Instant::now());
         }
     }

@@ -10,13 +10,15 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::Invalidation;
 
 use super::calls::Planned;
-use super::{LeaseKind, LossReason, TRACK_AFTER};
+use super::reason::LossReason;
+use super::renewal::RenewalRef;
+use super::tuning::TRACK_AFTER;
 
 /// How long a handed-over hold stays young: until it could need its
 /// tracked read (nothing else of a hold is due sooner, but a loss deadline,
 /// which is checked while young too).
 const YOUNG: Duration = TRACK_AFTER;
-use crate::hold::Hold;
+use super::hold::Hold;
 
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
 struct Entry {
@@ -70,7 +72,7 @@ pub(super) fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
 #[derive(Default)]
 pub(super) struct Work {
     /// Renewals by (node or slot, kind, lease); checks under lease zero.
-    pub(super) groups: HashMap<(Option<String>, u16, LeaseKind, Duration), Vec<Planned>>,
+    pub(super) groups: HashMap<(Option<String>, u16, RenewalRef, Duration), Vec<Planned>>,
     pub(super) track: HashMap<(Option<String>, u16), Vec<Planned>>,
 }
 
@@ -281,7 +283,7 @@ impl Table {
                 if let Some(end) = h.max_hold_end {
                     wake.urgent = earliest(wake.urgent, end);
                 }
-                if tracking && h.kind.tracked() && !e.tracked {
+                if tracking && h.renewal.tracked && !e.tracked {
                     if now >= e.since + TRACK_AFTER {
                         e.tracked = true;
                         let group = node_of(h.key.slot());
@@ -304,7 +306,7 @@ impl Table {
                         e.busy = true;
                         e.off_grid = false;
                         let (node, slot) = node_of(h.key.slot());
-                        let group = (node, slot, h.kind, Duration::ZERO);
+                        let group = (node, slot, RenewalRef(h.renewal), Duration::ZERO);
                         work.groups
                             .entry(group)
                             .or_default()
@@ -326,7 +328,7 @@ impl Table {
                     e.busy = true;
                     e.off_grid = false;
                     let (node, slot) = node_of(h.key.slot());
-                    let group = (node, slot, h.kind, lease);
+                    let group = (node, slot, RenewalRef(h.renewal), lease);
                     work.groups
                         .entry(group)
                         .or_default()
@@ -432,8 +434,8 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hold::NewHold;
     use crate::hold_key::HoldKey;
+    use crate::lease::hold::NewHold;
     use std::sync::atomic::AtomicUsize;
 
     const LEASE: Duration = Duration::from_secs(30);
@@ -443,7 +445,7 @@ mod tests {
             key: HoldKey::new(Arc::from(name), Arc::from(owner)),
             counter: Arc::from(format!("redisson_lock_token:{{{name}}}")),
             token,
-            kind: LeaseKind::Reentrant,
+            renewal: &crate::lock::HASH_LEASE,
             renew,
             lease: LEASE,
             sent_at,

@@ -13,36 +13,19 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use keylatch_resp::Cmd;
 
-use crate::hold::Hold;
+use crate::context::ScriptArgs;
 use crate::hold_key::HoldKey;
-use crate::lease::LeaseKind;
+use crate::lease::hold::Hold;
 use crate::names::LockNames;
-use crate::scripts::{FAIR_ACQUIRE, RW_READ_ACQUIRE, RW_WRITE_ACQUIRE};
 
-/// Script arguments fixed by a [`Locks`](crate::Locks)' configuration and
-/// client, formatted once rather than on every acquire and release.
-#[derive(Clone, Debug)]
-pub(crate) struct ScriptArgs {
-    /// The watchdog lease in milliseconds.
-    pub(crate) watchdog_ms: String,
-    /// Expiry of a fencing counter an acquire creates (and that renewals
-    /// keep up), in milliseconds.
-    pub(crate) token_ttl_ms: String,
-    /// `publish`, or `spublish` in a cluster.
-    pub(crate) publish: &'static str,
-    /// A fair-lock waiter's deadline span in milliseconds
-    /// ([`LocksConfig::fair_waiter_timeout`](crate::LocksConfig::fair_waiter_timeout)).
-    pub(crate) fair_waiter_ms: String,
-    /// A fair-lock waiter's wait allowance in milliseconds
-    /// ([`LocksConfig::fair_wait_allowance`](crate::LocksConfig::fair_wait_allowance)).
-    pub(crate) fair_allowance_ms: String,
-}
+use super::kind::{AcquireCall, LockKind, ReleaseCall};
 
 /// Shared by a lock handle and its clones (one owner).
 pub(crate) struct Handle {
     pub(crate) names: LockNames,
-    /// What the holds of this lock are: how they are taken and renewed.
-    pub(crate) kind: LeaseKind,
+    /// What the holds of this lock are: how they are taken, renewed and
+    /// waited for.
+    pub(crate) kind: &'static LockKind,
     /// The owner id this handle acts as.
     owner: Arc<str>,
     /// The watchdog's key for this owner's hold (name, the hash field that
@@ -60,9 +43,10 @@ pub(crate) struct Handle {
     /// carries its token joins it. Locked by this handle's callers only,
     /// never by the lease engine.
     current: Mutex<Weak<Hold>>,
-    /// Fair waits of this owner in progress (clones of the handle waiting
-    /// at once share one queue entry: only the last to give up leaves it).
-    pub(crate) fair_waits: std::sync::atomic::AtomicUsize,
+    /// Waits of this owner holding a shared place in progress (clones of
+    /// the handle waiting at once share one queue entry: only the last to
+    /// give up leaves it).
+    pub(crate) place_waits: std::sync::atomic::AtomicUsize,
     /// The acquire finisher standalone requests carry (see `acquire.rs`):
     /// made on first need, then shared by every acquire of this handle.
     pub(crate) late: OnceLock<keylatch_cluster::LateReply>,
@@ -74,23 +58,11 @@ struct Prepared {
 }
 
 impl Handle {
-    pub(crate) fn new(name: &str, owner: Arc<str>, kind: LeaseKind) -> Self {
-        let names = if kind.is_rw() {
-            LockNames::rw(name)
-        } else {
-            LockNames::new(name)
-        };
-        let field = match kind {
-            LeaseKind::RwWrite => Arc::from(format!("{owner}:write")),
-            _ => Arc::clone(&owner),
-        };
+    pub(crate) fn new(name: &str, owner: Arc<str>, kind: &'static LockKind) -> Self {
+        let names = (kind.names)(name);
+        let field = (kind.field)(&owner);
         let hold = HoldKey::new(Arc::clone(&names.key), Arc::clone(&field));
-        let counter = match kind {
-            // A read session's keys, or the write hold's key: judged by
-            // the token they hold.
-            LeaseKind::RwRead | LeaseKind::RwWrite => Arc::from(names.rw_read_prefix(&field)),
-            _ => Arc::clone(&names.token),
-        };
+        let counter = (kind.counter)(&names, &field);
         Self {
             names,
             kind,
@@ -100,7 +72,7 @@ impl Handle {
             used: AtomicBool::new(false),
             prepared: OnceLock::new(),
             current: Mutex::new(Weak::new()),
-            fair_waits: std::sync::atomic::AtomicUsize::new(0),
+            place_waits: std::sync::atomic::AtomicUsize::new(0),
             late: OnceLock::new(),
         }
     }
@@ -148,7 +120,7 @@ impl Handle {
     /// theirs would cost about 600 bytes per held lock and the encoding
     /// work, for nothing.
     pub(crate) fn acquire_watchdog(&self, args: &ScriptArgs) -> Option<&Arc<Cmd>> {
-        if matches!(self.kind, LeaseKind::Fair | LeaseKind::RwWrite) {
+        if !self.kind.prepared {
             // Its acquire differs between a try and a wait (whether to
             // queue, or to hold new readers back), and these are for
             // contended use, where a prepared command saves little.
@@ -165,18 +137,10 @@ impl Handle {
         let p = self.prepared.get_or_init(|| {
             Box::new(Prepared {
                 acquire_watchdog: Arc::new(
-                    acquire_cmd(
-                        self.kind,
-                        args,
-                        &self.names,
-                        self.owner(),
-                        &args.watchdog_ms,
-                        false,
-                    )
-                    .clone_with_room(0),
+                    self.acquire_cmd(args, &args.watchdog_ms, false)
+                        .clone_with_room(0),
                 ),
-                release_head: release_cmd(self.kind, args, &self.names, self.owner(), None)
-                    .clone_with_room(0),
+                release_head: self.release_built(args, None).clone_with_room(0),
             })
         });
         Some(&p.acquire_watchdog)
@@ -191,108 +155,31 @@ impl Handle {
         match self.prepared.get() {
             // Room for the token (at most 20 digits) and its framing.
             Some(p) => p.release_head.clone_with_room(32).arg(token),
-            None => release_cmd(self.kind, args, &self.names, self.owner(), Some(token)),
+            None => self.release_built(args, Some(token)),
         }
     }
-}
 
-/// The release script's command; without `token`, the head every release
-/// of this owner shares (the token is the last argument).
-fn release_cmd(
-    kind: LeaseKind,
-    args: &ScriptArgs,
-    names: &LockNames,
-    owner: &str,
-    token: Option<&str>,
-) -> Cmd {
-    let head = [owner, names.channel.as_str(), args.publish];
-    let script = kind.release_script();
-    let build = |keys: &[&str]| match token {
-        Some(t) => {
-            let [a, b, c] = head;
-            script.evalsha_cmd(keys, &[a, b, c, t])
-        }
-        None => script.evalsha_cmd(keys, &head),
-    };
-    match kind {
-        // The hot path: no key built.
-        LeaseKind::Reentrant
-        | LeaseKind::NonReentrant
-        | LeaseKind::Fenced
-        | LeaseKind::Unfenced => build(&[&*names.key, &*names.token]),
-        LeaseKind::Fair => {
-            let q = names.fair_queue();
-            // A fair release always names a token ("0": by owner).
-            let [a, b, c] = head;
-            script.evalsha_cmd(
-                &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
-                &[a, b, c, token.unwrap_or("0")],
-            )
-        }
-        LeaseKind::RwRead => build(&[&*names.key, &names.rw_read_prefix(owner), &names.rw_base()]),
-        LeaseKind::RwWrite => build(&[&*names.key, &*names.token, &names.rw_base()]),
-        // Permit guards release through `semaphore.rs`, never a lock handle.
-        LeaseKind::Permits => build(&[&*names.key]),
+    /// The release built whole (`None`: its head, without the token).
+    fn release_built(&self, args: &ScriptArgs, token: Option<&str>) -> Cmd {
+        (self.kind.release_cmd)(&ReleaseCall {
+            args,
+            names: &self.names,
+            owner: self.owner(),
+            token,
+        })
     }
-}
 
-/// The acquire script's command for one lease (`lease_ms`); when it cannot
-/// take the lock and `join` is set, a fair lock's joins the queue and a
-/// write lock's holds new readers back (the caller waits).
-pub(crate) fn acquire_cmd(
-    kind: LeaseKind,
-    args: &ScriptArgs,
-    names: &LockNames,
-    owner: &str,
-    lease_ms: &str,
-    join: bool,
-) -> Cmd {
-    if kind == LeaseKind::Fair {
-        let q = names.fair_queue();
-        return FAIR_ACQUIRE.evalsha_cmd(
-            &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
-            &[
-                lease_ms,
-                owner,
-                args.token_ttl_ms.as_str(),
-                args.fair_waiter_ms.as_str(),
-                if join { "1" } else { "0" },
-                args.fair_allowance_ms.as_str(),
-                names.channel.as_str(),
-                args.publish,
-            ],
-        );
-    }
-    match kind {
-        LeaseKind::RwRead => RW_READ_ACQUIRE.evalsha_cmd(
-            &[
-                names.key.to_string(),
-                names.rw_read_prefix(owner),
-                names.rw_writer_marker(),
-                names.rw_base(),
-            ],
-            &[lease_ms, owner],
-        ),
-        LeaseKind::RwWrite => RW_WRITE_ACQUIRE.evalsha_cmd(
-            &[
-                names.key.to_string(),
-                names.token.to_string(),
-                names.rw_writer_marker(),
-                names.rw_read_prefix(owner),
-                names.rw_base(),
-            ],
-            &[
-                lease_ms,
-                owner,
-                args.token_ttl_ms.as_str(),
-                args.fair_waiter_ms.as_str(),
-                if join { "1" } else { "0" },
-            ],
-        ),
-        _ => kind.acquire_script().evalsha_cmd(
-            &[&*names.key, &*names.token],
-            &[lease_ms, owner, args.token_ttl_ms.as_str()],
-        ),
+    /// The acquire script's command for one lease (`lease_ms`); when it
+    /// cannot take the lock and `join` is set, a fair lock's joins the
+    /// queue and a write lock's holds new readers back (the caller waits).
+    pub(crate) fn acquire_cmd(&self, args: &ScriptArgs, lease_ms: &str, join: bool) -> Cmd {
+        (self.kind.acquire_cmd)(&AcquireCall {
+            args,
+            names: &self.names,
+            owner: self.owner(),
+            lease_ms,
+            join,
+        })
     }
 }
 
@@ -321,10 +208,13 @@ mod tests {
     fn prepared_commands_are_the_built_ones_from_the_second_use() {
         for publish in ["publish", "spublish"] {
             let args = args(publish);
-            let h = Handle::new("orders", Arc::from("client:7"), LeaseKind::Reentrant);
-            let built_acquire =
-                acquire_cmd(h.kind, &args, &h.names, h.owner(), &args.watchdog_ms, false);
-            let built_release = release_cmd(h.kind, &args, &h.names, h.owner(), Some("42"));
+            let h = Handle::new(
+                "orders",
+                Arc::from("client:7"),
+                &crate::types::reentrant::REENTRANT,
+            );
+            let built_acquire = h.acquire_cmd(&args, &args.watchdog_ms, false);
+            let built_release = h.release_built(&args, Some("42"));
             // First use: nothing prepared, the release is built whole.
             assert!(h.acquire_watchdog(&args).is_none());
             assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use tokio::sync::Notify;
 
-use crate::lease::LossReason;
+use super::reason::LossReason;
 
-/// Part of a [`Hold`](crate::hold::Hold): shared with it.
+/// Part of a hold (`hold.rs`): shared with it.
 #[derive(Debug, Default)]
 pub(crate) struct LossSignal {
     /// 0 while held; otherwise the [`LossReason`] (see `code`).

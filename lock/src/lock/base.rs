@@ -1,18 +1,17 @@
-//! `Lock`: a handle on one reentrant lock as one owner, and the acquire path.
+//! `Lock`: a handle on one lock as one owner: what it is, its settings, and
+//! the reads that need no hold. Its acquire is in `acquire.rs`.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use keylatch_cluster::{Commands, Ttl};
 use keylatch_resp::Cmd;
 
-use crate::acquire::Attempt;
+use crate::context::Inner;
 use crate::error::LockResult;
-use crate::guard::LockGuard;
-use crate::handle::Handle;
-use crate::lease::LeaseKind;
-use crate::locks::Inner;
+
+use super::handle::Handle;
+use super::kind::LockKind;
 
 /// After acquiring, how many replicas must acknowledge the hold (`WAIT`)
 /// before it counts. Too few acknowledgements: the hold is released again
@@ -76,6 +75,7 @@ impl std::fmt::Debug for Lock {
         f.debug_struct("Lock")
             .field("name", &self.handle.names.key)
             .field("owner", &self.handle.owner())
+            .field("kind", &self.handle.kind.label)
             .finish_non_exhaustive()
     }
 }
@@ -92,7 +92,12 @@ impl Lock {
         }
     }
 
-    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: Arc<str>, kind: LeaseKind) -> Self {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        name: &str,
+        owner: Arc<str>,
+        kind: &'static LockKind,
+    ) -> Self {
         Self {
             inner,
             handle: Arc::new(Handle::new(name, owner, kind)),
@@ -112,7 +117,7 @@ impl Lock {
     /// # }
     /// ```
     pub fn with_max_hold(mut self, max: Duration) -> Self {
-        self.max_hold = Some(crate::hold::clamp_span(max));
+        self.max_hold = Some(crate::span::clamp_span(max));
         self
     }
 
@@ -158,154 +163,6 @@ impl Lock {
     /// ```
     pub fn owner(&self) -> &str {
         self.handle.owner()
-    }
-
-    /// Waits as long as it takes, then holds the lock under the watchdog.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
-    /// let guard = lock.acquire().await?;
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// See [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Cancel safety
-    /// See [`try_acquire`](Self::try_acquire).
-    pub async fn acquire(&self) -> LockResult<LockGuard> {
-        if self.handle.kind == LeaseKind::Fair {
-            // One wait without end: rounds would leave the queue and join
-            // again at its tail.
-            if let Some(g) = Box::pin(self.wait_fair(None, None)).await? {
-                return Ok(g);
-            }
-        }
-        loop {
-            // A day per round keeps the deadline arithmetic finite.
-            if let Some(g) = self.try_acquire(Duration::from_secs(86_400), None).await? {
-                return Ok(g);
-            }
-        }
-    }
-
-    /// One attempt, no waiting; `lease: None` puts the hold under the watchdog.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
-    /// match lock.try_acquire_now(None).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("busy"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// See [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Cancel safety
-    /// See [`try_acquire`](Self::try_acquire).
-    pub fn try_acquire_now(
-        &self,
-        lease: Option<Duration>,
-    ) -> impl Future<Output = LockResult<Option<LockGuard>>> + Send + '_ {
-        // The same future as `try_acquire`, not a wrapper around it (a
-        // wrapper would copy it in).
-        self.try_acquire(Duration::ZERO, lease)
-    }
-
-    /// Tries for up to `wait`. `lease: Some(d)` holds for `d` (no renewal;
-    /// [`LockGuard::lost`] fires when it runs out); `None` holds under the
-    /// watchdog. Not acquired in time is `Ok(None)`.
-    ///
-    /// Waiting: after a failed try the waiter subscribes to the unlock
-    /// channel through the shared hub, tries again (closing the race), then
-    /// sleeps until an unlock message, the lock's PTTL, or
-    /// [`LocksConfig::recheck`](crate::LocksConfig::recheck), whichever is
-    /// first. Contenders of one process queue locally so only one of them
-    /// goes back to Redis per release. If no subscription can be had, it
-    /// polls instead of failing.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
-    /// if let Some(guard) = lock.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::Client`](crate::LockError::Client) when Redis cannot be reached or answers an
-    /// error; `LockError::Client(Error::Timeout)` when an attempt's reply did
-    /// not come within its bound (the remaining wait, at least
-    /// [`LocksConfig::attempt_timeout`](crate::LocksConfig::attempt_timeout),
-    /// at most the client's request timeout: the outcome is settled in the
-    /// background, see below); [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) under a
-    /// replica-sync policy; [`LockError::WrongType`](crate::LockError::WrongType) at once when the
-    /// name's key holds no lock (a list, a string, a semaphore's count, a
-    /// hash with no lock's shape and no expiry), naming what it holds.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropped at any await, it leaves its local queue slot and
-    /// subscription. An acquire dropped (or given up, past its bound) while
-    /// its reply is on its way hands the reply to a background finisher:
-    /// if it says acquired, that hold is released by its token (a re-entry:
-    /// that one count), which can never end another hold. A reply that
-    /// never arrives leaves whatever the acquire took to end with its lease.
-    pub async fn try_acquire(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> LockResult<Option<LockGuard>> {
-        // The wait counts from the call (no clock read for a zero wait).
-        let deadline = if wait.is_zero() {
-            None
-        } else {
-            Instant::now().checked_add(wait)
-        };
-        if self.handle.kind == LeaseKind::Fair && !wait.is_zero() {
-            // Its first attempt may queue this owner: it runs inside the
-            // wait, whose guard takes the owner out of the queue however
-            // the wait ends (an error, a drop).
-            return Box::pin(self.wait_fair(deadline, lease)).await;
-        }
-        if let Attempt::Acquired(g) = self.attempt(lease, deadline, false).await? {
-            return Ok(Some(g));
-        }
-        if wait.is_zero() {
-            return Ok(None);
-        }
-        if self.spin {
-            return Box::pin(self.wait_spin(deadline, lease)).await;
-        }
-        // Boxed: waiting (queue, subscription, timers) is the slow path, and
-        // inline it would enlarge every uncontended acquire's future.
-        Box::pin(self.wait_for_turn(deadline, lease)).await
-    }
-
-    /// Releases one hold of this owner without a guard (for holds handed
-    /// over by owner id). `Ok(true)` when that was the last hold.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
-    /// let last = lock.release_one().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::NotOwner`](crate::LockError::NotOwner) when this owner holds nothing (nothing
-    /// changes); [`LockError::Client`](crate::LockError::Client).
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have released.
-    pub async fn release_one(&self) -> LockResult<bool> {
-        let out = crate::release::release(self, 0, None, crate::release::Retry::Here).await;
-        if out.is_ok() {
-            self.inner.engine.touched(&self.handle.names.key);
-        }
-        out
     }
 
     /// Whether any owner holds the lock.

@@ -1,6 +1,6 @@
-//! The acquire path of a [`Lock`]: one attempt (and the finisher that
-//! settles an attempt nobody waits for any more), waiting for a turn, and
-//! the replica-sync check.
+//! One acquire attempt of a [`Lock`] (and the finisher that settles an
+//! attempt nobody waits for any more), the guard it builds, and the
+//! replica-sync check.
 //!
 //! Attempts never touch the lease engine's table. A successful reply builds
 //! (or joins) its [`Hold`] and hands a new one to the engine. An attempt
@@ -20,16 +20,14 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Error, LateReply, ServerErrorKind};
 use keylatch_resp::Frame;
 
-use crate::depart::{Departure, Place};
 use crate::error::{LockError, LockResult};
-use crate::guard::LockGuard;
-use crate::handle::acquire_cmd;
-use crate::hold::{clamp_span, millis, Hold, NewHold};
-use crate::lease::LeaseKind;
-use crate::lock::{Lock, ReplicaSync};
-use crate::release::{release, Retry};
+use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
+use crate::reply::{acquire_reply, parse_pair, AcquireReply};
 use crate::shape::{key_shape, KeyShape};
-use crate::wake::Wake;
+
+use super::base::{Lock, ReplicaSync};
+use super::guard::LockGuard;
+use super::release::{release, Retry};
 
 /// First pause before an acquire that surely did not run (see [`not_run`])
 /// is tried again within its wait; doubles up to [`MAX_NOT_RUN_PAUSE`].
@@ -65,12 +63,13 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
         return;
     };
     let until = Instant::now() + lease;
-    // A fenced hold is released by owner (its token is the acquire's INCR,
-    // which a later re-entry moves past).
-    let token = match lock.handle.kind {
-        LeaseKind::Fenced | LeaseKind::Unfenced => 0,
-        _ => token.max(0).unsigned_abs(),
-    };
+    // A hold not named by its token (a fenced lock's: its token is the
+    // acquire's INCR, which a later re-entry moves past) is released by owner.
+    let token = lock
+        .handle
+        .kind
+        .tokens
+        .release_token(token.max(0).unsigned_abs());
     rt.spawn(async move {
         if release(&lock, token, Some(until), Retry::Here)
             .await
@@ -144,7 +143,6 @@ impl Lock {
             None => (clamp_span(cfg.watchdog_timeout), true),
         };
         let args = &self.inner.script_args;
-        let (names, owner) = (&self.handle.names, self.handle.owner());
         let cmd = match renew.then(|| self.handle.acquire_watchdog(args)).flatten() {
             // A handle in repeated use: the prepared command, shared.
             Some(cmd) => Arc::clone(cmd),
@@ -156,17 +154,10 @@ impl Lock {
                     ms = millis(lease_d).to_string();
                     &ms
                 };
-                Arc::new(acquire_cmd(
-                    self.handle.kind,
-                    args,
-                    names,
-                    owner,
-                    lease_ms,
-                    join,
-                ))
+                Arc::new(self.handle.acquire_cmd(args, lease_ms, join))
             }
         };
-        let script = self.handle.kind.acquire_script();
+        let script = self.handle.kind.acquire;
         // The connection bounds the wait with its one timer and hands a
         // reply that comes too late (or after a cancel) to the finisher.
         let late = self.handle.late.get_or_init(|| self.finisher());
@@ -247,15 +238,15 @@ impl Lock {
         let value = value.max(0).unsigned_abs();
         // A fenced lock's token is this acquire's own; its hold is named by
         // owner (token 0), since a re-entry moves the counter on.
-        let fenced = self.handle.kind == LeaseKind::Fenced;
-        let token = if fenced { 0 } else { value };
+        let tokens = self.handle.kind.tokens;
+        let token = tokens.hold_token(value);
         let inner = &self.inner;
         let (hold, new) = self.handle.hold_for(token, holds > 1, || {
             Hold::new(NewHold {
                 key: self.handle.hold.clone(),
                 counter: Arc::clone(&self.handle.counter),
                 token,
-                kind: self.handle.kind,
+                renewal: self.handle.kind.lease,
                 renew,
                 lease: lease_d,
                 sent_at,
@@ -270,14 +261,8 @@ impl Lock {
             // A re-entry's own write untracked the key: read it again.
             inner.engine.retrack(&hold);
         }
-        let shown = if fenced {
-            Some(value)
-        } else if self.handle.kind == LeaseKind::RwRead {
-            // A read session's token names it; readers get no fencing token.
-            None
-        } else {
-            (cfg.fencing && hold.token > 0).then_some(hold.token)
-        };
+        // A read session's token names it; readers get no fencing token.
+        let shown = tokens.shown(value, hold.token, cfg.fencing);
         LockGuard::new(
             self.clone(),
             hold,
@@ -287,67 +272,6 @@ impl Lock {
             shown,
             lease_d,
         )
-    }
-
-    /// After a failed first try: queue locally, subscribe, and try again on
-    /// every unlock message, PTTL expiry or re-check, until `deadline`.
-    pub(crate) async fn wait_for_turn(
-        &self,
-        deadline: Option<Instant>,
-        lease: Option<Duration>,
-    ) -> LockResult<Option<LockGuard>> {
-        let queued = self.inner.waiters.enter(&self.handle.names.key);
-        let _turn = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), queued).await {
-                Ok(t) => t,
-                Err(_) => return Ok(None),
-            },
-            None => queued.await,
-        };
-        let mut wake = Wake::subscribe(
-            &self.inner,
-            &self.handle.names.key,
-            &self.handle.names.channel,
-            deadline,
-        )
-        .await;
-        // A waiting writer holds new readers back with a marker, which it
-        // takes back however its wait ends without the lock.
-        let writer = self.handle.kind == LeaseKind::RwWrite;
-        let mut marker = Departure::new(self, writer.then_some(Place::WaitingWriters));
-        let mut cap = self.inner.config.recheck;
-        if writer {
-            // A call at least every third of the marker's span keeps it.
-            cap = cap.min(self.inner.config.fair_waiter_timeout / 3);
-        }
-        loop {
-            let pttl = match self.attempt(lease, deadline, writer).await? {
-                Attempt::Acquired(g) => {
-                    // The acquire took this writer's marker away itself.
-                    marker.keep();
-                    return Ok(Some(g));
-                }
-                Attempt::Held(pttl) => pttl,
-            };
-            let now = Instant::now();
-            let left = deadline.map(|d| d.saturating_duration_since(now));
-            if left == Some(Duration::ZERO) {
-                marker.now().await;
-                return Ok(None);
-            }
-            // PTTL -2: gone between two commands, try at once; -1: no expiry
-            // (not ours to judge), re-check at the bounded interval.
-            let mut nap = match pttl {
-                -2 => Duration::ZERO,
-                p if p > 0 => Duration::from_millis(p.unsigned_abs()),
-                _ => self.inner.config.recheck,
-            }
-            .min(cap);
-            if let Some(left) = left {
-                nap = nap.min(left);
-            }
-            wake.pause(nap).await;
-        }
     }
 
     async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
@@ -390,46 +314,5 @@ impl Lock {
         // Release what a failover could lose anyway; report the shortfall.
         let _ = guard.unlock().await;
         Err(LockError::ReplicaSync { acked, wanted })
-    }
-}
-
-/// What an acquire script's `{holds, value}` reply says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
-    /// Taken or re-entered (`holds` > 0): the hold count and the token
-    /// (a fenced lock's fencing value).
-    Taken { holds: i64, value: i64 },
-    /// Held by another owner (`holds` 0); the PTTL in milliseconds.
-    Held(i64),
-    /// A non-reentrant lock this owner holds already (`holds` < 0, not -2).
-    NotReentrant,
-    /// A read-write lock's reader asked for the write (`holds` -2).
-    UpgradeRefused,
-}
-
-/// Reads an acquire script's reply; any other shape is
-/// [`LockError::Protocol`].
-pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
-    let (holds, value) = parse_pair(frame)?;
-    Ok(match holds {
-        -2 => AcquireReply::UpgradeRefused,
-        h if h < 0 => AcquireReply::NotReentrant,
-        0 => AcquireReply::Held(value),
-        _ => AcquireReply::Taken { holds, value },
-    })
-}
-
-/// `[a, b]`, two integers (RESP3 attributes seen through, as everywhere a
-/// reply is read).
-pub(crate) fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
-    match frame.value() {
-        Frame::Array(items) => match items.as_slice() {
-            [a, b] => match (a.value(), b.value()) {
-                (Frame::Integer(a), Frame::Integer(b)) => Ok((*a, *b)),
-                _ => Err(LockError::Protocol(frame.to_string())),
-            },
-            _ => Err(LockError::Protocol(frame.to_string())),
-        },
-        other => Err(LockError::Protocol(other.to_string())),
     }
 }

@@ -15,7 +15,7 @@
 //! are given back (plain permits by count; leased ones by their ids), so a
 //! cancelled acquire never leaks permits.
 //!
-//! Leased permits are holds of the lease engine ([`LeaseKind::Permits`]):
+//! Leased permits are holds of the lease engine (`PERMITS_LEASE`):
 //! one hold per guard, named by its permit ids, renewed by the watchdog
 //! (their expiries are server time + lease) while the guard lives without a
 //! fixed lease, so a process that dies gives its permits back within one
@@ -29,17 +29,17 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Commands, Error as ClientError};
 use keylatch_resp::Frame;
 
-use crate::acquire::parse_pair as pair;
+use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::hold::{clamp_span, millis, Hold, NewHold};
 use crate::hold_key::HoldKey;
-use crate::lease::{LeaseKind, LossReason};
-use crate::locks::Inner;
+use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
+use crate::lease::{LossReason, Renewal};
+use crate::lock::{retriable, Detached};
 use crate::names::{companion, suffixed};
-use crate::release::{retriable, Detached};
+use crate::reply::parse_pair as pair;
 use crate::scripts::{
-    PERMITS_ACQUIRE, PERMITS_RELEASE, PERMITS_RENEW, SEMAPHORE_ACQUIRE, SEMAPHORE_CHANGE,
-    SEMAPHORE_DRAIN, SEMAPHORE_SET,
+    PERMITS_ACQUIRE, PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, SEMAPHORE_ACQUIRE,
+    SEMAPHORE_CHANGE, SEMAPHORE_DRAIN, SEMAPHORE_SET,
 };
 use crate::shape::wrong_type;
 use crate::wake::Wake;
@@ -48,6 +48,16 @@ use crate::wake::Wake;
 /// in the request, the zset and the guard, so the bound keeps one call's
 /// script (and the guard) small.
 pub const MAX_LEASED_PERMITS: u64 = 10_000;
+
+/// Leased permits of one guard: the hold's "owner" is its permit ids (hex,
+/// comma-separated) and its "counter" the permits zset, `{name}:timeout`.
+/// Not tracked: the hold's key is the semaphore's counter, which every
+/// acquire and release of anyone writes.
+static PERMITS_LEASE: Renewal = Renewal {
+    slot: &PERMITS_RENEW,
+    node: &PERMITS_RENEW_NODE,
+    tracked: false,
+};
 
 /// The names one semaphore uses.
 #[derive(Clone, Debug)]
@@ -841,7 +851,7 @@ impl ExpirableSemaphore {
             key: HoldKey::new(Arc::clone(&self.c.names.key), Arc::from(csv.join(","))),
             counter: Arc::clone(&self.c.names.timeouts),
             token: 0,
-            kind: LeaseKind::Permits,
+            renewal: &PERMITS_LEASE,
             renew,
             lease,
             sent_at,

@@ -20,10 +20,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::span::{clamp_span, millis};
+
+use super::reason::LossReason;
+use super::renewal::Renewal;
+use super::signal::LossSignal;
 use crate::hold_key::HoldKey;
-use crate::lease::LeaseKind;
-use crate::loss::LossSignal;
-use crate::LossReason;
 
 /// One hold: its identity (lock, owner, token), its lease state and its loss
 /// signal.
@@ -33,7 +35,7 @@ pub(crate) struct Hold {
     pub(crate) counter: Arc<str>,
     /// The token the first acquire got: the hold's identity on the server.
     pub(crate) token: u64,
-    pub(crate) kind: LeaseKind,
+    pub(crate) renewal: &'static Renewal,
     /// Guards alive.
     guards: AtomicU32,
     /// Of those, guards taken under the watchdog: renewed while any lives.
@@ -73,7 +75,7 @@ pub(crate) struct NewHold {
     pub(crate) key: HoldKey,
     pub(crate) counter: Arc<str>,
     pub(crate) token: u64,
-    pub(crate) kind: LeaseKind,
+    pub(crate) renewal: &'static Renewal,
     pub(crate) renew: bool,
     pub(crate) lease: Duration,
     pub(crate) sent_at: Instant,
@@ -89,7 +91,7 @@ impl Hold {
             key: n.key,
             counter: n.counter,
             token: n.token,
-            kind: n.kind,
+            renewal: n.renewal,
             guards: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(n.renew)),
             epoch: AtomicU64::new(0),
@@ -214,18 +216,6 @@ fn instant(n: u64) -> Instant {
     base() + Duration::from_nanos(n)
 }
 
-/// Longest lease or max hold the arithmetic accepts (ten years): larger
-/// values, such as `Duration::MAX` meaning "no limit", are clamped so that
-/// `Instant + Duration` can never overflow.
-pub(crate) fn clamp_span(d: Duration) -> Duration {
-    d.min(Duration::from_secs(10 * 365 * 24 * 3600))
-}
-
-/// Milliseconds for PEXPIRE, at least 1.
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,7 +226,7 @@ mod tests {
             key: HoldKey::new(Arc::from("orders"), Arc::from("c:1")),
             counter: Arc::from("redisson_lock_token:{orders}"),
             token: 7,
-            kind: LeaseKind::Reentrant,
+            renewal: &crate::lock::HASH_LEASE,
             renew,
             lease,
             sent_at,

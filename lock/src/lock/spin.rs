@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::Backoff;
 
-use crate::acquire::Attempt;
 use crate::error::LockResult;
-use crate::guard::LockGuard;
-use crate::lock::Lock;
+
+use super::attempt::Attempt;
+use super::base::Lock;
+use super::guard::LockGuard;
 
 /// The first spin delay's ceiling.
 pub(crate) const SPIN_FIRST: Duration = Duration::from_millis(1);

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Commands, ServerErrorKind, Slot};
 use keylatch_resp::{Cmd, Frame};
 
+use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::locks::Inner;
 use crate::scripts::{LATCH_COUNT_DOWN, SEMAPHORE_SET};
 use crate::shape::wrong_type;
 use crate::wake::Wake;

@@ -6,30 +6,29 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::error::LockResult;
-use crate::lock::Lock;
+use keylatch_cluster::Commands;
+use keylatch_resp::Frame;
 
-/// Which place a waiter holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// `redisson_lock_queue:{name}` and its deadlines (`fair.rs`).
-    FairQueue,
-    /// `{name}:rwlock_writers_waiting` (`rwlock.rs`).
-    WaitingWriters,
-}
+use crate::error::LockResult;
+
+use super::base::Lock;
+use super::kind::Place;
+
+/// A kind's place, named by its static value.
+type PlaceRef = &'static Place;
 
 /// Gives a waiter's place up unless [`keep`](Self::keep) was called (the
 /// acquire that took the lock took the place away itself). Clones of one
 /// handle waiting at once share their owner's place in a fair queue: only
 /// the last of them to give up leaves it.
-pub(crate) struct Departure(Option<(Lock, Place)>);
+pub(crate) struct Departure(Option<(Lock, PlaceRef)>);
 
 impl Departure {
     /// `place` is given up by `lock`'s owner when this ends; `None` holds
     /// no place (nothing to give up).
-    pub(crate) fn new(lock: &Lock, place: Option<Place>) -> Self {
-        if place == Some(Place::FairQueue) {
-            lock.handle.fair_waits.fetch_add(1, Ordering::AcqRel);
+    pub(crate) fn new(lock: &Lock, place: Option<PlaceRef>) -> Self {
+        if place.is_some_and(|p| p.shared) {
+            lock.handle.place_waits.fetch_add(1, Ordering::AcqRel);
         }
         Self(place.map(|p| (lock.clone(), p)))
     }
@@ -42,7 +41,7 @@ impl Departure {
     }
 
     /// This waiter's place, if it is the last of its owner to give it up.
-    fn take(&mut self) -> Option<(Lock, Place)> {
+    fn take(&mut self) -> Option<(Lock, PlaceRef)> {
         let (lock, place) = self.0.take()?;
         last_out(&lock, place).then_some((lock, place))
     }
@@ -51,7 +50,7 @@ impl Departure {
     pub(crate) async fn now(mut self) {
         if let Some((lock, place)) = self.take() {
             if let Err(e) = leave(&lock, place).await {
-                tracing::debug!(lock = %lock.name(), error = %e, ?place,
+                tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
                     "giving up a waiter's place failed; its deadline ends it");
             }
         }
@@ -74,16 +73,18 @@ impl Drop for Departure {
 
 /// One waiter of `lock`'s owner stops waiting: whether it was the last of
 /// them (always, for a place no clone shares).
-fn last_out(lock: &Lock, place: Place) -> bool {
-    match place {
-        Place::FairQueue => lock.handle.fair_waits.fetch_sub(1, Ordering::AcqRel) == 1,
-        Place::WaitingWriters => true,
-    }
+fn last_out(lock: &Lock, place: PlaceRef) -> bool {
+    !place.shared || lock.handle.place_waits.fetch_sub(1, Ordering::AcqRel) == 1
 }
 
-async fn leave(lock: &Lock, place: Place) -> LockResult<bool> {
-    match place {
-        Place::FairQueue => crate::fair::leave(lock).await,
-        Place::WaitingWriters => crate::rwlock::leave(lock).await,
-    }
+/// The place's leave script for this owner: `true` when it had the place.
+async fn leave(lock: &Lock, place: PlaceRef) -> LockResult<bool> {
+    let (inner, handle) = (&lock.inner, &lock.handle);
+    let reply = inner
+        .client
+        .eval_with(place.leave, || {
+            (place.leave_cmd)(&inner.script_args, &handle.names, handle.owner())
+        })
+        .await?;
+    Ok(*reply.value() == Frame::Integer(1))
 }

@@ -3,7 +3,7 @@
 //!
 //! Both sides are [`Lock`] handles of one owner, so they share everything a
 //! lock has (guards, watchdog, `lost()`, waiting, the fencing token of a
-//! write hold); only their [`LeaseKind`] differs, which names their scripts:
+//! write hold); only their kind differs (`sides.rs`), which names their scripts:
 //! - read holds (`rw_read_*.lua`): the owner's count in the hash and one
 //!   string per hold, `{name}:<owner>:rwlock_timeout:<i>`. One owner's
 //!   read holds are one *session*: its generation (server time in µs at
@@ -27,16 +27,15 @@
 //! and the writer's own reads are let through. A writer leaves the set when
 //! it gets the lock or gives up.
 
+mod sides;
+
 use std::sync::Arc;
 
-use keylatch_cluster::Commands;
-use keylatch_resp::Frame;
-
+use crate::context::Inner;
 use crate::error::LockResult;
-use crate::lease::LeaseKind;
 use crate::lock::Lock;
-use crate::locks::Inner;
-use crate::scripts::RW_WRITE_LEAVE;
+
+use sides::{READ, WRITE};
 
 /// A read-write lock acting as one owner: many readers or one writer.
 ///
@@ -79,13 +78,8 @@ pub struct RwLock {
 impl RwLock {
     pub(crate) fn new(inner: &Arc<Inner>, name: &str, owner: Arc<str>) -> Self {
         Self {
-            read: Lock::new(
-                Arc::clone(inner),
-                name,
-                Arc::clone(&owner),
-                LeaseKind::RwRead,
-            ),
-            write: Lock::new(Arc::clone(inner), name, owner, LeaseKind::RwWrite),
+            read: Lock::new(Arc::clone(inner), name, Arc::clone(&owner), &READ),
+            write: Lock::new(Arc::clone(inner), name, owner, &WRITE),
         }
     }
 
@@ -161,23 +155,4 @@ impl RwLock {
     pub async fn force_unlock(&self) -> LockResult<bool> {
         self.write.force_unlock().await
     }
-}
-
-/// `rw_write_leave.lua` for this writer: `true` when it was waiting.
-pub(crate) async fn leave(lock: &Lock) -> LockResult<bool> {
-    let names = &lock.handle.names;
-    let reply = lock
-        .inner
-        .client
-        .eval_script(
-            &RW_WRITE_LEAVE,
-            &[names.rw_writer_marker()],
-            &[
-                lock.owner(),
-                names.channel.as_str(),
-                lock.inner.publish_command(),
-            ],
-        )
-        .await?;
-    Ok(*reply.value() == Frame::Integer(1))
 }

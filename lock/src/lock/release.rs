@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Error, ServerErrorKind};
 use keylatch_resp::Frame;
 
+use super::base::Lock;
 use crate::error::{LockError, LockResult};
-use crate::lock::Lock;
 
 /// First pause before a release is tried again; doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
@@ -91,7 +91,7 @@ async fn once(lock: &Lock, token: u64, until: Option<Instant>) -> Result<LockRes
     let sent = lock
         .inner
         .client
-        .eval_with_written(lock.handle.kind.release_script(), make, until);
+        .eval_with_written(lock.handle.kind.release, make, until);
     Ok(match sent.await?.into_value() {
         Frame::Null => Err(LockError::NotOwner {
             name: lock.name().to_owned(),

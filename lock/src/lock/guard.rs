@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{LockError, LockResult};
-use crate::hold::Hold;
+use crate::lease::hold::Hold;
 use crate::lease::LossReason;
-use crate::lock::Lock;
-use crate::release::{release, spawn_queued, Detached, Retry};
+
+use super::base::Lock;
+use super::release::{release, spawn_queued, Detached, Retry};
 
 /// One hold of a lock. Release it with [`unlock`](Self::unlock), which
 /// reports errors.

@@ -16,15 +16,15 @@ use std::time::{Duration, Instant};
 
 use keylatch_resp::Frame;
 
-use crate::acquire::settle_late;
 use crate::error::{LockError, LockResult};
-use crate::guard::LockGuard;
-use crate::hold::{clamp_span, millis};
-use crate::lease::{LeaseKind, LossReason};
+use crate::lease::LossReason;
+use crate::lock::settle_late;
 use crate::lock::Lock;
-use crate::losses::Losses;
+use crate::lock::LockGuard;
 use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
+use crate::span::{clamp_span, millis};
+use crate::types::losses::Losses;
 use crate::wake::Wake;
 
 /// All of several locks or none. Members may be locks of any kind, on any
@@ -51,12 +51,12 @@ pub struct MultiLock {
 /// read-write lock's write side before its read side: the write first is a
 /// downgrade, the read first would be a refused upgrade).
 fn order_key(l: &Lock) -> (u16, &str, &str, u8) {
-    let rank = match l.handle.kind {
-        LeaseKind::RwWrite => 0,
-        LeaseKind::RwRead => 2,
-        _ => 1,
-    };
-    (l.handle.hold.slot(), l.name(), l.owner(), rank)
+    (
+        l.handle.hold.slot(),
+        l.name(),
+        l.owner(),
+        l.handle.kind.multi_rank,
+    )
 }
 
 impl MultiLock {
@@ -214,9 +214,7 @@ impl MultiLock {
     fn group_at(&self, i: usize) -> &[Lock] {
         let first = &self.members[i];
         let batchable = |l: &Lock| {
-            l.handle.kind == LeaseKind::Reentrant
-                && !l.spin
-                && matches!(l.replica_sync, crate::ReplicaSync::None)
+            l.handle.kind.batchable && !l.spin && matches!(l.replica_sync, crate::ReplicaSync::None)
         };
         if !batchable(first) {
             return &self.members[i..=i];

@@ -1,0 +1,120 @@
+//! The context every handle of one [`Locks`](crate::Locks) shares: the
+//! client, the lease engine's handle, the settings, the local wait queues,
+//! the background releases, the waiters' pub/sub hub (opened on first need)
+//! and the script arguments fixed by the settings.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use keylatch_cluster::{Client, PubSub, PubSubConfig};
+
+use crate::background::Background;
+use crate::config::LocksConfig;
+use crate::lease::{Engine, Invalidations};
+use crate::span::millis;
+use crate::waiters::WaitQueues;
+
+/// Script arguments fixed by a [`Locks`](crate::Locks)' configuration and
+/// client, formatted once rather than on every acquire and release.
+#[derive(Clone, Debug)]
+pub(crate) struct ScriptArgs {
+    /// The watchdog lease in milliseconds.
+    pub(crate) watchdog_ms: String,
+    /// Expiry of a fencing counter an acquire creates (and that renewals
+    /// keep up), in milliseconds.
+    pub(crate) token_ttl_ms: String,
+    /// `publish`, or `spublish` in a cluster.
+    pub(crate) publish: &'static str,
+    /// A fair-lock waiter's deadline span in milliseconds
+    /// ([`LocksConfig::fair_waiter_timeout`]).
+    pub(crate) fair_waiter_ms: String,
+    /// A fair-lock waiter's wait allowance in milliseconds
+    /// ([`LocksConfig::fair_wait_allowance`]).
+    pub(crate) fair_allowance_ms: String,
+}
+
+/// What every handle of one `Locks` shares.
+pub(crate) struct Inner {
+    pub(crate) client: Client,
+    pub(crate) config: LocksConfig,
+    client_id: String,
+    next_handle: AtomicU64,
+    pub(crate) engine: Engine,
+    /// Holds with a guard that are not known lost.
+    pub(crate) live_holds: Arc<AtomicUsize>,
+    /// Releases running on the runtime (see [`Locks::settle`]).
+    pub(crate) background: Arc<Background>,
+    pub(crate) waiters: Arc<WaitQueues>,
+    pubsub: tokio::sync::OnceCell<PubSub>,
+    /// Script arguments fixed by the configuration and the client.
+    pub(crate) script_args: ScriptArgs,
+}
+
+impl Inner {
+    /// The context for `client`: the settings bounded, the engine started.
+    pub(crate) fn new(
+        client: Client,
+        config: LocksConfig,
+        invalidations: Option<Invalidations>,
+    ) -> Self {
+        let config = config.bounded();
+        let token_ttl_ms = millis(config.token_idle_ttl).to_string();
+        let engine = Engine::spawn(client.clone(), token_ttl_ms.clone(), invalidations);
+        let script_args = ScriptArgs {
+            watchdog_ms: millis(config.watchdog_timeout).to_string(),
+            token_ttl_ms,
+            // Sharded where the cluster has it (Redis 7+, Valkey), so the
+            // message stays in the lock's shard; plain PUBLISH otherwise
+            // (standalone, Redis 6.2 clusters), as Redisson does.
+            publish: if client.has_sharded_pubsub() {
+                "spublish"
+            } else {
+                "publish"
+            },
+            fair_waiter_ms: millis(config.fair_waiter_timeout).to_string(),
+            fair_allowance_ms: millis(config.fair_wait_allowance).to_string(),
+        };
+        Self {
+            client,
+            client_id: uuid::Uuid::new_v4().to_string(),
+            next_handle: AtomicU64::new(1),
+            engine,
+            live_holds: Arc::new(AtomicUsize::new(0)),
+            background: Arc::default(),
+            waiters: Arc::new(WaitQueues::default()),
+            pubsub: tokio::sync::OnceCell::new(),
+            script_args,
+            config,
+        }
+    }
+
+    /// `<client uuid>:<n>`, n unique within this context.
+    pub(crate) fn new_owner(&self) -> Arc<str> {
+        let n = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.client_id).into()
+    }
+
+    /// The client's id, which every owner id of this context starts with.
+    pub(crate) fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// The hub waiters listen on, opened on first need. `None` when it
+    /// cannot be had now: waiters then poll (bounded by the lock's PTTL and
+    /// [`LocksConfig::recheck`]) instead of failing.
+    pub(crate) async fn pubsub(&self) -> Option<&PubSub> {
+        self.pubsub
+            .get_or_try_init(|| PubSub::from_client_with(&self.client, PubSubConfig::default()))
+            .await
+            .ok()
+    }
+
+    /// The command the release scripts publish with: sharded pub/sub in a
+    /// cluster, so a release reaches only the channel's shard instead of
+    /// flooding the cluster bus. (A Redisson client that still publishes
+    /// with classic PUBLISH in a cluster wakes our waiters only at their
+    /// next re-check, at most [`LocksConfig::recheck`] later.)
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.script_args.publish
+    }
+}

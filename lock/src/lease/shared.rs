@@ -1,0 +1,28 @@
+//! What the engine's task and its callers share: counters, the task's
+//! wake-up, and the invalidation pushes handed over from the connection.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use keylatch_cluster::Invalidation;
+use tokio::sync::{mpsc, Notify};
+
+/// What callers and the task share: counters, and the task's wake-up.
+pub(crate) struct EngineShared {
+    pub(super) wake: Notify,
+    /// When the task will next look unless woken (nanoseconds since the
+    /// process's base instant).
+    pub(super) planned_wake: AtomicU64,
+    pub(super) renew_calls: AtomicU64,
+    pub(super) renew_rounds: AtomicU64,
+    /// Invalidations are pushed (client tracking is on): holds older than
+    /// [`TRACK_AFTER`](super::tuning::TRACK_AFTER) get a tracked read.
+    pub(super) tracking: bool,
+}
+
+/// Invalidation pushes for the engine: a bounded queue, and a flag for the
+/// pushes that did not fit (then every hold is checked).
+pub(crate) struct Invalidations {
+    pub(crate) rx: mpsc::Receiver<Invalidation>,
+    pub(crate) overflow: Arc<AtomicBool>,
+}

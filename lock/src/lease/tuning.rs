@@ -1,0 +1,27 @@
+//! The engine's timings and limits, shared by its task and the callers
+//! that hand it holds.
+
+use std::time::Duration;
+
+/// Most holds renewed by one script call.
+pub const RENEW_BATCH: usize = 100;
+
+/// Holds younger than this are not tracked: most locks are released within
+/// microseconds, and a tracked read for each would cost the server a command.
+/// Older ones get one tracked read, so a change by anyone else is pushed to
+/// us at once.
+pub(crate) const TRACK_AFTER: Duration = Duration::from_millis(2);
+
+/// How late a first renewal or tracked read may be for the task's next
+/// look, rather than waking it for one hold.
+pub(crate) const WAKE_SLACK: Duration = Duration::from_millis(2);
+
+/// After a pass that took new holds, the task looks again within this, so
+/// holds arriving meanwhile need no wake-up of their own: their first due
+/// (a tracked read at [`TRACK_AFTER`], with [`WAKE_SLACK`]) is no earlier
+/// than that look. (An idle process wakes at once: only a busy one batches.)
+pub(crate) const BUSY_LOOK: Duration = Duration::from_millis(3);
+
+/// Invalidation pushes queued for the engine before it treats the overflow
+/// as "everything may have changed".
+pub(crate) const INVALIDATION_QUEUE: usize = 1024;

@@ -1,0 +1,164 @@
+//! A [`Lock`]'s acquire and release as its users call them: an attempt,
+//! then the wait its kind asks for (its turn in this process's queue, the
+//! server's queue, or spinning), and a release by owner id.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use crate::error::LockResult;
+
+use super::attempt::Attempt;
+use super::base::Lock;
+use super::guard::LockGuard;
+use super::kind::Waiting;
+use super::release::{release, Retry};
+
+impl Lock {
+    /// Waits as long as it takes, then holds the lock under the watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self) -> LockResult<LockGuard> {
+        if let Waiting::Queue { .. } = self.handle.kind.waiting {
+            // One wait without end: rounds would leave the queue and join
+            // again at its tail.
+            if let Some(g) = Box::pin(self.wait_in_queue(None, None)).await? {
+                return Ok(g);
+            }
+        }
+        loop {
+            // A day per round keeps the deadline arithmetic finite.
+            if let Some(g) = self.try_acquire(Duration::from_secs(86_400), None).await? {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// One attempt, no waiting; `lease: None` puts the hold under the watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// match lock.try_acquire_now(None).await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub fn try_acquire_now(
+        &self,
+        lease: Option<Duration>,
+    ) -> impl Future<Output = LockResult<Option<LockGuard>>> + Send + '_ {
+        // The same future as `try_acquire`, not a wrapper around it (a
+        // wrapper would copy it in).
+        self.try_acquire(Duration::ZERO, lease)
+    }
+
+    /// Tries for up to `wait`. `lease: Some(d)` holds for `d` (no renewal;
+    /// [`LockGuard::lost`] fires when it runs out); `None` holds under the
+    /// watchdog. Not acquired in time is `Ok(None)`.
+    ///
+    /// Waiting: after a failed try the waiter subscribes to the unlock
+    /// channel through the shared hub, tries again (closing the race), then
+    /// sleeps until an unlock message, the lock's PTTL, or
+    /// [`LocksConfig::recheck`](crate::LocksConfig::recheck), whichever is
+    /// first. Contenders of one process queue locally so only one of them
+    /// goes back to Redis per release. If no subscription can be had, it
+    /// polls instead of failing.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(guard) = lock.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`](crate::LockError::Client) when Redis cannot be reached or answers an
+    /// error; `LockError::Client(Error::Timeout)` when an attempt's reply did
+    /// not come within its bound (the remaining wait, at least
+    /// [`LocksConfig::attempt_timeout`](crate::LocksConfig::attempt_timeout),
+    /// at most the client's request timeout: the outcome is settled in the
+    /// background, see below); [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) under a
+    /// replica-sync policy; [`LockError::WrongType`](crate::LockError::WrongType) at once when the
+    /// name's key holds no lock (a list, a string, a semaphore's count, a
+    /// hash with no lock's shape and no expiry), naming what it holds.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped at any await, it leaves its local queue slot and
+    /// subscription. An acquire dropped (or given up, past its bound) while
+    /// its reply is on its way hands the reply to a background finisher:
+    /// if it says acquired, that hold is released by its token (a re-entry:
+    /// that one count), which can never end another hold. A reply that
+    /// never arrives leaves whatever the acquire took to end with its lease.
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<LockGuard>> {
+        // The wait counts from the call (no clock read for a zero wait).
+        let deadline = if wait.is_zero() {
+            None
+        } else {
+            Instant::now().checked_add(wait)
+        };
+        if matches!(self.handle.kind.waiting, Waiting::Queue { .. }) && !wait.is_zero() {
+            // Its first attempt may queue this owner: it runs inside the
+            // wait, whose guard takes the owner out of the queue however
+            // the wait ends (an error, a drop).
+            return Box::pin(self.wait_in_queue(deadline, lease)).await;
+        }
+        if let Attempt::Acquired(g) = self.attempt(lease, deadline, false).await? {
+            return Ok(Some(g));
+        }
+        if wait.is_zero() {
+            return Ok(None);
+        }
+        if self.spin {
+            return Box::pin(self.wait_spin(deadline, lease)).await;
+        }
+        // Boxed: waiting (queue, subscription, timers) is the slow path, and
+        // inline it would enlarge every uncontended acquire's future.
+        Box::pin(self.wait_for_turn(deadline, lease)).await
+    }
+
+    /// Releases one hold of this owner without a guard (for holds handed
+    /// over by owner id). `Ok(true)` when that was the last hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let last = lock.release_one().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::NotOwner`](crate::LockError::NotOwner) when this owner holds nothing (nothing
+    /// changes); [`LockError::Client`](crate::LockError::Client).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have released.
+    pub async fn release_one(&self) -> LockResult<bool> {
+        let out = release(self, 0, None, Retry::Here).await;
+        if out.is_ok() {
+            self.inner.engine.touched(&self.handle.names.key);
+        }
+        out
+    }
+}

@@ -1,0 +1,47 @@
+//! Reading the lock scripts' replies: the `{a, b}` pair most of them
+//! answer, and an acquire's.
+
+use keylatch_resp::Frame;
+
+use crate::error::{LockError, LockResult};
+
+/// What an acquire script's `{holds, value}` reply says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// Taken or re-entered (`holds` > 0): the hold count and the token
+    /// (a fenced lock's fencing value).
+    Taken { holds: i64, value: i64 },
+    /// Held by another owner (`holds` 0); the PTTL in milliseconds.
+    Held(i64),
+    /// A non-reentrant lock this owner holds already (`holds` < 0, not -2).
+    NotReentrant,
+    /// A read-write lock's reader asked for the write (`holds` -2).
+    UpgradeRefused,
+}
+
+/// Reads an acquire script's reply; any other shape is
+/// [`LockError::Protocol`].
+pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
+    let (holds, value) = parse_pair(frame)?;
+    Ok(match holds {
+        -2 => AcquireReply::UpgradeRefused,
+        h if h < 0 => AcquireReply::NotReentrant,
+        0 => AcquireReply::Held(value),
+        _ => AcquireReply::Taken { holds, value },
+    })
+}
+
+/// `[a, b]`, two integers (RESP3 attributes seen through, as everywhere a
+/// reply is read).
+pub(crate) fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
+    match frame.value() {
+        Frame::Array(items) => match items.as_slice() {
+            [a, b] => match (a.value(), b.value()) {
+                (Frame::Integer(a), Frame::Integer(b)) => Ok((*a, *b)),
+                _ => Err(LockError::Protocol(frame.to_string())),
+            },
+            _ => Err(LockError::Protocol(frame.to_string())),
+        },
+        other => Err(LockError::Protocol(other.to_string())),
+    }
+}

@@ -1,0 +1,108 @@
+//! Waiting for a fair lock ([`Locks::fair_lock`](crate::Locks::fair_lock)):
+//! in the server's queue (Redisson's `redisson_lock_queue:{name}` and
+//! `redisson_lock_timeout:{name}`), woken on the waiter's own channel
+//! `redisson_lock__channel:{name}:<owner>` when it reaches the head.
+//!
+//! The queue is the order: unlike the reentrant lock's waiters, fair waiters
+//! of one process do not queue locally first (a local queue would let a
+//! later process overtake them). Java waiters (Redisson) share the queue, so
+//! each entry has two times, both set at each of the waiter's calls (see
+//! `lua/fair_acquire.lua`): its deadline in Redisson's zset, in Redisson's
+//! chained form, `fair_wait_allowance` (300 s) per place ahead of it, which
+//! Redisson's subtractions cannot push under the clock; and its liveness in
+//! keylatch's own zset, server time + `fair_waiter_timeout`, by which
+//! keylatch's scripts purge a dead keylatch waiter. The waiter calls at
+//! least every third of `fair_waiter_timeout`, so a live waiter keeps its
+//! place however long it waits and a dead one is purged within the span. A
+//! waiter that gives up (its wait ran out, an error, or its future was
+//! dropped) leaves the queue at once (`fair_leave.lua`), waking the next
+//! head if the lock is free.
+
+use keylatch_resp::Cmd;
+
+use crate::context::ScriptArgs;
+use crate::lock::{
+    owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
+    HASH_LEASE,
+};
+use crate::names::LockNames;
+use crate::scripts::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
+
+/// Redisson's fair lock: the RLock hash, taken in the queue's order; a hold
+/// is renewed like a reentrant one.
+pub(crate) static FAIR: LockKind = LockKind {
+    label: "fair",
+    names: LockNames::new,
+    field: owner_field,
+    counter: token_counter,
+    acquire: &FAIR_ACQUIRE,
+    acquire_cmd,
+    // A try and a wait differ (whether to queue).
+    prepared: false,
+    release: &FAIR_RELEASE,
+    release_cmd,
+    lease: &HASH_LEASE,
+    tokens: Tokens::PerHold,
+    waiting: Waiting::Queue {
+        place: &QUEUE_PLACE,
+        channel: LockNames::fair_channel,
+    },
+    multi_rank: 1,
+    batchable: false,
+};
+
+/// A waiter's entry in the queue, shared by the clones of one handle.
+static QUEUE_PLACE: Place = Place {
+    label: "fair queue",
+    leave: &FAIR_LEAVE,
+    leave_cmd,
+    shared: true,
+};
+
+/// `fair_acquire.lua`: joins the queue when `join` and the lock is taken.
+fn acquire_cmd(c: &AcquireCall<'_>) -> Cmd {
+    let (names, args) = (c.names, c.args);
+    let q = names.fair_queue();
+    FAIR_ACQUIRE.evalsha_cmd(
+        &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
+        &[
+            c.lease_ms,
+            c.owner,
+            args.token_ttl_ms.as_str(),
+            args.fair_waiter_ms.as_str(),
+            if c.join { "1" } else { "0" },
+            args.fair_allowance_ms.as_str(),
+            names.channel.as_str(),
+            args.publish,
+        ],
+    )
+}
+
+/// `fair_release.lua`, which always names a token (`"0"`: by owner).
+fn release_cmd(c: &ReleaseCall<'_>) -> Cmd {
+    let names = c.names;
+    let q = names.fair_queue();
+    FAIR_RELEASE.evalsha_cmd(
+        &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
+        &[
+            c.owner,
+            names.channel.as_str(),
+            c.args.publish,
+            c.token.unwrap_or("0"),
+        ],
+    )
+}
+
+/// `fair_leave.lua` for this owner: answers 1 when it was queued.
+fn leave_cmd(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
+    let q = names.fair_queue();
+    FAIR_LEAVE.evalsha_cmd(
+        &[&*names.key, &q.queue, &q.timeouts, &q.alive],
+        &[
+            owner,
+            names.channel.as_str(),
+            args.publish,
+            args.fair_allowance_ms.as_str(),
+        ],
+    )
+}
