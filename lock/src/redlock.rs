@@ -322,20 +322,7 @@ impl RedLock {
                 Ok(Err(_)) | Err(_) => unknown.push(i),
             }
         }
-        let lease_d = clamp_span(lease.unwrap_or_else(|| {
-            self.nodes
-                .iter()
-                .map(|l| l.config().watchdog_timeout)
-                .min()
-                .unwrap_or_default()
-        }));
-        let drift = (lease_d / 1000)
-            .checked_mul(DRIFT_PERMILLE)
-            .unwrap_or(lease_d)
-            + DRIFT_FLOOR;
-        let validity = lease_d
-            .checked_sub(started.elapsed())
-            .and_then(|v| v.checked_sub(drift));
+        let validity = self.validity(lease, started);
         // Masters whose reply did not come in time may take the lock when
         // their request runs at last: released by owner (queued behind the
         // acquire on that connection; the owner is this round's alone),
@@ -372,6 +359,27 @@ impl RedLock {
             }
         }
         Round::Short { answered }
+    }
+
+    /// How long a hold taken in a round begun at `started` is valid: its
+    /// lease (the masters' shortest watchdog lease without one) less the
+    /// time the round took and the clock drift allowance; `None` when
+    /// nothing is left.
+    fn validity(&self, lease: Option<Duration>, started: Instant) -> Option<Duration> {
+        let lease_d = clamp_span(lease.unwrap_or_else(|| {
+            self.nodes
+                .iter()
+                .map(|l| l.config().watchdog_timeout)
+                .min()
+                .unwrap_or_default()
+        }));
+        let drift = (lease_d / 1000)
+            .checked_mul(DRIFT_PERMILLE)
+            .unwrap_or(lease_d)
+            + DRIFT_FLOOR;
+        lease_d
+            .checked_sub(started.elapsed())
+            .and_then(|v| v.checked_sub(drift))
     }
 }
 

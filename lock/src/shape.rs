@@ -130,9 +130,9 @@ pub enum ForceUnlocked {
 /// once (the script's own writes raise no invalidation here).
 pub(crate) async fn force_unlock(inner: &Inner, name: &str) -> LockResult<ForceUnlocked> {
     let names = LockNames::new(name);
-    let queue = names.fair_queue().queue;
+    let queue = companion("redisson_lock_queue", name);
     let permits = suffixed(name, Some("timeout"));
-    let base = names.rw_base();
+    let base = suffixed(name, None);
     let rw_channel = companion("redisson_rwlock", name);
     let sem_channel = companion("redisson_sc", name);
     let reply = inner

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::calls::{run_batch, track, Batch};
 use super::hold::{nanos, Hold};
 use super::shared::{EngineShared, Invalidations};
-use super::table::{earliest, Done, Table, Work};
+use super::table::{earliest, Done, Table, Wake, Work};
 use super::tuning::{BUSY_LOOK, RENEW_BATCH};
 
 /// What woke the task, besides the clock and new holds.
@@ -72,49 +72,9 @@ impl Actor {
                 self.table.touched(&name);
             }
             let now = Instant::now();
-            let cluster = self.client.is_cluster();
-            // One call per node needs a script flag (allow-cross-slot-keys)
-            // that Redis 6.2 lacks, as it lacks sharded pub/sub: one call
-            // per slot there.
-            let by_node = self.client.has_sharded_pubsub();
-            let client = &self.client;
-            let (work, mut wake) = self.table.plan(now, |slot| {
-                if !cluster {
-                    return (None, 0);
-                }
-                if !by_node {
-                    return (None, slot);
-                }
-                match client.master_for_slot(slot) {
-                    Some(node) => (Some(node), 0),
-                    None => (None, slot),
-                }
-            });
-            if drained > 0 {
-                // Holds are arriving: look again by the time the newest
-                // could need tracking, so the next ones fall within that
-                // look and need no wake-up of their own (a task switch per
-                // acquire under load, otherwise). Urgent: not pushed back
-                // by the 5 ms floor of renewal wakes.
-                wake.urgent = earliest(wake.urgent, now + BUSY_LOOK);
-            }
+            let (work, wake) = self.plan(now, drained);
             self.send(work);
-            let next = match (wake.renew, wake.urgent) {
-                (Some(r), Some(u)) => Some(r.min(u)),
-                (r, u) => r.or(u),
-            };
-            // Renewals may wait 5 ms more (no spinning on near-due rounds); a
-            // loss deadline may not: with a short lease, 5 ms would outrun
-            // the drift allowance (2 ms + 1 %).
-            let floor = if next.is_some() && next == wake.urgent {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_millis(5)
-            };
-            let sleep = next
-                .map(|t| t.saturating_duration_since(Instant::now()))
-                .unwrap_or(Duration::from_secs(1))
-                .clamp(floor, Duration::from_secs(1));
+            let sleep = sleep_for(&wake);
             self.shared
                 .planned_wake
                 .store(nanos(Instant::now() + sleep), Ordering::Release);
@@ -172,6 +132,38 @@ impl Actor {
         }
     }
 
+    /// One planning pass at `now` over the table: which node or slot each
+    /// hold's calls go to, and when to look again.
+    fn plan(&mut self, now: Instant, drained: usize) -> (Work, Wake) {
+        let cluster = self.client.is_cluster();
+        // One call per node needs a script flag (allow-cross-slot-keys)
+        // that Redis 6.2 lacks, as it lacks sharded pub/sub: one call
+        // per slot there.
+        let by_node = self.client.has_sharded_pubsub();
+        let client = &self.client;
+        let (work, mut wake) = self.table.plan(now, |slot| {
+            if !cluster {
+                return (None, 0);
+            }
+            if !by_node {
+                return (None, slot);
+            }
+            match client.master_for_slot(slot) {
+                Some(node) => (Some(node), 0),
+                None => (None, slot),
+            }
+        });
+        if drained > 0 {
+            // Holds are arriving: look again by the time the newest
+            // could need tracking, so the next ones fall within that
+            // look and need no wake-up of their own (a task switch per
+            // acquire under load, otherwise). Urgent: not pushed back
+            // by the 5 ms floor of renewal wakes.
+            wake.urgent = earliest(wake.urgent, now + BUSY_LOOK);
+        }
+        (work, wake)
+    }
+
     /// Starts the planned calls; each runs on its own and reports back.
     fn send(&self, work: Work) {
         let cluster = self.client.is_cluster();
@@ -220,4 +212,25 @@ impl Actor {
             }
         }
     }
+}
+
+/// How long the task sleeps after a pass: until the next due time, at
+/// least 1 ms for a loss deadline (5 ms for renewals: no spinning on
+/// near-due rounds), at most 1 s.
+fn sleep_for(wake: &Wake) -> Duration {
+    let next = match (wake.renew, wake.urgent) {
+        (Some(r), Some(u)) => Some(r.min(u)),
+        (r, u) => r.or(u),
+    };
+    // Renewals may wait 5 ms more (no spinning on near-due rounds); a
+    // loss deadline may not: with a short lease, 5 ms would outrun
+    // the drift allowance (2 ms + 1 %).
+    let floor = if next.is_some() && next == wake.urgent {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_millis(5)
+    };
+    next.map(|t| t.saturating_duration_since(Instant::now()))
+        .unwrap_or(Duration::from_secs(1))
+        .clamp(floor, Duration::from_secs(1))
 }

@@ -253,94 +253,28 @@ impl Table {
         now: Instant,
         node_of: impl Fn(u16) -> (Option<String>, u16),
     ) -> (Work, Wake) {
-        let tracking = self.tracking;
-        let mut work = Work::default();
         let mut wake = Wake::default();
         if let Some(next) = self.grow_up(now, |h| now >= h.deadline()) {
             wake.urgent = earliest(wake.urgent, next);
         }
-        // Leases with renewed holds: a lease seen first starts its grid now.
-        let mut leases: Vec<Duration> = Vec::new();
-        let grid = &mut self.grid;
+        let mut pass = Pass {
+            now,
+            tracking: self.tracking,
+            node_of: &node_of,
+            work: Work::default(),
+            wake,
+            leases: Vec::new(),
+            grid: &mut self.grid,
+        };
         for entries in self.holds.values_mut() {
-            entries.retain_mut(|e| {
-                let Some(h) = e.hold.upgrade() else {
-                    return false;
-                };
-                if h.epoch() != e.epoch || !h.is_active() {
-                    return false;
-                }
-                if h.max_hold_end.is_some_and(|end| now >= end) {
-                    h.fire(LossReason::MaxHold);
-                    return false;
-                }
-                let deadline = h.deadline();
-                if now >= deadline {
-                    h.fire(LossReason::Expired);
-                    return false;
-                }
-                wake.urgent = earliest(wake.urgent, deadline);
-                if let Some(end) = h.max_hold_end {
-                    wake.urgent = earliest(wake.urgent, end);
-                }
-                if tracking && h.renewal.tracked && !e.tracked {
-                    if now >= e.since + TRACK_AFTER {
-                        e.tracked = true;
-                        let group = node_of(h.key.slot());
-                        work.track
-                            .entry(group)
-                            .or_default()
-                            .push((Arc::clone(&h), e.epoch));
-                    } else {
-                        wake.urgent = earliest(wake.urgent, e.since + TRACK_AFTER);
-                    }
-                }
-                if e.busy {
-                    return true;
-                }
-                let lease = h.lease();
-                if !h.renews() {
-                    if e.off_grid {
-                        // A fixed lease is never renewed, but an invalidation
-                        // asks whether it still stands: a check, no expiry.
-                        e.busy = true;
-                        e.off_grid = false;
-                        let (node, slot) = node_of(h.key.slot());
-                        let group = (node, slot, RenewalRef(h.renewal), Duration::ZERO);
-                        work.groups
-                            .entry(group)
-                            .or_default()
-                            .push((Arc::clone(&h), e.epoch));
-                    }
-                    return true;
-                }
-                if !leases.contains(&lease) {
-                    leases.push(lease);
-                }
-                let round = *grid.entry(lease).or_insert(now);
-                // In a grid round every hold renewed at least half an
-                // interval ago goes (renewing early is harmless, and it keeps
-                // holds in common rounds); off the grid only retries and
-                // overdue holds.
-                let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
-                let overdue = e.next_renew + lease / 6;
-                if now >= early && (now >= round || e.off_grid || now >= overdue) {
-                    e.busy = true;
-                    e.off_grid = false;
-                    let (node, slot) = node_of(h.key.slot());
-                    let group = (node, slot, RenewalRef(h.renewal), lease);
-                    work.groups
-                        .entry(group)
-                        .or_default()
-                        .push((Arc::clone(&h), e.epoch));
-                } else if e.off_grid {
-                    wake.renew = earliest(wake.renew, early);
-                } else {
-                    wake.renew = earliest(wake.renew, overdue);
-                }
-                true
-            });
+            entries.retain_mut(|e| pass.visit(e));
         }
+        let Pass {
+            work,
+            mut wake,
+            leases,
+            ..
+        } = pass;
         self.holds.retain(|_, v| !v.is_empty());
         self.grid.retain(|lease, _| leases.contains(lease));
         for (lease, round) in self.grid.iter_mut() {
@@ -428,6 +362,105 @@ impl Table {
                 }
             }
         }
+    }
+}
+
+/// One planning pass: what it has gathered so far.
+struct Pass<'a, F> {
+    now: Instant,
+    tracking: bool,
+    /// Groups a slot's holds (see [`Table::plan`]).
+    node_of: &'a F,
+    work: Work,
+    wake: Wake,
+    /// Leases with renewed holds: a lease seen first starts its grid now.
+    leases: Vec<Duration>,
+    grid: &'a mut HashMap<Duration, Instant>,
+}
+
+impl<F: Fn(u16) -> (Option<String>, u16)> Pass<'_, F> {
+    /// Looks at one entry: signals its loss if due, plans its tracked read,
+    /// renewal or check if due; `false` drops it (ended or lost).
+    #[inline]
+    fn visit(&mut self, e: &mut Entry) -> bool {
+        let Some(h) = e.hold.upgrade() else {
+            return false;
+        };
+        if h.epoch() != e.epoch || !h.is_active() {
+            return false;
+        }
+        if h.max_hold_end.is_some_and(|end| self.now >= end) {
+            h.fire(LossReason::MaxHold);
+            return false;
+        }
+        let deadline = h.deadline();
+        if self.now >= deadline {
+            h.fire(LossReason::Expired);
+            return false;
+        }
+        self.wake.urgent = earliest(self.wake.urgent, deadline);
+        if let Some(end) = h.max_hold_end {
+            self.wake.urgent = earliest(self.wake.urgent, end);
+        }
+        if self.tracking && h.renewal.tracked && !e.tracked {
+            if self.now >= e.since + TRACK_AFTER {
+                e.tracked = true;
+                let group = (self.node_of)(h.key.slot());
+                self.work
+                    .track
+                    .entry(group)
+                    .or_default()
+                    .push((Arc::clone(&h), e.epoch));
+            } else {
+                self.wake.urgent = earliest(self.wake.urgent, e.since + TRACK_AFTER);
+            }
+        }
+        if e.busy {
+            return true;
+        }
+        let lease = h.lease();
+        if !h.renews() {
+            if e.off_grid {
+                // A fixed lease is never renewed, but an invalidation
+                // asks whether it still stands: a check, no expiry.
+                e.busy = true;
+                e.off_grid = false;
+                let (node, slot) = (self.node_of)(h.key.slot());
+                let group = (node, slot, RenewalRef(h.renewal), Duration::ZERO);
+                self.work
+                    .groups
+                    .entry(group)
+                    .or_default()
+                    .push((Arc::clone(&h), e.epoch));
+            }
+            return true;
+        }
+        if !self.leases.contains(&lease) {
+            self.leases.push(lease);
+        }
+        let round = *self.grid.entry(lease).or_insert(self.now);
+        // In a grid round every hold renewed at least half an
+        // interval ago goes (renewing early is harmless, and it keeps
+        // holds in common rounds); off the grid only retries and
+        // overdue holds.
+        let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
+        let overdue = e.next_renew + lease / 6;
+        if self.now >= early && (self.now >= round || e.off_grid || self.now >= overdue) {
+            e.busy = true;
+            e.off_grid = false;
+            let (node, slot) = (self.node_of)(h.key.slot());
+            let group = (node, slot, RenewalRef(h.renewal), lease);
+            self.work
+                .groups
+                .entry(group)
+                .or_default()
+                .push((Arc::clone(&h), e.epoch));
+        } else if e.off_grid {
+            self.wake.renew = earliest(self.wake.renew, early);
+        } else {
+            self.wake.renew = earliest(self.wake.renew, overdue);
+        }
+        true
     }
 }
 

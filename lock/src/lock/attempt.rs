@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Error, LateReply, ServerErrorKind};
-use keylatch_resp::Frame;
+use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
@@ -157,32 +157,7 @@ impl Lock {
                 Arc::new(self.handle.acquire_cmd(args, lease_ms, join))
             }
         };
-        let script = self.handle.kind.acquire;
-        // The connection bounds the wait with its one timer and hands a
-        // reply that comes too late (or after a cancel) to the finisher.
-        let late = self.handle.late.get_or_init(|| self.finisher());
-        let mut pause = NOT_RUN_PAUSE;
-        let (frame, sent_at) = loop {
-            let sent_at = Instant::now();
-            let bound = self.reply_bound(deadline);
-            let sent = self
-                .inner
-                .client
-                .eval_shared_settled(script, &cmd, Some(bound), Arc::clone(late))
-                .await;
-            match sent {
-                // Not run (a standalone connection reconnecting, a server
-                // loading its data after a restart; a cluster's router
-                // retries these itself): try again within the caller's
-                // wait, as a waiter would after a wake.
-                Err(e) if not_run(&e) && deadline.is_some_and(|d| Instant::now() + pause < d) => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_NOT_RUN_PAUSE);
-                }
-                Err(e) => return Err(self.refused(e).await),
-                Ok(frame) => break (frame, sent_at),
-            }
-        };
+        let (frame, sent_at) = self.send(&cmd, deadline).await?;
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
         let (holds, value) = match acquire_reply(&frame)? {
@@ -221,6 +196,41 @@ impl Lock {
         Box::pin(self.check_replicas(guard))
             .await
             .map(Attempt::Acquired)
+    }
+
+    /// Sends one attempt, again while it surely did not run and the
+    /// caller's wait allows; its reply and when it was sent.
+    async fn send(
+        &self,
+        cmd: &Arc<Cmd>,
+        deadline: Option<Instant>,
+    ) -> LockResult<(Frame, Instant)> {
+        let script = self.handle.kind.acquire;
+        // The connection bounds the wait with its one timer and hands a
+        // reply that comes too late (or after a cancel) to the finisher.
+        let late = self.handle.late.get_or_init(|| self.finisher());
+        let mut pause = NOT_RUN_PAUSE;
+        loop {
+            let sent_at = Instant::now();
+            let bound = self.reply_bound(deadline);
+            let sent = self
+                .inner
+                .client
+                .eval_shared_settled(script, cmd, Some(bound), Arc::clone(late))
+                .await;
+            match sent {
+                // Not run (a standalone connection reconnecting, a server
+                // loading its data after a restart; a cluster's router
+                // retries these itself): try again within the caller's
+                // wait, as a waiter would after a wake.
+                Err(e) if not_run(&e) && deadline.is_some_and(|d| Instant::now() + pause < d) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_NOT_RUN_PAUSE);
+                }
+                Err(e) => return Err(self.refused(e).await),
+                Ok(frame) => return Ok((frame, sent_at)),
+            }
+        }
     }
 
     /// The guard for an acquire script's answer `{holds, value}` (holds >

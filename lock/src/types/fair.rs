@@ -25,7 +25,7 @@ use crate::lock::{
     owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
     HASH_LEASE,
 };
-use crate::names::LockNames;
+use crate::names::{companion, LockNames};
 use crate::scripts::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 
 /// Redisson's fair lock: the RLock hash, taken in the queue's order; a hold
@@ -45,7 +45,7 @@ pub(crate) static FAIR: LockKind = LockKind {
     tokens: Tokens::PerHold,
     waiting: Waiting::Queue {
         place: &QUEUE_PLACE,
-        channel: LockNames::fair_channel,
+        channel: waiter_channel,
     },
     multi_rank: 1,
     batchable: false,
@@ -62,7 +62,7 @@ static QUEUE_PLACE: Place = Place {
 /// `fair_acquire.lua`: joins the queue when `join` and the lock is taken.
 fn acquire_cmd(c: &AcquireCall<'_>) -> Cmd {
     let (names, args) = (c.names, c.args);
-    let q = names.fair_queue();
+    let q = queue_keys(names);
     FAIR_ACQUIRE.evalsha_cmd(
         &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
         &[
@@ -81,7 +81,7 @@ fn acquire_cmd(c: &AcquireCall<'_>) -> Cmd {
 /// `fair_release.lua`, which always names a token (`"0"`: by owner).
 fn release_cmd(c: &ReleaseCall<'_>) -> Cmd {
     let names = c.names;
-    let q = names.fair_queue();
+    let q = queue_keys(names);
     FAIR_RELEASE.evalsha_cmd(
         &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
         &[
@@ -95,7 +95,7 @@ fn release_cmd(c: &ReleaseCall<'_>) -> Cmd {
 
 /// `fair_leave.lua` for this owner: answers 1 when it was queued.
 fn leave_cmd(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
-    let q = names.fair_queue();
+    let q = queue_keys(names);
     FAIR_LEAVE.evalsha_cmd(
         &[&*names.key, &q.queue, &q.timeouts, &q.alive],
         &[
@@ -105,4 +105,61 @@ fn leave_cmd(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
             args.fair_allowance_ms.as_str(),
         ],
     )
+}
+
+/// A fair lock's queue: Redisson's two keys and keylatch's own one, all in
+/// the lock's slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct QueueKeys {
+    /// `redisson_lock_queue:{name}`: waiting owners in arrival order.
+    queue: String,
+    /// `redisson_lock_timeout:{name}`: each waiter's deadline in Redisson's
+    /// chained form (owner → ms), which Redisson's scripts purge by and
+    /// subtract from.
+    timeouts: String,
+    /// `keylatch_fair_alive:{name}`: keylatch waiters' liveness (owner →
+    /// server ms), by which keylatch's scripts purge its dead waiters
+    /// (Redisson never reads it).
+    alive: String,
+}
+
+/// The queue keys, made on use (a hold keeps its names for its whole life).
+fn queue_keys(names: &LockNames) -> QueueKeys {
+    QueueKeys {
+        queue: companion("redisson_lock_queue", &names.key),
+        timeouts: companion("redisson_lock_timeout", &names.key),
+        alive: companion("keylatch_fair_alive", &names.key),
+    }
+}
+
+/// The channel a waiter is woken on, `redisson_lock__channel:{name}:<owner>`.
+fn waiter_channel(names: &LockNames, owner: &str) -> String {
+    format!("{}:{owner}", names.channel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keylatch_cluster::Slot;
+
+    #[test]
+    fn queue_keys_are_redissons_plus_ours_in_the_lock_slot() {
+        let q = queue_keys(&LockNames::new("jobs"));
+        assert_eq!(q.queue, "redisson_lock_queue:{jobs}");
+        assert_eq!(q.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(q.alive, "keylatch_fair_alive:{jobs}");
+        assert_eq!(
+            waiter_channel(&LockNames::new("jobs"), "c:1"),
+            "redisson_lock__channel:{jobs}:c:1"
+        );
+        for name in ["jobs", "{t}jobs", "a{b}c"] {
+            let n = LockNames::new(name);
+            let q = queue_keys(&n);
+            let slot = Slot::of(n.key.as_bytes());
+            for k in [&q.queue, &q.timeouts, &q.alive] {
+                // The fair scripts take all of them in one call.
+                assert_eq!(Slot::of(k.as_bytes()), slot, "{k}");
+            }
+        }
+    }
 }

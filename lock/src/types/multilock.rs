@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_resp::Frame;
+use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
@@ -254,34 +254,8 @@ async fn take_group(
         Some(l) => (clamp_span(l), false),
         None => (clamp_span(cfg.watchdog_timeout), true),
     };
-    let lease_ms = millis(lease_d).to_string();
-    let mut keys: Vec<&str> = Vec::with_capacity(group.len() * 2);
-    for l in group {
-        keys.push(&l.handle.names.key);
-        keys.push(&l.handle.names.token);
-    }
-    let cmd = Arc::new(MULTI_ACQUIRE.evalsha_cmd(
-        &keys,
-        &[
-            lease_ms.as_str(),
-            first.owner(),
-            inner.script_args.token_ttl_ms.as_str(),
-        ],
-    ));
-    // A reply nobody waits for: each member it took is released by token.
-    let late: keylatch_cluster::LateReply = {
-        let members: Vec<Lock> = group.to_vec();
-        let watchdog = cfg.watchdog_timeout;
-        Arc::new(move |frame| {
-            if let Frame::Array(items) = frame.value() {
-                if items.first().map(Frame::value) == Some(&Frame::Integer(1)) {
-                    for (m, pair) in members.iter().zip(items[1..].chunks(2)) {
-                        settle_late(m.clone(), watchdog, &Frame::Array(pair.to_vec()));
-                    }
-                }
-            }
-        })
-    };
+    let cmd = Arc::new(group_cmd(group, lease_d));
+    let late = settle_group(group, cfg.watchdog_timeout);
     let mut wake: Option<Wake> = None;
     loop {
         let bound = deadline.map_or(cfg.attempt_timeout, |d| {
@@ -316,13 +290,7 @@ async fn take_group(
         };
         if pttl == -1 {
             // Held with no expiry: maybe no lock at all (every lock has one).
-            let found = key_shape(inner, b.name()).await?;
-            if !found.is_lock() && found != KeyShape::None {
-                return Err(LockError::WrongType {
-                    name: b.name().to_owned(),
-                    found,
-                });
-            }
+            no_lock(b).await?;
         }
         let w = match wake.as_mut() {
             Some(w) => w,
@@ -340,17 +308,66 @@ async fn take_group(
                 continue;
             }
         };
-        let mut nap = cfg.recheck;
-        if pttl > 0 {
-            nap = nap.min(Duration::from_millis(pttl.unsigned_abs()));
-        } else if pttl == -2 {
-            nap = Duration::ZERO;
-        }
-        if let Some(left) = left {
-            nap = nap.min(left);
-        }
-        w.pause(nap).await;
+        w.pause(nap(cfg.recheck, pttl, left)).await;
     }
+}
+
+/// The `multi_acquire.lua` call taking every member of `group` for `lease`.
+fn group_cmd(group: &[Lock], lease: Duration) -> Cmd {
+    let first = &group[0];
+    let lease_ms = millis(lease).to_string();
+    let mut keys: Vec<&str> = Vec::with_capacity(group.len() * 2);
+    for l in group {
+        keys.push(&l.handle.names.key);
+        keys.push(&l.handle.names.token);
+    }
+    MULTI_ACQUIRE.evalsha_cmd(
+        &keys,
+        &[
+            lease_ms.as_str(),
+            first.owner(),
+            first.inner.script_args.token_ttl_ms.as_str(),
+        ],
+    )
+}
+
+/// The group's late handler: a reply nobody waits for has each member it
+/// took released by token.
+fn settle_group(group: &[Lock], watchdog: Duration) -> keylatch_cluster::LateReply {
+    let members: Vec<Lock> = group.to_vec();
+    Arc::new(move |frame| {
+        if let Frame::Array(items) = frame.value() {
+            if items.first().map(Frame::value) == Some(&Frame::Integer(1)) {
+                for (m, pair) in members.iter().zip(items[1..].chunks(2)) {
+                    settle_late(m.clone(), watchdog, &Frame::Array(pair.to_vec()));
+                }
+            }
+        }
+    })
+}
+
+/// [`LockError::WrongType`] when the member's key holds no lock.
+async fn no_lock(member: &Lock) -> LockResult<()> {
+    let found = key_shape(&member.inner, member.name()).await?;
+    if !found.is_lock() && found != KeyShape::None {
+        return Err(LockError::WrongType {
+            name: member.name().to_owned(),
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// The pause before the next try: the busy member's PTTL (none when it was
+/// gone between two commands), at most the re-check and what is left.
+fn nap(recheck: Duration, pttl: i64, left: Option<Duration>) -> Duration {
+    let mut nap = recheck;
+    if pttl > 0 {
+        nap = nap.min(Duration::from_millis(pttl.unsigned_abs()));
+    } else if pttl == -2 {
+        nap = Duration::ZERO;
+    }
+    left.map_or(nap, |l| nap.min(l))
 }
 
 /// Releases what a failed multi-acquire took.

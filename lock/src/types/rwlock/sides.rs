@@ -9,7 +9,7 @@ use keylatch_resp::Cmd;
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
 use crate::lock::{AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
-use crate::names::LockNames;
+use crate::names::{companion, suffixed, LockNames};
 use crate::scripts::{
     RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW, RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_LEAVE,
     RW_WRITE_RELEASE,
@@ -37,7 +37,7 @@ static WRITE_LEASE: Renewal = Renewal {
 /// the owner's read-hold prefix; its token the session's generation.
 pub(super) static READ: LockKind = LockKind {
     label: "read",
-    names: LockNames::rw,
+    names: rw_names,
     field: owner_field,
     counter: hold_keys,
     acquire: &RW_READ_ACQUIRE,
@@ -56,7 +56,7 @@ pub(super) static READ: LockKind = LockKind {
 /// `{name}:<owner>:write:rwlock_timeout:1`, holding its fencing token.
 pub(super) static WRITE: LockKind = LockKind {
     label: "write",
-    names: LockNames::rw,
+    names: rw_names,
     field: write_field,
     counter: hold_keys,
     acquire: &RW_WRITE_ACQUIRE,
@@ -91,7 +91,7 @@ fn write_field(owner: &str) -> Arc<str> {
 /// A read session's keys, or the write hold's key: judged by the token
 /// they hold.
 fn hold_keys(names: &LockNames, field: &str) -> Arc<str> {
-    Arc::from(names.rw_read_prefix(field))
+    Arc::from(read_prefix(names, field))
 }
 
 fn read_acquire(c: &AcquireCall<'_>) -> Cmd {
@@ -99,9 +99,9 @@ fn read_acquire(c: &AcquireCall<'_>) -> Cmd {
     RW_READ_ACQUIRE.evalsha_cmd(
         &[
             names.key.to_string(),
-            names.rw_read_prefix(c.owner),
-            names.rw_writer_marker(),
-            names.rw_base(),
+            read_prefix(names, c.owner),
+            writer_marker(names),
+            base(names),
         ],
         &[c.lease_ms, c.owner],
     )
@@ -113,9 +113,9 @@ fn write_acquire(c: &AcquireCall<'_>) -> Cmd {
         &[
             names.key.to_string(),
             names.token.to_string(),
-            names.rw_writer_marker(),
-            names.rw_read_prefix(c.owner),
-            names.rw_base(),
+            writer_marker(names),
+            read_prefix(names, c.owner),
+            base(names),
         ],
         &[
             c.lease_ms,
@@ -141,20 +141,70 @@ fn release_with(script: &keylatch_cluster::Script, keys: &[&str], c: &ReleaseCal
 
 fn read_release(c: &ReleaseCall<'_>) -> Cmd {
     let n = c.names;
-    let keys = [&*n.key, &n.rw_read_prefix(c.owner), &n.rw_base()];
+    let keys = [&*n.key, &read_prefix(n, c.owner), &base(n)];
     release_with(&RW_READ_RELEASE, &keys, c)
 }
 
 fn write_release(c: &ReleaseCall<'_>) -> Cmd {
     let n = c.names;
-    let keys = [&*n.key, &*n.token, &n.rw_base()];
+    let keys = [&*n.key, &*n.token, &base(n)];
     release_with(&RW_WRITE_RELEASE, &keys, c)
 }
 
 /// `rw_write_leave.lua` for this writer: answers 1 when it was waiting.
 fn writer_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
     RW_WRITE_LEAVE.evalsha_cmd(
-        &[names.rw_writer_marker()],
+        &[writer_marker(names)],
         &[owner, names.channel.as_str(), args.publish],
     )
+}
+
+/// A read-write lock's names: its channel is `redisson_rwlock:{name}`
+/// (both modes), as Redisson's read and write locks use.
+fn rw_names(name: &str) -> LockNames {
+    LockNames {
+        channel: companion("redisson_rwlock", name),
+        ..LockNames::new(name)
+    }
+}
+
+/// The base of the per-hold keys, `{name}` (or the name itself when it has
+/// a `{`): Redisson's `suffixName(name, "")` less the colon.
+fn base(names: &LockNames) -> String {
+    suffixed(&names.key, None)
+}
+
+/// An owner's read-hold prefix, `{name}:<owner>:rwlock_timeout`: read hold
+/// i is this plus `:i`.
+fn read_prefix(names: &LockNames, owner: &str) -> String {
+    format!("{}:{owner}:rwlock_timeout", base(names))
+}
+
+/// The waiting writers, `{name}:rwlock_writers_waiting` (a zset of owner →
+/// deadline; keylatch's own key, beside Redisson's layout).
+fn writer_marker(names: &LockNames) -> String {
+    suffixed(&names.key, Some("rwlock_writers_waiting"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keylatch_cluster::Slot;
+
+    #[test]
+    fn read_write_names_are_redissons_and_share_the_slot() {
+        let n = rw_names("docs");
+        assert_eq!(n.channel, "redisson_rwlock:{docs}");
+        assert_eq!(read_prefix(&n, "u:1"), "{docs}:u:1:rwlock_timeout");
+        assert_eq!(writer_marker(&n), "{docs}:rwlock_writers_waiting");
+        let tagged = rw_names("{t}docs");
+        assert_eq!(tagged.channel, "redisson_rwlock:{t}docs");
+        assert_eq!(read_prefix(&tagged, "u:1"), "{t}docs:u:1:rwlock_timeout");
+        for n in [n, tagged] {
+            let slot = Slot::of(n.key.as_bytes());
+            assert_eq!(Slot::of(read_prefix(&n, "o:9").as_bytes()), slot);
+            assert_eq!(Slot::of(writer_marker(&n).as_bytes()), slot);
+            assert_eq!(Slot::of(n.channel.as_bytes()), slot);
+        }
+    }
 }

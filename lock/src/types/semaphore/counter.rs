@@ -1,0 +1,284 @@
+//! What both semaphores share: their names, the counter's calls, the
+//! wait for permits, and the replies of their scripts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::Commands;
+use keylatch_resp::Frame;
+
+use crate::context::Inner;
+use crate::error::{LockError, LockResult};
+use crate::lease::Renewal;
+use crate::lock::retriable;
+
+use super::permit_id::PermitId;
+use crate::names::{companion, suffixed};
+use crate::reply::parse_pair as pair;
+use crate::scripts::{
+    PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, SEMAPHORE_CHANGE, SEMAPHORE_DRAIN,
+    SEMAPHORE_SET,
+};
+use crate::shape::wrong_type;
+use crate::wake::Wake;
+
+/// Most permits one [`ExpirableSemaphore`] acquire may lease: each is an id
+/// in the request, the zset and the guard, so the bound keeps one call's
+/// script (and the guard) small.
+pub const MAX_LEASED_PERMITS: u64 = 10_000;
+
+/// Leased permits of one guard: the hold's "owner" is its permit ids (hex,
+/// comma-separated) and its "counter" the permits zset, `{name}:timeout`.
+/// Not tracked: the hold's key is the semaphore's counter, which every
+/// acquire and release of anyone writes.
+pub(super) static PERMITS_LEASE: Renewal = Renewal {
+    slot: &PERMITS_RENEW,
+    node: &PERMITS_RENEW_NODE,
+    tracked: false,
+};
+
+/// The names one semaphore uses.
+#[derive(Clone, Debug)]
+pub(super) struct SemNames {
+    /// The counter: the user's name.
+    pub(super) key: Arc<str>,
+    /// `redisson_sc:{name}`.
+    pub(super) channel: String,
+    /// `{name}:timeout` (permit-expirable semaphores only).
+    pub(super) timeouts: Arc<str>,
+}
+
+impl SemNames {
+    pub(super) fn new(name: &str) -> Self {
+        Self {
+            key: Arc::from(name),
+            channel: companion("redisson_sc", name),
+            timeouts: Arc::from(suffixed(name, Some("timeout"))),
+        }
+    }
+}
+
+/// What one try of an acquire found.
+pub(super) enum Try<T> {
+    Got(T),
+    /// Not enough permits; the hint (ms) bounds the nap (-1: none).
+    Short(i64),
+}
+
+/// Tries until it gets, or `deadline` passes (`Ok(None)`). The first try
+/// needs no subscription; after it the waiter listens on `channel` and
+/// tries again on a message, a gap, the hint or the re-check.
+pub(super) async fn wait_for<T, F, Fut>(
+    inner: &Inner,
+    name: &str,
+    channel: &str,
+    deadline: Option<Instant>,
+    mut once: F,
+) -> LockResult<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = LockResult<Try<T>>>,
+{
+    let mut wake: Option<Wake> = None;
+    loop {
+        let hint = match once().await? {
+            Try::Got(v) => return Ok(Some(v)),
+            Try::Short(hint) => hint,
+        };
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        let wake = match wake.as_mut() {
+            Some(w) => w,
+            None => {
+                // Subscribed, try again at once: a release in between would
+                // otherwise be missed until the re-check.
+                wake = Some(Wake::subscribe(inner, name, channel, deadline).await);
+                continue;
+            }
+        };
+        let mut nap = inner.config.recheck;
+        if hint > 0 {
+            nap = nap.min(Duration::from_millis(hint.unsigned_abs()));
+        }
+        if let Some(left) = left {
+            nap = nap.min(left);
+        }
+        wake.pause(nap).await;
+    }
+}
+
+/// What a semaphore acquire script's `{status, hint}` reply says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SemReply {
+    /// The permits were taken (status 1).
+    Got,
+    /// The semaphore does not exist (status -1).
+    Missing,
+    /// Its key holds something else than a count (status -3).
+    WrongType,
+    /// Not enough permits (any other status); the hint, in milliseconds,
+    /// until a leased permit expires (or -1).
+    Short(i64),
+}
+
+/// Reads a semaphore acquire reply; any other shape is
+/// [`LockError::Protocol`].
+pub(crate) fn sem_reply(frame: &Frame) -> LockResult<SemReply> {
+    Ok(match pair(frame)? {
+        (1, _) => SemReply::Got,
+        (-1, _) => SemReply::Missing,
+        (-3, _) => SemReply::WrongType,
+        (_, hint) => SemReply::Short(hint),
+    })
+}
+
+/// Reads a `permits_renew` reply for one guard's permits: `true` when
+/// they stand (renewed), `false` when gone; any other shape is
+/// [`LockError::Protocol`].
+pub(crate) fn renew_reply(reply: Frame) -> LockResult<bool> {
+    let first = |v: &[Frame]| v.first().map(Frame::value).cloned();
+    match reply.into_value() {
+        Frame::Array(v) if first(&v) == Some(Frame::Integer(1)) => Ok(true),
+        Frame::Array(v) if first(&v) == Some(Frame::Integer(0)) => Ok(false),
+        other => Err(LockError::Protocol(other.to_string())),
+    }
+}
+
+/// An integer reply; any other shape is [`LockError::Protocol`].
+pub(crate) fn integer(frame: &Frame) -> LockResult<i64> {
+    match frame.value() {
+        Frame::Integer(n) => Ok(*n),
+        other => Err(LockError::Protocol(other.to_string())),
+    }
+}
+
+pub(super) fn wait_deadline(wait: Duration) -> Option<Instant> {
+    if wait.is_zero() {
+        Some(Instant::now())
+    } else {
+        Instant::now().checked_add(wait)
+    }
+}
+
+/// How long one acquire attempt may take: the remaining wait, at least
+/// [`LocksConfig::attempt_timeout`](crate::LocksConfig::attempt_timeout).
+pub(super) fn bound(inner: &Inner, deadline: Option<Instant>) -> Duration {
+    let floor = inner.config.attempt_timeout;
+    deadline.map_or(floor, |d| {
+        d.saturating_duration_since(Instant::now()).max(floor)
+    })
+}
+
+/// The operations both kinds share, on their counter.
+#[derive(Clone)]
+pub(super) struct Counter {
+    pub(super) inner: Arc<Inner>,
+    pub(super) names: SemNames,
+    /// Permit-expirable: expired permits are returned before counting.
+    pub(super) expirable: bool,
+}
+
+impl Counter {
+    pub(super) async fn try_set(&self, permits: u64) -> LockResult<bool> {
+        let n = permits.to_string();
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &SEMAPHORE_SET,
+                &[&*self.names.key],
+                &[
+                    n.as_str(),
+                    self.names.channel.as_str(),
+                    self.inner.publish_command(),
+                    n.as_str(),
+                ],
+            )
+            .await?;
+        match integer(&reply)? {
+            // No count at the name: another type, or a name reused.
+            -1 => Err(wrong_type(&self.inner, &self.names.key).await),
+            n => Ok(n == 1),
+        }
+    }
+
+    pub(super) async fn change(&self, delta: i64) -> LockResult<i64> {
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &SEMAPHORE_CHANGE,
+                &[&*self.names.key],
+                &[
+                    delta.to_string().as_str(),
+                    self.names.channel.as_str(),
+                    self.inner.publish_command(),
+                ],
+            )
+            .await?;
+        self.count_or_wrong_type(&reply).await
+    }
+
+    /// A count script's integer, or (nil: the key holds something else
+    /// than a count) [`LockError::WrongType`] naming what it holds.
+    pub(super) async fn count_or_wrong_type(&self, reply: &Frame) -> LockResult<i64> {
+        if *reply.value() == Frame::Null {
+            return Err(wrong_type(&self.inner, &self.names.key).await);
+        }
+        integer(reply)
+    }
+
+    pub(super) async fn drain(&self, only_count: bool) -> LockResult<i64> {
+        let mut keys = vec![&*self.names.key];
+        if self.expirable {
+            keys.push(&*self.names.timeouts);
+        }
+        let reply = self
+            .inner
+            .client
+            .eval_script(
+                &SEMAPHORE_DRAIN,
+                &keys,
+                &[if only_count { "1" } else { "0" }],
+            )
+            .await?;
+        self.count_or_wrong_type(&reply).await
+    }
+}
+
+/// `permits_release.lua` for `ids`: (released, of those expired). Retried
+/// while it surely did not run (not sent, a redirect, a slot migrating),
+/// for up to the attempt timeout.
+pub(super) async fn release_ids(c: &Counter, ids: &[PermitId]) -> LockResult<(usize, usize)> {
+    if ids.is_empty() {
+        return Ok((0, 0));
+    }
+    let hex: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    let mut args: Vec<&str> = vec![c.names.channel.as_str(), c.inner.publish_command()];
+    args.extend(hex.iter().map(String::as_str));
+    let keys = [&*c.names.key, &*c.names.timeouts];
+    let until = Instant::now() + c.inner.config.attempt_timeout.max(Duration::from_secs(1));
+    let mut pause = Duration::from_millis(20);
+    let frame = loop {
+        match c
+            .inner
+            .client
+            .eval_script(&PERMITS_RELEASE, &keys, &args)
+            .await
+        {
+            Ok(f) => break f,
+            Err(e) if retriable(&e) && Instant::now() + pause < until => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let (released, expired) = pair(&frame)?;
+    Ok((
+        usize::try_from(released).unwrap_or(0),
+        usize::try_from(expired).unwrap_or(0),
+    ))
+}

@@ -1,0 +1,329 @@
+//! [`ExpirableSemaphore`]: Redisson's `RPermitExpirableSemaphore`, permits
+//! with ids and leases.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::context::Inner;
+use crate::error::{LockError, LockResult};
+use crate::hold_key::HoldKey;
+use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
+use crate::scripts::PERMITS_ACQUIRE;
+use crate::shape::wrong_type;
+
+use super::counter::{
+    bound, release_ids, sem_reply, wait_deadline, wait_for, Counter, SemNames, SemReply, Try,
+    MAX_LEASED_PERMITS, PERMITS_LEASE,
+};
+use super::permit_guard::PermitGuard;
+use super::permit_id::PermitId;
+
+/// A permit-expirable semaphore in Redisson's `RPermitExpirableSemaphore`
+/// layout: the key holds the available permits, `{name}:timeout` the
+/// leased permits (raw id → expiry). The crash-safe semaphore: every
+/// permit taken has a lease (the watchdog's, renewed while its
+/// [`PermitGuard`] lives, or a fixed one), so a process that dies gives its
+/// permits back within one lease. Expiries come from the server's clock.
+///
+/// ```no_run
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// let sem = locks.expirable_semaphore("render-slots");
+/// sem.try_set_permits(4).await?;
+/// let permits = sem.acquire(1, None).await?; // renewed while held
+/// println!("holding {:?}", permits.ids());
+/// permits.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ExpirableSemaphore {
+    pub(super) c: Counter,
+}
+
+impl fmt::Debug for ExpirableSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpirableSemaphore")
+            .field("name", &self.c.names.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExpirableSemaphore {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str) -> Self {
+        Self {
+            c: Counter {
+                inner,
+                names: SemNames::new(name),
+                expirable: true,
+            },
+        }
+    }
+
+    /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// assert_eq!(locks.expirable_semaphore("render-slots").name(), "render-slots");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.c.names.key
+    }
+
+    /// Sets the available permits when the semaphore does not exist yet;
+    /// `true` when set.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.expirable_semaphore("render-slots").try_set_permits(4).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the name holds something that is no
+    /// count (another type, a name reused); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have set them.
+    pub async fn try_set_permits(&self, permits: u64) -> LockResult<bool> {
+        self.c.try_set(permits).await
+    }
+
+    /// Adds `delta` available permits (negative: removes), keeping the
+    /// key's expiry; returns the available permits after.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.expirable_semaphore("render-slots").add_permits(1).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have added them.
+    pub async fn add_permits(&self, delta: i64) -> LockResult<i64> {
+        self.c.change(delta).await
+    }
+
+    /// Permits available now, after expired ones went back to the pool.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let free = locks.expirable_semaphore("render-slots").available().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn available(&self) -> LockResult<i64> {
+        self.c.drain(true).await
+    }
+
+    /// Takes every available permit (after expired ones went back); returns
+    /// how many. They are not leased: they come back only by
+    /// [`add_permits`](Self::add_permits).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let taken = locks.expirable_semaphore("render-slots").drain().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have drained.
+    pub async fn drain(&self) -> LockResult<i64> {
+        self.c.drain(false).await
+    }
+
+    /// Waits as long as it takes for `permits` leased permits; `lease:
+    /// None` renews them through the watchdog while the guard lives.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.expirable_semaphore("render-slots").acquire(2, None).await?;
+    /// g.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self, permits: u64, lease: Option<Duration>) -> LockResult<PermitGuard> {
+        loop {
+            // A day per round keeps the deadline arithmetic finite.
+            if let Some(g) = self
+                .try_acquire(permits, Duration::from_secs(86_400), lease)
+                .await?
+            {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// Tries for up to `wait` to take `permits` leased permits. `lease:
+    /// Some(d)`: they expire `d` after the acquire (server time) and
+    /// [`PermitGuard::lost`] fires then; `None`: the watchdog renews them
+    /// while the guard lives. `Ok(None)` when not in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.expirable_semaphore("render-slots");
+    /// if let Some(g) = sem.try_acquire(1, Duration::from_secs(2), Some(Duration::from_secs(60))).await? {
+    ///     g.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
+    /// set; [`LockError::WrongType`] at once when its key holds something
+    /// else than a count; [`LockError::PermitCount`] for 0 permits or more than
+    /// [`MAX_LEASED_PERMITS`]; [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: permits taken by an attempt whose reply comes after the
+    /// caller left are given back by id in the background (and a reply that
+    /// never comes leaves them to expire with their lease).
+    pub async fn try_acquire(
+        &self,
+        permits: u64,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<PermitGuard>> {
+        let deadline = wait_deadline(wait);
+        let inner = &self.c.inner;
+        let (lease_d, renew) = match lease {
+            Some(l) => (clamp_span(l), false),
+            None => (clamp_span(inner.config.watchdog_timeout), true),
+        };
+        if permits == 0 || permits > MAX_LEASED_PERMITS {
+            return Err(LockError::PermitCount {
+                asked: permits,
+                max: MAX_LEASED_PERMITS,
+            });
+        }
+        let n = usize::try_from(permits).unwrap_or(usize::MAX);
+        let names = &self.c.names;
+        let lease_ms = millis(lease_d).to_string();
+        wait_for(inner, &names.key, &names.channel, deadline, || {
+            // Fresh ids per try: an id is never reused, even by a late reply.
+            let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
+            let lease_ms = lease_ms.clone();
+            async move {
+                let hex: Vec<String> = ids.iter().map(ToString::to_string).collect();
+                let n_text = n.to_string();
+                let mut args: Vec<&str> = vec![
+                    &n_text,
+                    &lease_ms,
+                    names.channel.as_str(),
+                    inner.publish_command(),
+                ];
+                args.extend(hex.iter().map(String::as_str));
+                let cmd =
+                    Arc::new(PERMITS_ACQUIRE.evalsha_cmd(&[&*names.key, &*names.timeouts], &args));
+                // A reply nobody waits for: its permits go back by id.
+                let late: keylatch_cluster::LateReply = {
+                    let c = self.c.clone();
+                    let ids = ids.clone();
+                    Arc::new(move |frame| {
+                        if matches!(sem_reply(&frame), Ok(SemReply::Got)) {
+                            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                                let (c, ids) = (c.clone(), ids.clone());
+                                rt.spawn(async move {
+                                    let _ = release_ids(&c, &ids).await;
+                                });
+                            }
+                        }
+                    })
+                };
+                let sent_at = Instant::now();
+                let frame = inner
+                    .client
+                    .eval_shared_settled(&PERMITS_ACQUIRE, &cmd, Some(bound(inner, deadline)), late)
+                    .await?;
+                match sem_reply(&frame)? {
+                    SemReply::Got => Ok(Try::Got(self.guard(ids, renew, lease_d, sent_at))),
+                    SemReply::Missing => Err(LockError::NoSuchSemaphore {
+                        name: names.key.to_string(),
+                    }),
+                    SemReply::WrongType => Err(wrong_type(inner, &names.key).await),
+                    SemReply::Short(hint) => Ok(Try::Short(hint)),
+                }
+            }
+        })
+        .await
+    }
+
+    pub(super) fn guard(
+        &self,
+        ids: Vec<PermitId>,
+        renew: bool,
+        lease: Duration,
+        sent_at: Instant,
+    ) -> PermitGuard {
+        let inner = &self.c.inner;
+        let csv: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let hold = Hold::new(NewHold {
+            key: HoldKey::new(Arc::clone(&self.c.names.key), Arc::from(csv.join(","))),
+            counter: Arc::clone(&self.c.names.timeouts),
+            token: 0,
+            renewal: &PERMITS_LEASE,
+            renew,
+            lease,
+            sent_at,
+            max_hold: None,
+            drift_permille: inner.config.drift_permille,
+            live: Arc::clone(&inner.live_holds),
+        });
+        inner.engine.watch(&hold, sent_at);
+        PermitGuard {
+            c: self.c.clone(),
+            ids,
+            hold,
+            renew,
+            lease,
+            done: false,
+        }
+    }
+
+    /// Gives permits back by id (e.g. ids handed over from another
+    /// process); waiters are told.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks, ids: Vec<keylatch_lock::PermitId>) -> keylatch_lock::LockResult<()> {
+    /// locks.expirable_semaphore("render-slots").release_ids(&ids).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Expired`] when any id's lease had run out (it still went
+    /// back to the pool, as in Redisson) or it was not out any more
+    /// (released before, or expired and taken back by an acquire): the
+    /// holder may have run past its lease. [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have released.
+    pub async fn release_ids(&self, ids: &[PermitId]) -> LockResult<()> {
+        let (released, expired) = release_ids(&self.c, ids).await?;
+        if expired > 0 || released < ids.len() {
+            return Err(LockError::Expired {
+                name: self.name().to_owned(),
+            });
+        }
+        Ok(())
+    }
+}

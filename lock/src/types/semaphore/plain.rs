@@ -1,0 +1,258 @@
+//! [`Semaphore`]: Redisson's `RSemaphore`, permits without an owner.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::context::Inner;
+use crate::error::{LockError, LockResult};
+use crate::scripts::SEMAPHORE_ACQUIRE;
+use crate::shape::wrong_type;
+
+use super::counter::{bound, sem_reply, wait_deadline, wait_for, Counter, SemNames, SemReply, Try};
+
+/// A semaphore in Redisson's `RSemaphore` layout: the key named after it
+/// holds the available permits; releases publish the new count on
+/// `redisson_sc:{name}`. Permits belong to nobody: a holder that crashes
+/// never gives its permits back (see [`ExpirableSemaphore`] for permits
+/// that come back by themselves).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+/// let sem = locks.semaphore("downloads");
+/// sem.try_set_permits(3).await?; // only when not set yet
+/// if sem.try_acquire(1, Duration::from_secs(5)).await? {
+///     // … one of at most three …
+///     sem.release(1).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    pub(super) c: Counter,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.c.names.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Semaphore {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str) -> Self {
+        Self {
+            c: Counter {
+                inner,
+                names: SemNames::new(name),
+                expirable: false,
+            },
+        }
+    }
+
+    /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # fn demo(locks: keylatch_lock::Locks) {
+    /// assert_eq!(locks.semaphore("downloads").name(), "downloads");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.c.names.key
+    }
+
+    /// Sets the permits when the semaphore does not exist yet; `true` when
+    /// set (the count is published), `false` when it existed (unchanged).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let first = locks.semaphore("downloads").try_set_permits(3).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the name holds something that is no
+    /// count (another type, a name reused); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have set them.
+    pub async fn try_set_permits(&self, permits: u64) -> LockResult<bool> {
+        self.c.try_set(permits).await
+    }
+
+    /// Adds `delta` permits (negative: takes them away, even below zero),
+    /// keeping the key's expiry (Redisson's `addPermits` drops it). Returns
+    /// the permits available after; waiters are told.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let now = locks.semaphore("downloads").add_permits(2).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have added them.
+    pub async fn add_permits(&self, delta: i64) -> LockResult<i64> {
+        self.c.change(delta).await
+    }
+
+    /// Permits available now (0 when the semaphore does not exist).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// println!("{} free", locks.semaphore("downloads").available().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn available(&self) -> LockResult<i64> {
+        self.c.drain(true).await
+    }
+
+    /// Takes every available permit at once; returns how many.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let taken = locks.semaphore("downloads").drain().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have drained.
+    pub async fn drain(&self) -> LockResult<i64> {
+        self.c.drain(false).await
+    }
+
+    /// Gives `permits` back and tells waiters; returns the permits
+    /// available after. (Anyone may release: permits have no owner.)
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.semaphore("downloads").release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WrongType`] when the key holds something else than a
+    /// count (the name reused by another type); [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have released.
+    pub async fn release(&self, permits: u64) -> LockResult<i64> {
+        self.c
+            .change(i64::try_from(permits).unwrap_or(i64::MAX))
+            .await
+    }
+
+    /// Waits as long as it takes for `permits`.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.semaphore("downloads");
+    /// sem.acquire(1).await?;
+    /// sem.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self, permits: u64) -> LockResult<()> {
+        self.wait(permits, None).await.map(drop)
+    }
+
+    /// Tries for up to `wait` to take `permits`; `false` when not in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.semaphore("downloads");
+    /// if sem.try_acquire(2, Duration::from_secs(1)).await? {
+    ///     sem.release(2).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
+    /// set (nothing to wait for); [`LockError::WrongType`] at once when its
+    /// key holds something else than a count (a lock, a list, …);
+    /// [`LockError::Client`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: permits taken by an attempt whose reply comes after the
+    /// caller left are given back in the background.
+    pub async fn try_acquire(&self, permits: u64, wait: Duration) -> LockResult<bool> {
+        Ok(self.wait(permits, wait_deadline(wait)).await?.is_some())
+    }
+
+    pub(super) async fn wait(
+        &self,
+        permits: u64,
+        deadline: Option<Instant>,
+    ) -> LockResult<Option<()>> {
+        if permits == 0 {
+            // Nothing to take (Redisson answers at once too).
+            return Ok(Some(()));
+        }
+        let n = permits.to_string();
+        let names = &self.c.names;
+        let cmd = Arc::new(SEMAPHORE_ACQUIRE.evalsha_cmd(&[&*names.key], &[n.as_str()]));
+        // A reply nobody waits for any more: permits it took go back.
+        let late: keylatch_cluster::LateReply = {
+            let c = self.c.clone();
+            Arc::new(move |frame| {
+                if matches!(sem_reply(&frame), Ok(SemReply::Got)) {
+                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                        let c = c.clone();
+                        rt.spawn(async move {
+                            let _ = c.change(i64::try_from(permits).unwrap_or(i64::MAX)).await;
+                        });
+                    }
+                }
+            })
+        };
+        let inner = &self.c.inner;
+        wait_for(inner, &names.key, &names.channel, deadline, || {
+            let (cmd, late) = (Arc::clone(&cmd), Arc::clone(&late));
+            async move {
+                let frame = inner
+                    .client
+                    .eval_shared_settled(
+                        &SEMAPHORE_ACQUIRE,
+                        &cmd,
+                        Some(bound(inner, deadline)),
+                        late,
+                    )
+                    .await?;
+                match sem_reply(&frame)? {
+                    SemReply::Got => Ok(Try::Got(())),
+                    SemReply::Missing => Err(LockError::NoSuchSemaphore {
+                        name: names.key.to_string(),
+                    }),
+                    SemReply::WrongType => Err(wrong_type(inner, &names.key).await),
+                    // Short: waits for a release (no hint).
+                    SemReply::Short(_) => Ok(Try::Short(-1)),
+                }
+            }
+        })
+        .await
+    }
+}
