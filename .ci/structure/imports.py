@@ -47,6 +47,12 @@ for p, src in files.items():
         for item in re.findall(r'([a-z_0-9]+)(?:::|\s*[,}]|$)', m.group(1)):
             r = resolve([item])
             if r and r != p: tgt.add(r)
+    # children declared here and named by a relative path (`hold::Hold`)
+    here = me if p.endswith(('mod.rs', 'lib.rs')) else me
+    for child in re.findall(r'^\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_0-9]+)\s*;', src, re.M):
+        if re.search(r'(?<![:\w])' + child + r'::', src):
+            r = resolve(here + [child])
+            if r and r != p: tgt.add(r)
     edges[p] = tgt
 # SCCs (Tarjan)
 idx = {}; low = {}; st = []; on = set(); sccs = []; c = [0]
@@ -82,7 +88,7 @@ LAYERS = [
     ("2 context", ["context.rs", "wake.rs", "shape.rs"]),
     ("3 lock handle + guard", ["lock/"]),
     ("4 types", ["types/"]),
-    ("5 Locks", ["locks.rs"]),
+    ("5 Locks", ["locks.rs", "force.rs"]),
     ("6 over several Locks", ["redlock.rs"]),
 ]
 def layer(p):

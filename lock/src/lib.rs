@@ -65,6 +65,7 @@ mod background;
 mod config;
 mod context;
 mod error;
+mod force;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

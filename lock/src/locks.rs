@@ -20,6 +20,7 @@ use crate::types::multilock::MultiLock;
 use crate::types::reentrant::{NON_REENTRANT, REENTRANT};
 use crate::types::rwlock::RwLock;
 use crate::types::semaphore::{ExpirableSemaphore, Semaphore};
+use crate::types::spin::SPIN;
 
 /// The lock layer of one [`Client`]: hands out [`Lock`]s, and owns the
 /// watchdog task, the local wait queues and the waiters' pub/sub hub.
@@ -217,9 +218,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn spin_lock(&self, name: &str) -> Lock {
-        let mut lock = self.lock(name);
-        lock.spin = true;
-        lock
+        self.kind(name, self.inner.new_owner(), &SPIN)
     }
 
     /// A fenced lock with a fresh owner id, in Redisson's `RFencedLock`
@@ -429,7 +428,12 @@ impl Locks {
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have run.
     pub async fn force_unlock(&self, name: &str) -> LockResult<crate::ForceUnlocked> {
-        crate::shape::force_unlock(&self.inner, name).await
+        self.force_unlock_name(name).await
+    }
+
+    /// The context every handle of this `Locks` shares.
+    pub(crate) fn context(&self) -> &Inner {
+        &self.inner
     }
 
     /// The client underneath.

@@ -15,9 +15,8 @@ use keylatch_resp::Frame;
 
 use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::names::{companion, suffixed, LockNames};
-use crate::reply::parse_pair;
-use crate::scripts::{FORCE_UNLOCK, KEY_SHAPE};
+
+use crate::scripts::KEY_SHAPE;
 
 /// What a name's key holds, as `key_shape.lua` classifies it.
 ///
@@ -123,48 +122,6 @@ pub enum ForceUnlocked {
     /// A permit-expirable semaphore: this many leased permits given back
     /// to its count (the semaphore keeps its size), waiters told.
     Permits(u64),
-}
-
-/// Ends whatever holds `name`, in the way its type means (see
-/// `lua/force_unlock.lua`), then has this process's holds on it checked at
-/// once (the script's own writes raise no invalidation here).
-pub(crate) async fn force_unlock(inner: &Inner, name: &str) -> LockResult<ForceUnlocked> {
-    let names = LockNames::new(name);
-    let queue = companion("redisson_lock_queue", name);
-    let permits = suffixed(name, Some("timeout"));
-    let base = suffixed(name, None);
-    let rw_channel = companion("redisson_rwlock", name);
-    let sem_channel = companion("redisson_sc", name);
-    let reply = inner
-        .client
-        .eval_script(
-            &FORCE_UNLOCK,
-            &[name, queue.as_str(), permits.as_str(), base.as_str()],
-            &[
-                inner.publish_command(),
-                names.channel.as_str(),
-                rw_channel.as_str(),
-                sem_channel.as_str(),
-            ],
-        )
-        .await?;
-    let out = match parse_pair(&reply)? {
-        (0, _) => ForceUnlocked::Free,
-        (1, _) => ForceUnlocked::Lock,
-        (2, _) => ForceUnlocked::ReadWriteLock,
-        (3, n) => ForceUnlocked::Permits(n.max(0).unsigned_abs()),
-        (-1, shape) => {
-            return Err(LockError::ForceUnlockRefused {
-                name: name.to_owned(),
-                found: KeyShape::from_code(shape),
-            })
-        }
-        _ => return Err(LockError::Protocol(reply.to_string())),
-    };
-    if out != ForceUnlocked::Free {
-        inner.engine.touched(&names.key);
-    }
-    Ok(out)
 }
 
 /// What `key` holds now.

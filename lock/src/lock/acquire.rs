@@ -131,8 +131,8 @@ impl Lock {
         if wait.is_zero() {
             return Ok(None);
         }
-        if self.spin {
-            return Box::pin(self.wait_spin(deadline, lease)).await;
+        if let Waiting::Backoff = self.handle.kind.waiting {
+            return Box::pin(self.wait_by_backoff(deadline, lease)).await;
         }
         // Boxed: waiting (queue, subscription, timers) is the slow path, and
         // inline it would enlarge every uncontended acquire's future.

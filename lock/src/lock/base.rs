@@ -66,8 +66,6 @@ pub struct Lock {
     pub(crate) handle: Arc<Handle>,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) replica_sync: ReplicaSync,
-    /// Waits by backoff instead of pub/sub (a spin lock).
-    pub(crate) spin: bool,
 }
 
 impl std::fmt::Debug for Lock {
@@ -88,7 +86,6 @@ impl Lock {
             handle,
             max_hold: None,
             replica_sync: ReplicaSync::None,
-            spin: false,
         }
     }
 
@@ -103,7 +100,6 @@ impl Lock {
             handle: Arc::new(Handle::new(name, owner, kind)),
             max_hold: None,
             replica_sync: ReplicaSync::None,
-            spin: false,
         }
     }
 
@@ -261,31 +257,5 @@ impl Lock {
                 Ttl::Missing => None,
             },
         )
-    }
-
-    /// Ends the lock whoever holds it and wakes waiters, as
-    /// [`Locks::force_unlock`](crate::Locks::force_unlock) does for its
-    /// name (which knows the type it finds there). `true` when something
-    /// was held. The holder learns of it through [`LockGuard::lost`]: at
-    /// once when its [`Locks`](crate::Locks) tracks keys
-    /// ([`Locks::connect`](crate::Locks::connect)), else at its next
-    /// renewal (a fixed lease: when the lease ends).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
-    /// lock.force_unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::ForceUnlockRefused`](crate::LockError::ForceUnlockRefused)
-    /// when the name holds no lock (nothing changes);
-    /// [`LockError::Client`](crate::LockError::Client).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn force_unlock(&self) -> LockResult<bool> {
-        let out = crate::shape::force_unlock(&self.inner, &self.handle.names.key).await?;
-        Ok(out != crate::ForceUnlocked::Free)
     }
 }

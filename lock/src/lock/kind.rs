@@ -141,6 +141,9 @@ pub(crate) enum Waiting {
         /// The waiter's own channel.
         channel: fn(&LockNames, &str) -> String,
     },
+    /// No pub/sub and no local queue: tries again after a capped
+    /// exponential backoff with jitter (`backoff.rs`).
+    Backoff,
 }
 
 /// A waiter's place on the server, and how it is given up.

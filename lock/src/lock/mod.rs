@@ -11,11 +11,12 @@
 //! ([`LockGuard`], [`LostToken`]), `depart.rs` (a waiter's place given up),
 //! `attempt.rs` (one attempt, its late reply settled, the replica check),
 //! `turn.rs` (waiting for a turn), `queue.rs` (waiting in the server's
-//! queue), `spin.rs` (waiting by backoff), `acquire.rs` (the public acquire
+//! queue), `backoff.rs` (waiting by backoff), `acquire.rs` (the public acquire
 //! and release by owner).
 
 mod acquire;
 mod attempt;
+mod backoff;
 mod base;
 mod depart;
 mod guard;
@@ -24,7 +25,6 @@ mod kind;
 mod queue;
 mod release;
 mod rlock_hash;
-mod spin;
 mod turn;
 
 pub(crate) use attempt::settle_late;

@@ -42,7 +42,7 @@ impl Lock {
         // takes back however its wait ends without the lock.
         let place = match self.handle.kind.waiting {
             Waiting::Turn(place) => place,
-            Waiting::Queue { .. } => None,
+            Waiting::Queue { .. } | Waiting::Backoff => None,
         };
         let writer = place.is_some();
         let mut marker = Departure::new(self, place);

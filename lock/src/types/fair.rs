@@ -137,6 +137,12 @@ fn waiter_channel(names: &LockNames, owner: &str) -> String {
     format!("{}:{owner}", names.channel)
 }
 
+/// `redisson_lock_queue:{name}`: the queue a force unlock keeps and wakes
+/// the head of.
+pub(crate) fn queue_key(name: &str) -> String {
+    companion("redisson_lock_queue", name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

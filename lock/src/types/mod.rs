@@ -11,3 +11,4 @@ pub(crate) mod multilock;
 pub(crate) mod reentrant;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
+pub(crate) mod spin;

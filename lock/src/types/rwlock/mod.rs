@@ -29,10 +29,11 @@
 
 mod sides;
 
+pub(crate) use sides::force_keys;
+
 use std::sync::Arc;
 
 use crate::context::Inner;
-use crate::error::LockResult;
 use crate::lock::Lock;
 
 use sides::{READ, WRITE};
@@ -134,25 +135,5 @@ impl RwLock {
     /// ```
     pub fn owner(&self) -> &str {
         self.read.owner()
-    }
-
-    /// Deletes the lock whatever holds it (readers and writer) and wakes
-    /// every waiter. `true` when there was a lock. Holders learn of it
-    /// through `lost()` (a writer at once when its `Locks` tracks keys,
-    /// readers at their next renewal).
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// locks.rw_lock("catalogue").force_unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::Client`](crate::LockError::Client).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn force_unlock(&self) -> LockResult<bool> {
-        self.write.force_unlock().await
     }
 }

@@ -186,6 +186,13 @@ fn writer_marker(names: &LockNames) -> String {
     suffixed(&names.key, Some("rwlock_writers_waiting"))
 }
 
+/// What a force unlock needs of a read-write lock `name`: the base of its
+/// hold keys and its channel.
+pub(crate) fn force_keys(name: &str) -> (String, String) {
+    let names = rw_names(name);
+    (base(&names), names.channel)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

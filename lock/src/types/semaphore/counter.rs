@@ -58,6 +58,13 @@ impl SemNames {
     }
 }
 
+/// What a force unlock needs of a semaphore `name`: its leased permits'
+/// zset and its channel.
+pub(crate) fn force_keys(name: &str) -> (String, String) {
+    let n = SemNames::new(name);
+    (n.timeouts.to_string(), n.channel)
+}
+
 /// What one try of an acquire found.
 pub(super) enum Try<T> {
     Got(T),

@@ -27,6 +27,7 @@ mod permit_guard;
 mod permit_id;
 mod plain;
 
+pub(crate) use counter::force_keys;
 pub use counter::MAX_LEASED_PERMITS;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use counter::{integer, renew_reply, sem_reply, SemReply};
