@@ -59,7 +59,7 @@ impl Lock {
     /// Ends the lock whoever holds it and wakes waiters, as
     /// [`Locks::force_unlock`](crate::Locks::force_unlock) does for its
     /// name (which knows the type it finds there). `true` when something
-    /// was held. The holder learns of it through [`LockGuard::lost`]: at
+    /// was held. The holder learns of it through [`LockGuard::lost`](crate::LockGuard::lost): at
     /// once when its [`Locks`](crate::Locks) tracks keys
     /// ([`Locks::connect`](crate::Locks::connect)), else at its next
     /// renewal (a fixed lease: when the lease ends).

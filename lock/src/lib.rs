@@ -1,48 +1,29 @@
 //! keylatch's lock family, wire-compatible with Redisson.
 //!
-//! Layout:
-//! - [`Locks`] (`locks.rs`): per-client entry point; owns the watchdog task,
-//!   the local wait queues and the waiters' pub/sub hub. [`LocksConfig`].
-//! - [`Lock`] (`lock.rs`): one reentrant lock as one owner; the acquire
-//!   path (try, subscribe, try again, wait for the unlock message or the
-//!   PTTL), [`ReplicaSync`].
-//! - `acquire.rs`: one acquire attempt and the finisher that settles an
-//!   attempt nobody waits for; waiting for a turn; the replica check.
-//! - [`LockGuard`] (`guard.rs`): one guard of a hold, its fencing token,
-//!   `lost()`.
-//! - `hold.rs`: a hold, named by its token, shared by the guards of its
-//!   first acquire and re-entries: loss signal, deadline, guard counts.
-//! - `lease/`: the lease engine, one actor task per [`Locks`] that renews
-//!   and watches holds ([`LossReason`]); `lease/calls.rs` its server calls.
-//! - `release.rs`: releases retried until the hold's deadline, and futures
-//!   that finish in the background when dropped.
-//! - `waiters.rs`: one local FIFO per lock name, so a release wakes one
-//!   local contender, not a herd.
-//! - `wake.rs`: a waiter's wake-up source (its subscription, or polling).
-//! - `fair.rs`: the fair lock's wait, in the server's queue, and leaving it.
-//! - `depart.rs`: a waiter's place (fair queue, waiting writers) given up
-//!   however its wait ends without the lock.
-//! - `spin.rs`: a spin lock's wait (backoff, no pub/sub).
-//! - [`Semaphore`], [`ExpirableSemaphore`] and [`PermitGuard`]
-//!   (`semaphore.rs`): Redisson's semaphores; leased permits are holds of
-//!   the lease engine.
-//! - [`CountDownLatch`] (`latch.rs`).
-//! - [`MultiLock`] (`multilock.rs`): all of several locks or none, in one
-//!   canonical order; [`RedLock`] (`redlock.rs`): a quorum over
-//!   independent masters; `losses.rs`: their loss signals.
-//! - [`RwLock`] (`rwlock.rs`): a read-write lock whose read and write sides
-//!   are [`Lock`] handles of one owner; the waiting writer's marker.
-//! - `handle.rs`: what a lock handle and its clones share, with the lock's
-//!   script commands encoded once per handle (the watchdog acquire whole,
-//!   the release up to its fencing token).
-//! - `hold_key.rs`: the watchdog's key for a hold, hashed once per handle.
-//! - `names.rs`: Redisson's key and channel names; every key of a lock
-//!   shares its slot.
-//! - [`KeyShape`] and [`ForceUnlocked`] (`shape.rs`): what a name's key
-//!   holds, for the typed answer when it is no lock of the kind asked for,
-//!   and what a force unlock ended.
-//! - [`scripts`]: the static catalogue of Lua scripts from `lua/`.
-//! - [`LockError`] (`error.rs`).
+//! Layers, bottom to top; a file imports only from the layers below it
+//! (ARCHITECTURE.md has the table, and how to add a type):
+//! - base: [`LockError`] (`error.rs`), [`LocksConfig`] (`config.rs`),
+//!   `names.rs` (the RLock hash's key and channel names), [`scripts`] (the
+//!   Lua catalogue), `reply.rs`, `span.rs`, `hold_key.rs`, `waiters.rs`
+//!   (one local FIFO per lock name), `background.rs` (releases running on
+//!   the runtime, which [`Locks::settle`] waits for);
+//! - `lease/`: a hold (`hold.rs`, named by its token) and the lease engine,
+//!   one actor task per [`Locks`] that renews and watches holds
+//!   ([`LossReason`]); a hold's type names its `Renewal`, the engine none;
+//! - `context.rs` (what every handle of a [`Locks`] shares), `wake.rs` (a
+//!   waiter's subscription, or polling), [`KeyShape`] (`shape.rs`: what a
+//!   name's key holds);
+//! - `lock/`: the handle and guard of every type that is taken like a lock:
+//!   [`Lock`], [`LockGuard`], [`ReplicaSync`], its acquire, waits and
+//!   releases. `lock/kind.rs` is the seam: a type is one `LockKind` value
+//!   (its names, scripts' commands, lease, token rule, way of waiting);
+//! - `types/`: one file or folder per type: reentrant and non-reentrant,
+//!   fenced, spin, fair, [`RwLock`], [`Semaphore`] and
+//!   [`ExpirableSemaphore`] with [`PermitGuard`], [`CountDownLatch`],
+//!   [`MultiLock`];
+//! - [`Locks`] (`locks.rs`: constructors, one line per type) and the
+//!   force unlock over every type ([`ForceUnlocked`], `force.rs`);
+//! - [`RedLock`] (`redlock.rs`): a quorum over several [`Locks`].
 //! - `fuzzing.rs` (cargo feature `fuzzing`, off by default, hidden): the
 //!   script-reply parsers checked on arbitrary frames, for the libFuzzer
 //!   target in the repository's `fuzz/` and the corpus replay in this

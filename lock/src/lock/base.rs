@@ -104,7 +104,7 @@ impl Lock {
     }
 
     /// Bounds the total time a watchdog hold may last: past it renewal stops
-    /// and [`LockGuard::lost`] fires, so a wedged holder cannot keep the lock
+    /// and [`LockGuard::lost`](crate::LockGuard::lost) fires, so a wedged holder cannot keep the lock
     /// forever. Unbounded by default.
     ///
     /// ```no_run

@@ -22,7 +22,7 @@ use crate::scripts::{
 use crate::shape::wrong_type;
 use crate::wake::Wake;
 
-/// Most permits one [`ExpirableSemaphore`] acquire may lease: each is an id
+/// Most permits one [`ExpirableSemaphore`](crate::ExpirableSemaphore) acquire may lease: each is an id
 /// in the request, the zset and the guard, so the bound keeps one call's
 /// script (and the guard) small.
 pub const MAX_LEASED_PERMITS: u64 = 10_000;

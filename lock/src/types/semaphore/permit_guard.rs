@@ -15,7 +15,7 @@ use crate::scripts::PERMITS_RENEW;
 use super::counter::{release_ids, renew_reply, Counter};
 use super::permit_id::PermitId;
 
-/// Leased permits of an [`ExpirableSemaphore`]. Release them with
+/// Leased permits of an [`ExpirableSemaphore`](crate::ExpirableSemaphore). Release them with
 /// [`release`](Self::release), which reports errors. Dropping the guard
 /// stops renewal and gives the permits back in the background (without a
 /// runtime, they expire with their lease).
@@ -51,7 +51,7 @@ impl fmt::Debug for PermitGuard {
 }
 
 impl PermitGuard {
-    /// The permits' ids (hand them to [`ExpirableSemaphore::release_ids`]
+    /// The permits' ids (hand them to [`ExpirableSemaphore::release_ids`](crate::ExpirableSemaphore::release_ids)
     /// elsewhere to release them there).
     ///
     /// ```no_run

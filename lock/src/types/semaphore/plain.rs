@@ -14,7 +14,7 @@ use super::counter::{bound, sem_reply, wait_deadline, wait_for, Counter, SemName
 /// A semaphore in Redisson's `RSemaphore` layout: the key named after it
 /// holds the available permits; releases publish the new count on
 /// `redisson_sc:{name}`. Permits belong to nobody: a holder that crashes
-/// never gives its permits back (see [`ExpirableSemaphore`] for permits
+/// never gives its permits back (see [`ExpirableSemaphore`](crate::ExpirableSemaphore) for permits
 /// that come back by themselves).
 ///
 /// ```no_run
