@@ -1,4 +1,4 @@
-//! The catalogue of Lua scripts, compiled in from `lua/`.
+//! The catalogue of Lua scripts, compiled in from this crate's `lua/`.
 //!
 //! Each script is a `static` [`Script`]: its SHA-1 is computed once, on first
 //! use, and [`Commands::eval_script`](keylatch_cluster::Commands::eval_script)
@@ -14,7 +14,7 @@ use keylatch_cluster::Script;
 /// ```
 pub static REENTRANT_ACQUIRE: Script = Script::new(
     "reentrant_acquire",
-    include_str!("../../lua/reentrant_acquire.lua"),
+    include_str!("../lua/reentrant_acquire.lua"),
 );
 
 /// Take a non-reentrant lock (Redisson's RLock layout; a re-entry is
@@ -25,7 +25,7 @@ pub static REENTRANT_ACQUIRE: Script = Script::new(
 /// ```
 pub static NONREENTRANT_ACQUIRE: Script = Script::new(
     "nonreentrant_acquire",
-    include_str!("../../lua/nonreentrant_acquire.lua"),
+    include_str!("../lua/nonreentrant_acquire.lua"),
 );
 
 /// Drop one hold of a reentrant lock, publishing the unlock message on the
@@ -36,7 +36,7 @@ pub static NONREENTRANT_ACQUIRE: Script = Script::new(
 /// ```
 pub static REENTRANT_RELEASE: Script = Script::new(
     "reentrant_release",
-    include_str!("../../lua/reentrant_release.lua"),
+    include_str!("../lua/reentrant_release.lua"),
 );
 
 /// Extend many holds at once (the watchdog); see `lua/reentrant_renew.lua`.
@@ -46,7 +46,7 @@ pub static REENTRANT_RELEASE: Script = Script::new(
 /// ```
 pub static REENTRANT_RENEW: Script = Script::new(
     "reentrant_renew",
-    include_str!("../../lua/reentrant_renew.lua"),
+    include_str!("../lua/reentrant_renew.lua"),
 );
 
 /// [`REENTRANT_RENEW`] for holds in many slots of one cluster node (script
@@ -57,7 +57,7 @@ pub static REENTRANT_RENEW: Script = Script::new(
 /// ```
 pub static REENTRANT_RENEW_NODE: Script = Script::new(
     "reentrant_renew_node",
-    include_str!("../../lua/reentrant_renew_node.lua"),
+    include_str!("../lua/reentrant_renew_node.lua"),
 );
 
 /// End whatever holds a name in the way its type means (a lock's hold, a
@@ -68,7 +68,7 @@ pub static REENTRANT_RENEW_NODE: Script = Script::new(
 /// assert_eq!(keylatch_lock::scripts::FORCE_UNLOCK.name(), "force_unlock");
 /// ```
 pub static FORCE_UNLOCK: Script =
-    Script::new("force_unlock", include_str!("../../lua/force_unlock.lua"));
+    Script::new("force_unlock", include_str!("../lua/force_unlock.lua"));
 
 /// What a name's key holds (read only), for typed wrong-type answers; see
 /// `lua/key_shape.lua`.
@@ -76,7 +76,7 @@ pub static FORCE_UNLOCK: Script =
 /// ```
 /// assert_eq!(keylatch_lock::scripts::KEY_SHAPE.name(), "key_shape");
 /// ```
-pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../../lua/key_shape.lua"));
+pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../lua/key_shape.lua"));
 
 /// Take or re-enter a fair lock, or join its queue (Redisson's
 /// `RedissonFairLock` layout, deadlines in Redisson's chained form from
@@ -88,7 +88,7 @@ pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../../lua/
 /// assert!(keylatch_lock::scripts::FAIR_ACQUIRE.source().contains("KEYS[4]"));
 /// ```
 pub static FAIR_ACQUIRE: Script =
-    Script::new("fair_acquire", include_str!("../../lua/fair_acquire.lua"));
+    Script::new("fair_acquire", include_str!("../lua/fair_acquire.lua"));
 
 /// Drop one hold of a fair lock, waking only the queue's head on the last
 /// one; see `lua/fair_release.lua`.
@@ -97,7 +97,7 @@ pub static FAIR_ACQUIRE: Script =
 /// assert_eq!(keylatch_lock::scripts::FAIR_RELEASE.name(), "fair_release");
 /// ```
 pub static FAIR_RELEASE: Script =
-    Script::new("fair_release", include_str!("../../lua/fair_release.lua"));
+    Script::new("fair_release", include_str!("../lua/fair_release.lua"));
 
 /// A fair-lock waiter leaving the queue (gave up or cancelled); see
 /// `lua/fair_leave.lua`.
@@ -105,7 +105,7 @@ pub static FAIR_RELEASE: Script =
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FAIR_LEAVE.name(), "fair_leave");
 /// ```
-pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
+pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../lua/fair_leave.lua"));
 
 /// Take or add a read hold of a read-write lock (Redisson's
 /// `RedissonReadLock` layout, with keylatch's waiting-writer marker); see
@@ -116,7 +116,7 @@ pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../../lu
 /// ```
 pub static RW_READ_ACQUIRE: Script = Script::new(
     "rw_read_acquire",
-    include_str!("../../lua/rw_read_acquire.lua"),
+    include_str!("../lua/rw_read_acquire.lua"),
 );
 
 /// Drop one read hold of a read-write lock; see `lua/rw_read_release.lua`.
@@ -126,7 +126,7 @@ pub static RW_READ_ACQUIRE: Script = Script::new(
 /// ```
 pub static RW_READ_RELEASE: Script = Script::new(
     "rw_read_release",
-    include_str!("../../lua/rw_read_release.lua"),
+    include_str!("../lua/rw_read_release.lua"),
 );
 
 /// Extend (or check) read-write lock holds (read sessions and write
@@ -135,7 +135,7 @@ pub static RW_READ_RELEASE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::RW_RENEW.name(), "rw_renew");
 /// ```
-pub static RW_RENEW: Script = Script::new("rw_renew", include_str!("../../lua/rw_renew.lua"));
+pub static RW_RENEW: Script = Script::new("rw_renew", include_str!("../lua/rw_renew.lua"));
 
 /// [`RW_RENEW`] for many slots of one cluster node; see
 /// `lua/rw_renew_node.lua`.
@@ -144,7 +144,7 @@ pub static RW_RENEW: Script = Script::new("rw_renew", include_str!("../../lua/rw
 /// assert!(keylatch_lock::scripts::RW_RENEW_NODE.source().starts_with("#!lua"));
 /// ```
 pub static RW_RENEW_NODE: Script =
-    Script::new("rw_renew_node", include_str!("../../lua/rw_renew_node.lua"));
+    Script::new("rw_renew_node", include_str!("../lua/rw_renew_node.lua"));
 
 /// Take or re-enter the write hold of a read-write lock, refusing an
 /// upgrade; see `lua/rw_write_acquire.lua`.
@@ -154,7 +154,7 @@ pub static RW_RENEW_NODE: Script =
 /// ```
 pub static RW_WRITE_ACQUIRE: Script = Script::new(
     "rw_write_acquire",
-    include_str!("../../lua/rw_write_acquire.lua"),
+    include_str!("../lua/rw_write_acquire.lua"),
 );
 
 /// Drop one write hold of a read-write lock (freeing it, or downgrading to
@@ -165,7 +165,7 @@ pub static RW_WRITE_ACQUIRE: Script = Script::new(
 /// ```
 pub static RW_WRITE_RELEASE: Script = Script::new(
     "rw_write_release",
-    include_str!("../../lua/rw_write_release.lua"),
+    include_str!("../lua/rw_write_release.lua"),
 );
 
 /// A writer that gave up waiting takes its waiting-writer marker back; see
@@ -174,10 +174,8 @@ pub static RW_WRITE_RELEASE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::RW_WRITE_LEAVE.name(), "rw_write_leave");
 /// ```
-pub static RW_WRITE_LEAVE: Script = Script::new(
-    "rw_write_leave",
-    include_str!("../../lua/rw_write_leave.lua"),
-);
+pub static RW_WRITE_LEAVE: Script =
+    Script::new("rw_write_leave", include_str!("../lua/rw_write_leave.lua"));
 
 /// Take n permits of a semaphore (Redisson's `RSemaphore` layout); see `lua/semaphore_acquire.lua`.
 ///
@@ -186,7 +184,7 @@ pub static RW_WRITE_LEAVE: Script = Script::new(
 /// ```
 pub static SEMAPHORE_ACQUIRE: Script = Script::new(
     "semaphore_acquire",
-    include_str!("../../lua/semaphore_acquire.lua"),
+    include_str!("../lua/semaphore_acquire.lua"),
 );
 
 /// Release or add permits of a semaphore, publishing the new count; see `lua/semaphore_change.lua`.
@@ -196,7 +194,7 @@ pub static SEMAPHORE_ACQUIRE: Script = Script::new(
 /// ```
 pub static SEMAPHORE_CHANGE: Script = Script::new(
     "semaphore_change",
-    include_str!("../../lua/semaphore_change.lua"),
+    include_str!("../lua/semaphore_change.lua"),
 );
 
 /// Set a semaphore's permits or a latch's count when absent; see `lua/semaphore_set.lua`.
@@ -205,7 +203,7 @@ pub static SEMAPHORE_CHANGE: Script = Script::new(
 /// assert_eq!(keylatch_lock::scripts::SEMAPHORE_SET.name(), "semaphore_set");
 /// ```
 pub static SEMAPHORE_SET: Script =
-    Script::new("semaphore_set", include_str!("../../lua/semaphore_set.lua"));
+    Script::new("semaphore_set", include_str!("../lua/semaphore_set.lua"));
 
 /// Count or drain a semaphore's available permits (returning expired leased permits first); see `lua/semaphore_drain.lua`.
 ///
@@ -214,7 +212,7 @@ pub static SEMAPHORE_SET: Script =
 /// ```
 pub static SEMAPHORE_DRAIN: Script = Script::new(
     "semaphore_drain",
-    include_str!("../../lua/semaphore_drain.lua"),
+    include_str!("../lua/semaphore_drain.lua"),
 );
 
 /// Take n leased permits of a permit-expirable semaphore (Redisson's `RPermitExpirableSemaphore` layout, server time); see `lua/permits_acquire.lua`.
@@ -224,7 +222,7 @@ pub static SEMAPHORE_DRAIN: Script = Script::new(
 /// ```
 pub static PERMITS_ACQUIRE: Script = Script::new(
     "permits_acquire",
-    include_str!("../../lua/permits_acquire.lua"),
+    include_str!("../lua/permits_acquire.lua"),
 );
 
 /// Give leased permits back by id; see `lua/permits_release.lua`.
@@ -234,7 +232,7 @@ pub static PERMITS_ACQUIRE: Script = Script::new(
 /// ```
 pub static PERMITS_RELEASE: Script = Script::new(
     "permits_release",
-    include_str!("../../lua/permits_release.lua"),
+    include_str!("../lua/permits_release.lua"),
 );
 
 /// Extend (or check) permit guards' leases, one slot per call; see `lua/permits_renew.lua`.
@@ -243,7 +241,7 @@ pub static PERMITS_RELEASE: Script = Script::new(
 /// assert_eq!(keylatch_lock::scripts::PERMITS_RENEW.name(), "permits_renew");
 /// ```
 pub static PERMITS_RENEW: Script =
-    Script::new("permits_renew", include_str!("../../lua/permits_renew.lua"));
+    Script::new("permits_renew", include_str!("../lua/permits_renew.lua"));
 
 /// `PERMITS_RENEW` for many slots of one cluster node; see `lua/permits_renew_node.lua`.
 ///
@@ -252,7 +250,7 @@ pub static PERMITS_RENEW: Script =
 /// ```
 pub static PERMITS_RENEW_NODE: Script = Script::new(
     "permits_renew_node",
-    include_str!("../../lua/permits_renew_node.lua"),
+    include_str!("../lua/permits_renew_node.lua"),
 );
 
 /// Count a count-down latch down by one (Redisson's `RCountDownLatch`); see `lua/latch_count_down.lua`.
@@ -262,7 +260,7 @@ pub static PERMITS_RENEW_NODE: Script = Script::new(
 /// ```
 pub static LATCH_COUNT_DOWN: Script = Script::new(
     "latch_count_down",
-    include_str!("../../lua/latch_count_down.lua"),
+    include_str!("../lua/latch_count_down.lua"),
 );
 
 /// Take or re-enter a fenced lock, a token per acquire (Redisson's `RFencedLock`); see `lua/fenced_acquire.lua`.
@@ -270,10 +268,8 @@ pub static LATCH_COUNT_DOWN: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FENCED_ACQUIRE.name(), "fenced_acquire");
 /// ```
-pub static FENCED_ACQUIRE: Script = Script::new(
-    "fenced_acquire",
-    include_str!("../../lua/fenced_acquire.lua"),
-);
+pub static FENCED_ACQUIRE: Script =
+    Script::new("fenced_acquire", include_str!("../lua/fenced_acquire.lua"));
 
 /// Take several reentrant locks of one slot at once, all or none (a
 /// multi-lock's members sharing a hash tag); see `lua/multi_acquire.lua`.
@@ -282,7 +278,7 @@ pub static FENCED_ACQUIRE: Script = Script::new(
 /// assert_eq!(keylatch_lock::scripts::MULTI_ACQUIRE.name(), "multi_acquire");
 /// ```
 pub static MULTI_ACQUIRE: Script =
-    Script::new("multi_acquire", include_str!("../../lua/multi_acquire.lua"));
+    Script::new("multi_acquire", include_str!("../lua/multi_acquire.lua"));
 
 /// Take or re-enter a reentrant lock without a fencing counter (a RedLock
 /// member); see `lua/unfenced_acquire.lua`.
@@ -292,7 +288,7 @@ pub static MULTI_ACQUIRE: Script =
 /// ```
 pub static UNFENCED_ACQUIRE: Script = Script::new(
     "unfenced_acquire",
-    include_str!("../../lua/unfenced_acquire.lua"),
+    include_str!("../lua/unfenced_acquire.lua"),
 );
 
 /// Every script, for tests and tooling (e.g. preloading).
