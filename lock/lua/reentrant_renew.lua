@@ -16,54 +16,12 @@
 --          expiry is kept) with its counter kept alive as long as the idle
 --          expiry; 0 when that hold is gone; -1 when a key could not be
 --          read here (e.g. served by another node now): unknown, ask again.
-local function judge(key, counter, owner, token, lease, idle)
-    local held = redis.pcall('hexists', key, owner)
-    if type(held) == 'table' then
-        if string.find(held.err or '', 'WRONGTYPE', 1, true) then
-            return 0
-        end
-        return -1
-    end
-    if held == 0 then
-        return 0
-    end
-    -- Token "0": unknown (taken while the counter was missing); judged by
-    -- the owner alone, and never written into the counter.
-    local current = token
-    if token ~= '0' then
-        current = redis.pcall('get', counter)
-    end
-    if type(current) == 'table' then
-        -- Another type: this hold's counter is broken, the hold gone. Any
-        -- other error (a counter served elsewhere, mid-migration): unknown.
-        if string.find(current.err or '', 'WRONGTYPE', 1, true) then
-            return 0
-        end
-        return -1
-    end
-    if current == false then
-        -- Deleted alone: no first hold was taken since (that would have
-        -- made it again), so this hold is still the newest. Put it back.
-        if lease > 0 then
-            redis.call('set', counter, token, 'px', idle)
-        end
-    elseif current ~= token then
-        return 0
-    end
-    if lease > 0 then
-        if redis.call('pttl', key) < lease then
-            redis.call('pexpire', key, lease)
-        end
-        if redis.call('pttl', counter) >= 0 then
-            redis.call('pexpire', counter, idle)
-        end
-    end
-    return 1
-end
+
+-- From lib/ (scripts.rs puts them first): judge_reentrant.
 
 local lease = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS / 2 do
-    out[i] = judge(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], ARGV[2 * i + 2], lease, ARGV[2])
+    out[i] = judge_reentrant(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], ARGV[2 * i + 2], lease, ARGV[2])
 end
 return out

@@ -1,4 +1,3 @@
-#!lua flags=allow-cross-slot-keys
 -- reentrant_renew_node: reentrant_renew for holds in many slots of one
 -- cluster node, so 10,000 holds need about 100 calls, not one per slot.
 --
@@ -14,52 +13,14 @@
 --
 -- Needs Redis 7 / Valkey (script flags); where it is refused, the engine
 -- renews per slot with reentrant_renew.
-local function judge(key, counter, owner, token, lease, idle)
-    local held = redis.pcall('hexists', key, owner)
-    if type(held) == 'table' then
-        if string.find(held.err or '', 'WRONGTYPE', 1, true) then
-            return 0
-        end
-        return -1
-    end
-    if held == 0 then
-        return 0
-    end
-    -- Token "0": unknown (taken while the counter was missing); judged by
-    -- the owner alone, and never written into the counter.
-    local current = token
-    if token ~= '0' then
-        current = redis.pcall('get', counter)
-    end
-    if type(current) == 'table' then
-        -- Another type: this hold's counter is broken, the hold gone. Any
-        -- other error (a counter served elsewhere, mid-migration): unknown.
-        if string.find(current.err or '', 'WRONGTYPE', 1, true) then
-            return 0
-        end
-        return -1
-    end
-    if current == false then
-        if lease > 0 then
-            redis.call('set', counter, token, 'px', idle)
-        end
-    elseif current ~= token then
-        return 0
-    end
-    if lease > 0 then
-        if redis.call('pttl', key) < lease then
-            redis.call('pexpire', key, lease)
-        end
-        if redis.call('pttl', counter) >= 0 then
-            redis.call('pexpire', counter, idle)
-        end
-    end
-    return 1
-end
+-- The flag line, `#!lua flags=allow-cross-slot-keys`, is not in this file:
+-- scripts.rs puts it first in the assembled script, where Redis wants it.
+
+-- From lib/ (scripts.rs puts them first): judge_reentrant.
 
 local lease = tonumber(ARGV[1])
 local out = {}
 for i = 3, #ARGV, 4 do
-    out[#out + 1] = judge(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2])
+    out[#out + 1] = judge_reentrant(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2])
 end
 return out
