@@ -1,10 +1,38 @@
-//! The catalogue of Lua scripts, compiled in from `lua/`.
+//! The catalogue of Lua scripts, compiled in from this crate's `lua/`.
 //!
 //! Each script is a `static` [`Script`]: its SHA-1 is computed once, on first
 //! use, and [`Commands::eval_script`](keylatch_cluster::Commands::eval_script)
 //! runs it with `EVALSHA`, loading it where a node answers `NOSCRIPT`.
+//!
+//! Lua in Redis has no `require`, so helpers that several scripts share are
+//! written once, as fragments in `lua/lib/` (one `local function NAME` in
+//! `lua/lib/NAME.lua`), and each script is assembled at compile time by
+//! `concat!` of `include_str!`s (no build script): the `#!lua flags=…` line
+//! first when the script has one (Redis 7 reads flags only from the first
+//! line; the per-node renewals, which Redis 6.2 never runs, are the only
+//! ones), then its fragments in the order listed (a Lua local must be
+//! defined before it is called, so a fragment comes after those it calls),
+//! then the script's own file. The [`Script::source`] is that assembled
+//! text, and its SHA-1 is what a server caches; the unit tests pin every
+//! one.
 
 use keylatch_cluster::Script;
+
+/// A script assembled from this crate's `lua/`: `"#!lua flags=<flags>\n"`
+/// when flags are given, then each `lua/lib/<fragment>.lua` followed by an
+/// empty line, then `lua/<name>.lua`.
+macro_rules! script {
+    ($name:literal $(, flags = $flags:literal)? $(, lib = [$($lib:literal),+ $(,)?])? $(,)?) => {
+        Script::new(
+            $name,
+            concat!(
+                $("#!lua flags=", $flags, "\n",)?
+                $($(include_str!(concat!("../lua/lib/", $lib, ".lua")), "\n",)+)?
+                include_str!(concat!("../lua/", $name, ".lua")),
+            ),
+        )
+    };
+}
 
 /// Take or re-enter a reentrant lock (Redisson-compatible); see
 /// `lua/reentrant_acquire.lua` for KEYS, ARGV and returns.
@@ -12,10 +40,7 @@ use keylatch_cluster::Script;
 /// ```
 /// assert_eq!(keylatch_lock::scripts::REENTRANT_ACQUIRE.sha1().len(), 40);
 /// ```
-pub static REENTRANT_ACQUIRE: Script = Script::new(
-    "reentrant_acquire",
-    include_str!("../../lua/reentrant_acquire.lua"),
-);
+pub static REENTRANT_ACQUIRE: Script = script!("reentrant_acquire");
 
 /// Take a non-reentrant lock (Redisson's RLock layout; a re-entry is
 /// refused); see `lua/nonreentrant_acquire.lua`.
@@ -23,10 +48,7 @@ pub static REENTRANT_ACQUIRE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::NONREENTRANT_ACQUIRE.name(), "nonreentrant_acquire");
 /// ```
-pub static NONREENTRANT_ACQUIRE: Script = Script::new(
-    "nonreentrant_acquire",
-    include_str!("../../lua/nonreentrant_acquire.lua"),
-);
+pub static NONREENTRANT_ACQUIRE: Script = script!("nonreentrant_acquire");
 
 /// Drop one hold of a reentrant lock, publishing the unlock message on the
 /// last one; see `lua/reentrant_release.lua`.
@@ -34,20 +56,14 @@ pub static NONREENTRANT_ACQUIRE: Script = Script::new(
 /// ```
 /// assert!(keylatch_lock::scripts::REENTRANT_RELEASE.source().contains("KEYS[2]"));
 /// ```
-pub static REENTRANT_RELEASE: Script = Script::new(
-    "reentrant_release",
-    include_str!("../../lua/reentrant_release.lua"),
-);
+pub static REENTRANT_RELEASE: Script = script!("reentrant_release");
 
 /// Extend many holds at once (the watchdog); see `lua/reentrant_renew.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::REENTRANT_RENEW.name(), "reentrant_renew");
 /// ```
-pub static REENTRANT_RENEW: Script = Script::new(
-    "reentrant_renew",
-    include_str!("../../lua/reentrant_renew.lua"),
-);
+pub static REENTRANT_RENEW: Script = script!("reentrant_renew", lib = ["judge_reentrant"]);
 
 /// [`REENTRANT_RENEW`] for holds in many slots of one cluster node (script
 /// flag `allow-cross-slot-keys`); see `lua/reentrant_renew_node.lua`.
@@ -55,9 +71,10 @@ pub static REENTRANT_RENEW: Script = Script::new(
 /// ```
 /// assert!(keylatch_lock::scripts::REENTRANT_RENEW_NODE.source().starts_with("#!lua"));
 /// ```
-pub static REENTRANT_RENEW_NODE: Script = Script::new(
+pub static REENTRANT_RENEW_NODE: Script = script!(
     "reentrant_renew_node",
-    include_str!("../../lua/reentrant_renew_node.lua"),
+    flags = "allow-cross-slot-keys",
+    lib = ["judge_reentrant"]
 );
 
 /// End whatever holds a name in the way its type means (a lock's hold, a
@@ -67,8 +84,7 @@ pub static REENTRANT_RENEW_NODE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FORCE_UNLOCK.name(), "force_unlock");
 /// ```
-pub static FORCE_UNLOCK: Script =
-    Script::new("force_unlock", include_str!("../../lua/force_unlock.lua"));
+pub static FORCE_UNLOCK: Script = script!("force_unlock");
 
 /// What a name's key holds (read only), for typed wrong-type answers; see
 /// `lua/key_shape.lua`.
@@ -76,7 +92,7 @@ pub static FORCE_UNLOCK: Script =
 /// ```
 /// assert_eq!(keylatch_lock::scripts::KEY_SHAPE.name(), "key_shape");
 /// ```
-pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../../lua/key_shape.lua"));
+pub static KEY_SHAPE: Script = script!("key_shape");
 
 /// Take or re-enter a fair lock, or join its queue (Redisson's
 /// `RedissonFairLock` layout, deadlines in Redisson's chained form from
@@ -87,8 +103,7 @@ pub static KEY_SHAPE: Script = Script::new("key_shape", include_str!("../../lua/
 /// ```
 /// assert!(keylatch_lock::scripts::FAIR_ACQUIRE.source().contains("KEYS[4]"));
 /// ```
-pub static FAIR_ACQUIRE: Script =
-    Script::new("fair_acquire", include_str!("../../lua/fair_acquire.lua"));
+pub static FAIR_ACQUIRE: Script = script!("fair_acquire");
 
 /// Drop one hold of a fair lock, waking only the queue's head on the last
 /// one; see `lua/fair_release.lua`.
@@ -96,8 +111,7 @@ pub static FAIR_ACQUIRE: Script =
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FAIR_RELEASE.name(), "fair_release");
 /// ```
-pub static FAIR_RELEASE: Script =
-    Script::new("fair_release", include_str!("../../lua/fair_release.lua"));
+pub static FAIR_RELEASE: Script = script!("fair_release");
 
 /// A fair-lock waiter leaving the queue (gave up or cancelled); see
 /// `lua/fair_leave.lua`.
@@ -105,7 +119,7 @@ pub static FAIR_RELEASE: Script =
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FAIR_LEAVE.name(), "fair_leave");
 /// ```
-pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
+pub static FAIR_LEAVE: Script = script!("fair_leave");
 
 /// Take or add a read hold of a read-write lock (Redisson's
 /// `RedissonReadLock` layout, with keylatch's waiting-writer marker); see
@@ -114,19 +128,17 @@ pub static FAIR_LEAVE: Script = Script::new("fair_leave", include_str!("../../lu
 /// ```
 /// assert!(keylatch_lock::scripts::RW_READ_ACQUIRE.source().contains("rwlock_timeout"));
 /// ```
-pub static RW_READ_ACQUIRE: Script = Script::new(
-    "rw_read_acquire",
-    include_str!("../../lua/rw_read_acquire.lua"),
-);
+pub static RW_READ_ACQUIRE: Script =
+    script!("rw_read_acquire", lib = ["end_lapsed_write", "session"]);
 
 /// Drop one read hold of a read-write lock; see `lua/rw_read_release.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::RW_READ_RELEASE.name(), "rw_read_release");
 /// ```
-pub static RW_READ_RELEASE: Script = Script::new(
+pub static RW_READ_RELEASE: Script = script!(
     "rw_read_release",
-    include_str!("../../lua/rw_read_release.lua"),
+    lib = ["end_lapsed_write", "session", "longest"]
 );
 
 /// Extend (or check) read-write lock holds (read sessions and write
@@ -135,7 +147,7 @@ pub static RW_READ_RELEASE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::RW_RENEW.name(), "rw_renew");
 /// ```
-pub static RW_RENEW: Script = Script::new("rw_renew", include_str!("../../lua/rw_renew.lua"));
+pub static RW_RENEW: Script = script!("rw_renew", lib = ["end_lapsed_write", "judge_rw"]);
 
 /// [`RW_RENEW`] for many slots of one cluster node; see
 /// `lua/rw_renew_node.lua`.
@@ -143,8 +155,11 @@ pub static RW_RENEW: Script = Script::new("rw_renew", include_str!("../../lua/rw
 /// ```
 /// assert!(keylatch_lock::scripts::RW_RENEW_NODE.source().starts_with("#!lua"));
 /// ```
-pub static RW_RENEW_NODE: Script =
-    Script::new("rw_renew_node", include_str!("../../lua/rw_renew_node.lua"));
+pub static RW_RENEW_NODE: Script = script!(
+    "rw_renew_node",
+    flags = "allow-cross-slot-keys",
+    lib = ["end_lapsed_write", "judge_rw"]
+);
 
 /// Take or re-enter the write hold of a read-write lock, refusing an
 /// upgrade; see `lua/rw_write_acquire.lua`.
@@ -152,10 +167,8 @@ pub static RW_RENEW_NODE: Script =
 /// ```
 /// assert!(keylatch_lock::scripts::RW_WRITE_ACQUIRE.source().contains(":write"));
 /// ```
-pub static RW_WRITE_ACQUIRE: Script = Script::new(
-    "rw_write_acquire",
-    include_str!("../../lua/rw_write_acquire.lua"),
-);
+pub static RW_WRITE_ACQUIRE: Script =
+    script!("rw_write_acquire", lib = ["end_lapsed_write", "session"]);
 
 /// Drop one write hold of a read-write lock (freeing it, or downgrading to
 /// the owner's read holds); see `lua/rw_write_release.lua`.
@@ -163,10 +176,8 @@ pub static RW_WRITE_ACQUIRE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::RW_WRITE_RELEASE.name(), "rw_write_release");
 /// ```
-pub static RW_WRITE_RELEASE: Script = Script::new(
-    "rw_write_release",
-    include_str!("../../lua/rw_write_release.lua"),
-);
+pub static RW_WRITE_RELEASE: Script =
+    script!("rw_write_release", lib = ["end_lapsed_write", "longest"]);
 
 /// A writer that gave up waiting takes its waiting-writer marker back; see
 /// `lua/rw_write_leave.lua`.
@@ -174,85 +185,66 @@ pub static RW_WRITE_RELEASE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::RW_WRITE_LEAVE.name(), "rw_write_leave");
 /// ```
-pub static RW_WRITE_LEAVE: Script = Script::new(
-    "rw_write_leave",
-    include_str!("../../lua/rw_write_leave.lua"),
-);
+pub static RW_WRITE_LEAVE: Script = script!("rw_write_leave");
 
 /// Take n permits of a semaphore (Redisson's `RSemaphore` layout); see `lua/semaphore_acquire.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::SEMAPHORE_ACQUIRE.name(), "semaphore_acquire");
 /// ```
-pub static SEMAPHORE_ACQUIRE: Script = Script::new(
-    "semaphore_acquire",
-    include_str!("../../lua/semaphore_acquire.lua"),
-);
+pub static SEMAPHORE_ACQUIRE: Script = script!("semaphore_acquire");
 
 /// Release or add permits of a semaphore, publishing the new count; see `lua/semaphore_change.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::SEMAPHORE_CHANGE.name(), "semaphore_change");
 /// ```
-pub static SEMAPHORE_CHANGE: Script = Script::new(
-    "semaphore_change",
-    include_str!("../../lua/semaphore_change.lua"),
-);
+pub static SEMAPHORE_CHANGE: Script = script!("semaphore_change");
 
 /// Set a semaphore's permits or a latch's count when absent; see `lua/semaphore_set.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::SEMAPHORE_SET.name(), "semaphore_set");
 /// ```
-pub static SEMAPHORE_SET: Script =
-    Script::new("semaphore_set", include_str!("../../lua/semaphore_set.lua"));
+pub static SEMAPHORE_SET: Script = script!("semaphore_set");
 
 /// Count or drain a semaphore's available permits (returning expired leased permits first); see `lua/semaphore_drain.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::SEMAPHORE_DRAIN.name(), "semaphore_drain");
 /// ```
-pub static SEMAPHORE_DRAIN: Script = Script::new(
-    "semaphore_drain",
-    include_str!("../../lua/semaphore_drain.lua"),
-);
+pub static SEMAPHORE_DRAIN: Script = script!("semaphore_drain");
 
 /// Take n leased permits of a permit-expirable semaphore (Redisson's `RPermitExpirableSemaphore` layout, server time); see `lua/permits_acquire.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::PERMITS_ACQUIRE.name(), "permits_acquire");
 /// ```
-pub static PERMITS_ACQUIRE: Script = Script::new(
-    "permits_acquire",
-    include_str!("../../lua/permits_acquire.lua"),
-);
+pub static PERMITS_ACQUIRE: Script = script!("permits_acquire");
 
 /// Give leased permits back by id; see `lua/permits_release.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::PERMITS_RELEASE.name(), "permits_release");
 /// ```
-pub static PERMITS_RELEASE: Script = Script::new(
-    "permits_release",
-    include_str!("../../lua/permits_release.lua"),
-);
+pub static PERMITS_RELEASE: Script = script!("permits_release");
 
 /// Extend (or check) permit guards' leases, one slot per call; see `lua/permits_renew.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::PERMITS_RENEW.name(), "permits_renew");
 /// ```
-pub static PERMITS_RENEW: Script =
-    Script::new("permits_renew", include_str!("../../lua/permits_renew.lua"));
+pub static PERMITS_RENEW: Script = script!("permits_renew", lib = ["raw", "judge_permits"]);
 
 /// `PERMITS_RENEW` for many slots of one cluster node; see `lua/permits_renew_node.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::PERMITS_RENEW_NODE.name(), "permits_renew_node");
 /// ```
-pub static PERMITS_RENEW_NODE: Script = Script::new(
+pub static PERMITS_RENEW_NODE: Script = script!(
     "permits_renew_node",
-    include_str!("../../lua/permits_renew_node.lua"),
+    flags = "allow-cross-slot-keys",
+    lib = ["raw", "judge_permits"]
 );
 
 /// Count a count-down latch down by one (Redisson's `RCountDownLatch`); see `lua/latch_count_down.lua`.
@@ -260,20 +252,14 @@ pub static PERMITS_RENEW_NODE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::LATCH_COUNT_DOWN.name(), "latch_count_down");
 /// ```
-pub static LATCH_COUNT_DOWN: Script = Script::new(
-    "latch_count_down",
-    include_str!("../../lua/latch_count_down.lua"),
-);
+pub static LATCH_COUNT_DOWN: Script = script!("latch_count_down");
 
 /// Take or re-enter a fenced lock, a token per acquire (Redisson's `RFencedLock`); see `lua/fenced_acquire.lua`.
 ///
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FENCED_ACQUIRE.name(), "fenced_acquire");
 /// ```
-pub static FENCED_ACQUIRE: Script = Script::new(
-    "fenced_acquire",
-    include_str!("../../lua/fenced_acquire.lua"),
-);
+pub static FENCED_ACQUIRE: Script = script!("fenced_acquire");
 
 /// Take several reentrant locks of one slot at once, all or none (a
 /// multi-lock's members sharing a hash tag); see `lua/multi_acquire.lua`.
@@ -281,8 +267,7 @@ pub static FENCED_ACQUIRE: Script = Script::new(
 /// ```
 /// assert_eq!(keylatch_lock::scripts::MULTI_ACQUIRE.name(), "multi_acquire");
 /// ```
-pub static MULTI_ACQUIRE: Script =
-    Script::new("multi_acquire", include_str!("../../lua/multi_acquire.lua"));
+pub static MULTI_ACQUIRE: Script = script!("multi_acquire");
 
 /// Take or re-enter a reentrant lock without a fencing counter (a RedLock
 /// member); see `lua/unfenced_acquire.lua`.
@@ -290,10 +275,7 @@ pub static MULTI_ACQUIRE: Script =
 /// ```
 /// assert_eq!(keylatch_lock::scripts::UNFENCED_ACQUIRE.name(), "unfenced_acquire");
 /// ```
-pub static UNFENCED_ACQUIRE: Script = Script::new(
-    "unfenced_acquire",
-    include_str!("../../lua/unfenced_acquire.lua"),
-);
+pub static UNFENCED_ACQUIRE: Script = script!("unfenced_acquire");
 
 /// Every script, for tests and tooling (e.g. preloading).
 ///
@@ -335,15 +317,149 @@ pub static ALL: &[&Script] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, HashSet};
+    use std::path::Path;
+
+    /// The one flags line a script may start with (the per-node renewals).
+    const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
+
+    /// The SHA-1 of every assembled script, as servers cache it. A change
+    /// here is a change of what runs on the server: deliberate, or a
+    /// mistake in the assembly (a fragment dropped, reordered or doubled).
+    const PINNED: &[(&str, &str)] = &[
+        (
+            "reentrant_acquire",
+            "28c603bf0ce64fd9701f2cf18e01ebb91fa5a5a4",
+        ),
+        (
+            "nonreentrant_acquire",
+            "0f8b3353872f2786f77c8e24d561506ba2635cc2",
+        ),
+        (
+            "reentrant_release",
+            "e142db8ab3271ecce6b2327dbd989caa0635b777",
+        ),
+        (
+            "reentrant_renew",
+            "d19417aa0e2316729238f0f1fe457a34e2be9e9b",
+        ),
+        (
+            "reentrant_renew_node",
+            "dbb1a3226f4ac1becea1637cf3b3125d18379b85",
+        ),
+        ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
+        ("key_shape", "968e8ac9721bc8cb83f1eb3cdfd96f3123819961"),
+        ("fair_acquire", "24296ce4fc10f7380683896534367d08805e5bbd"),
+        ("fair_release", "7566428ac8f9bc7b00cf3d82ca644fba12d437cd"),
+        ("fair_leave", "c27ed660a7583f8e891dc319d3e8b12f86ef6af3"),
+        (
+            "rw_read_acquire",
+            "95aecdb7b7cfda3d554e9039feae93f7595274df",
+        ),
+        (
+            "rw_read_release",
+            "de0f32507269fc75ddffee0880137a6fd416a106",
+        ),
+        ("rw_renew", "a5d58258198276c42af2ff3fdf8d10cd14eed2ff"),
+        ("rw_renew_node", "2d8eb885876a59980537e9f6a2fa12299b9339e6"),
+        (
+            "rw_write_acquire",
+            "b3f5eea0a92a3b42834f843dcd05cb164760f5b9",
+        ),
+        (
+            "rw_write_release",
+            "fef1c7fa39dc67573d88ac0cfd801a085acf9bb1",
+        ),
+        ("rw_write_leave", "b26b285f79e06e9eb80c9dd17b78f84fe2bc9ace"),
+        (
+            "semaphore_acquire",
+            "73517c24f5d7f1d013cb0f3c696bb3781cd0b823",
+        ),
+        (
+            "semaphore_change",
+            "ddb369e96c8b4f8d9dba5a3cdd3e6190bd6529c7",
+        ),
+        ("semaphore_set", "c5a12d935458a1fb7a3b4149951fede70da448d4"),
+        (
+            "semaphore_drain",
+            "728ab4d1ea50fc404631bc47d50e1b946a21820d",
+        ),
+        (
+            "permits_acquire",
+            "09cc0bb89e3f703899c3245a9d63771007b4f8c8",
+        ),
+        (
+            "permits_release",
+            "548b2b5d3ccbea496991404a074cb30d660bc1ad",
+        ),
+        ("permits_renew", "17bfcb86bd4b2c7a6746d92ece389009ff35bd89"),
+        (
+            "permits_renew_node",
+            "85fad20a71ef4c8633636e47c9cc5da006390be8",
+        ),
+        (
+            "latch_count_down",
+            "ef34d40e46dde25bfb46ee0f3bc11ddc320fde4c",
+        ),
+        ("fenced_acquire", "4abdea109b20afa072f4daa99ea26d8f7be26135"),
+        ("multi_acquire", "ca0492154ca2330db14b428cd0221a4e371d2d0e"),
+        (
+            "unfenced_acquire",
+            "0079458a8df9b1f689c4311fd7998003a0f89778",
+        ),
+    ];
+
+    /// The crate's `lua/` folder (tests run from anywhere).
+    fn lua_dir() -> &'static Path {
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
+    }
+
+    /// The names of the `local function NAME(` definitions in `src`, in order.
+    fn defined(src: &str) -> Vec<&str> {
+        src.lines()
+            .filter_map(|l| l.trim_start().strip_prefix("local function "))
+            .filter_map(|rest| rest.split_once('(').map(|(name, _)| name))
+            .collect()
+    }
+
+    /// Where `NAME(` stands in `src` as a whole word (a definition or a call).
+    fn mentions(src: &str, name: &str) -> Vec<usize> {
+        let call = format!("{name}(");
+        src.match_indices(&call)
+            .map(|(at, _)| at)
+            .filter(|&at| {
+                !src[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+            .collect()
+    }
+
+    /// The `.lua` files below `dir`, as (path relative to `lua/`, text).
+    fn lua_files(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                lua_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "lua") {
+                let rel = path.strip_prefix(lua_dir()).unwrap();
+                let rel = rel.to_string_lossy().into_owned();
+                out.push((rel, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
 
     #[test]
     fn every_script_documents_its_api_and_has_a_distinct_sha() {
-        let mut shas = std::collections::HashSet::new();
+        let mut shas = HashSet::new();
         for s in ALL {
+            // The script's own header, after any shebang and fragments.
+            let first = format!("-- {}:", s.name());
             let header: String = s
                 .source()
                 .lines()
-                .skip_while(|l| l.starts_with("#!"))
+                .skip_while(|l| !l.starts_with(&first))
                 .take_while(|l| l.starts_with("--"))
                 .collect::<Vec<_>>()
                 .join("\n");
@@ -366,6 +482,117 @@ mod tests {
                 shas.insert(s.sha1().to_owned()),
                 "{}: duplicate script",
                 s.name()
+            );
+        }
+    }
+
+    #[test]
+    fn every_assembled_script_has_its_pinned_sha() {
+        let pinned: BTreeMap<&str, &str> = PINNED.iter().copied().collect();
+        assert_eq!(pinned.len(), PINNED.len(), "a name pinned twice");
+        let names: BTreeMap<&str, &str> = ALL.iter().map(|s| (s.name(), s.sha1())).collect();
+        assert_eq!(names.len(), ALL.len(), "two scripts share a name");
+        assert_eq!(names, pinned);
+    }
+
+    /// Redis 6.2 knows no `#!lua` line (it would fail the script), Redis 7
+    /// reads one only as the first line: it stays on the per-node renewals
+    /// alone (which only run where the cluster is Redis 7+ or Valkey), first,
+    /// and nowhere else.
+    #[test]
+    fn only_the_node_renewals_have_flags_and_first() {
+        for s in ALL {
+            let src = s.source();
+            let flag_lines = src.lines().filter(|l| l.starts_with("#!")).count();
+            if s.name().ends_with("_node") {
+                assert!(src.starts_with(CROSS_SLOT), "{}", s.name());
+                assert_eq!(flag_lines, 1, "{}", s.name());
+            } else {
+                assert_eq!(flag_lines, 0, "{}", s.name());
+            }
+        }
+    }
+
+    /// Each script is its flags line, its fragments, then its own file, whole.
+    #[test]
+    fn every_script_ends_with_its_own_file() {
+        for s in ALL {
+            let own = lua_dir().join(format!("{}.lua", s.name()));
+            let own = std::fs::read_to_string(own).unwrap();
+            assert!(s.source().ends_with(&own), "{}", s.name());
+        }
+    }
+
+    /// No helper is pasted twice: within an assembled script every
+    /// `local function` is defined once, before its first call, and called;
+    /// across `lua/` each is defined in one file only, the fragments as
+    /// `lib/NAME.lua`, one function each, each used by some script, and a
+    /// script names the fragments put before it in its `-- From lib/` line.
+    #[test]
+    fn every_helper_is_written_once_and_defined_before_use() {
+        let mut files = Vec::new();
+        lua_files(lua_dir(), &mut files);
+        let mut home: BTreeMap<String, String> = BTreeMap::new();
+        for (file, text) in &files {
+            for name in defined(text) {
+                if let Some(other) = home.insert(name.to_owned(), file.clone()) {
+                    panic!("{name} is defined in {other} and in {file}");
+                }
+            }
+        }
+        let mut fragments = Vec::new();
+        for (file, text) in &files {
+            if let Some(stem) = file.strip_prefix("lib/") {
+                let name = stem.trim_end_matches(".lua");
+                assert_eq!(
+                    defined(text),
+                    [name],
+                    "{file}: one function, named as the file"
+                );
+                fragments.push(name.to_owned());
+            }
+        }
+        assert!(!fragments.is_empty());
+        for s in ALL {
+            let src = s.source();
+            let names = defined(src);
+            let mut seen = HashSet::new();
+            for name in &names {
+                assert!(seen.insert(*name), "{}: {name} defined twice", s.name());
+                let at = mentions(src, name);
+                let def = src.find(&format!("local function {name}(")).unwrap();
+                assert_eq!(
+                    at.first(),
+                    Some(&(def + "local function ".len())),
+                    "{}: {name} is called before it is defined",
+                    s.name()
+                );
+                assert!(at.len() > 1, "{}: {name} is never called", s.name());
+            }
+            let used: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| fragments.iter().any(|f| f == n))
+                .collect();
+            let from_lib = src
+                .lines()
+                .find_map(|l| l.strip_prefix("-- From lib/ (scripts.rs puts them first): "));
+            if used.is_empty() {
+                assert_eq!(from_lib, None, "{}", s.name());
+            } else {
+                assert_eq!(
+                    from_lib,
+                    Some(format!("{}.", used.join(", ")).as_str()),
+                    "{}",
+                    s.name()
+                );
+            }
+        }
+        for name in &fragments {
+            let def = format!("local function {name}(");
+            assert!(
+                ALL.iter().any(|s| s.source().contains(&def)),
+                "lib/{name}.lua is used by no script"
             );
         }
     }

@@ -7,8 +7,8 @@
 //! - keylatch, built as the README shows users: `Locks::connect(url)` (its
 //!   own client, RESP3 with client-side tracking, default `LocksConfig`);
 //! - redis-rs (same scripts): redis-rs's multiplexed connection running
-//!   `lua/reentrant_acquire.lua` and `lua/reentrant_release.lua` (fencing on),
-//!   with the arguments their headers list ([`same_acquire`],
+//!   `lock/lua/reentrant_acquire.lua` and `lock/lua/reentrant_release.lua`
+//!   (fencing on), with the arguments their headers list ([`same_acquire`],
 //!   [`same_release`]);
 //! - redis-rs (Redisson scripts): the same connection running Redisson's
 //!   `RLock` scripts (exists/hexists → hincrby + pexpire; hexists → hincrby -1
@@ -87,7 +87,7 @@ const LEASE_MS: &str = "30000";
 /// default, 24 h), in milliseconds.
 const TOKEN_IDLE_MS: &str = "86400000";
 
-/// KEYS of `lua/reentrant_acquire.lua`, in its header's order: the lock
+/// KEYS of `lock/lua/reentrant_acquire.lua`, in its header's order: the lock
 /// hash, the fencing counter.
 fn acquire_keys<'a>(name: &'a str, token_key: &'a str) -> [&'a str; 2] {
     [name, token_key]
@@ -101,8 +101,8 @@ fn first_core_scripts() -> bool {
     REENTRANT_RELEASE.source().contains("-- KEYS[3]")
 }
 
-/// ARGV of `lua/reentrant_acquire.lua`, in its header's order: lease (ms),
-/// owner id, expiry of the fencing counter (ms); the first core's script
+/// ARGV of `lock/lua/reentrant_acquire.lua`, in its header's order: lease
+/// (ms), owner id, expiry of the fencing counter (ms); the first core's script
 /// also took "1" for fencing on.
 fn acquire_argv(owner: &str) -> Vec<&str> {
     if first_core_scripts() {

@@ -15,45 +15,14 @@
 -- Returns  an array: element i is 1 when guard i's permits all stand (and
 --          are renewed), 0 when any is gone or expired (or the count is), -1 when the key
 --          could not be read here (served elsewhere now).
-local function raw(hex)
-    return (hex:gsub('..', function(h) return string.char(tonumber(h, 16)) end))
-end
 
-local function judge(sem, zset, ids, lease, now)
-    -- The count gone or overwritten (the name reused by another type):
-    -- the permits are gone with it.
-    local st = redis.pcall('type', sem)
-    if type(st) == 'table' and st.err then
-        return -1
-    end
-    if st.ok ~= 'string' then
-        return 0
-    end
-    for hex in string.gmatch(ids, '[^,]+') do
-        local score = redis.pcall('zscore', zset, raw(hex))
-        if type(score) == 'table' then
-            if string.find(score.err or '', 'WRONGTYPE', 1, true) then
-                return 0
-            end
-            return -1
-        end
-        if not score or tonumber(score) <= now then
-            return 0
-        end
-    end
-    if lease > 0 then
-        for hex in string.gmatch(ids, '[^,]+') do
-            redis.call('zadd', zset, 'xx', 'gt', now + lease, raw(hex))
-        end
-    end
-    return 1
-end
+-- From lib/ (scripts.rs puts them first): raw, judge_permits.
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS / 2 do
-    out[i] = judge(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], lease, now)
+    out[i] = judge_permits(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], lease, now)
 end
 return out

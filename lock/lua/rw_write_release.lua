@@ -22,40 +22,8 @@
 --          (Redisson's write-unlock message, which wakes every waiter;
 --          Redisson publishes nothing on a downgrade and leaves waiting
 --          readers asleep).
--- The owner's write hold ran out (its expiry key is gone) while the hash
--- lived on (its reads keep it): end the write now, as its lease says. Only
--- a keylatch write has that key, and only its own owner's calls end it.
-local function end_lapsed_write(hash, base, owner)
-    local field = owner .. ':write'
-    if redis.call('hexists', hash, field) == 0 then
-        return false
-    end
-    if redis.call('exists', base .. ':' .. field .. ':rwlock_timeout:1') == 1 then
-        return false
-    end
-    redis.call('hdel', hash, field)
-    if redis.call('hlen', hash) <= 1 then
-        redis.call('del', hash)
-    else
-        redis.call('hset', hash, 'mode', 'read')
-    end
-    return true
-end
 
--- The longest remaining expiry of any hold key in the hash (read holds,
--- and keylatch write holds' keys): what the hash must live.
-local function longest(hash, base)
-    local out = -3
-    for _, f in ipairs(redis.call('hkeys', hash)) do
-        local n = tonumber(redis.call('hget', hash, f))
-        if f ~= 'mode' and n then
-            for i = n, 1, -1 do
-                out = math.max(out, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. i))
-            end
-        end
-    end
-    return out
-end
+-- From lib/ (scripts.rs puts them first): end_lapsed_write, longest.
 
 local field = ARGV[1] .. ':write'
 local wkey = KEYS[3] .. ':' .. field .. ':rwlock_timeout:1'

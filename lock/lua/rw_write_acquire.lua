@@ -29,37 +29,8 @@
 -- (value: its token), beside the hash's expiry: the owner's read holds
 -- keep the hash alive, not the write. (Redisson's own read unlock already
 -- counts keys of that shape when it sets the hash's expiry.)
--- The owner's write hold ran out (its expiry key is gone) while the hash
--- lived on (its reads keep it): end the write now, as its lease says. Only
--- a keylatch write has that key, and only its own owner's calls end it.
-local function end_lapsed_write(hash, base, owner)
-    local field = owner .. ':write'
-    if redis.call('hexists', hash, field) == 0 then
-        return false
-    end
-    if redis.call('exists', base .. ':' .. field .. ':rwlock_timeout:1') == 1 then
-        return false
-    end
-    redis.call('hdel', hash, field)
-    if redis.call('hlen', hash) <= 1 then
-        redis.call('del', hash)
-    else
-        redis.call('hset', hash, 'mode', 'read')
-    end
-    return true
-end
 
--- The generation of an owner's live read holds (the value of any of its
--- hold keys still there), or nil when they all ran out.
-local function session(prefix, n)
-    for i = 1, n do
-        local v = redis.call('get', prefix .. ':' .. i)
-        if v then
-            return v
-        end
-    end
-    return nil
-end
+-- From lib/ (scripts.rs puts them first): end_lapsed_write, session.
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -1,0 +1,27 @@
+-- reentrant_renew: extend (or only check) many holds in one call (the
+-- lease engine). Each hold is judged on its own: a key overwritten with
+-- another type, a missing owner or a newer token is that hold's loss, never
+-- the whole call's.
+--
+-- KEYS[2i-1]  a lock hash; KEYS[2i] its fencing counter (any keys of a
+--             standalone server; in a cluster, keys of one slot)
+-- ARGV[1]     lease in milliseconds; "0" only checks (fixed leases)
+-- ARGV[2]     idle expiry of the fencing counters, in milliseconds
+-- ARGV[2i+1]  the owner id of hold i; ARGV[2i+2] its token ("0": unknown,
+--             judged by the owner alone)
+--
+-- Returns  an array: element i is 1 when hold i still stands (the owner's
+--          field is there, the counter names its token, the key is a hash)
+--          and, unless checking, now lives at least the lease (a longer
+--          expiry is kept) with its counter kept alive as long as the idle
+--          expiry; 0 when that hold is gone; -1 when a key could not be
+--          read here (e.g. served by another node now): unknown, ask again.
+
+-- From lib/ (scripts.rs puts them first): judge_reentrant.
+
+local lease = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS / 2 do
+    out[i] = judge_reentrant(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], ARGV[2 * i + 2], lease, ARGV[2])
+end
+return out
