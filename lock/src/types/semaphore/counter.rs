@@ -65,6 +65,108 @@ pub(crate) fn force_keys(name: &str) -> (String, String) {
     (n.timeouts.to_string(), n.channel)
 }
 
+/// The calls both semaphores make on their counter (the name, set, add,
+/// count, drain), written once: each type gives its constructor and a name
+/// for the examples, and its own words for what each call does.
+macro_rules! count_methods {
+    (
+        ctor: $ctor:literal,
+        name: $name:literal,
+        set: $set:literal,
+        add: $add:literal,
+        available: $available:literal,
+        drain: $drain:literal $(,)?
+    ) => {
+        /// The semaphore's name.
+        ///
+        /// ```no_run
+        /// # fn demo(locks: keylatch_lock::Locks) {
+        #[doc = concat!("assert_eq!(locks.", $ctor, "(\"", $name, "\").name(), \"", $name, "\");")]
+        /// # }
+        /// ```
+        pub fn name(&self) -> &str {
+            &self.c.names.key
+        }
+
+        #[doc = $set]
+        ///
+        /// ```no_run
+        /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+        #[doc = concat!("let set = locks.", $ctor, "(\"", $name, "\").try_set_permits(3).await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// [`LockError::WrongType`](crate::LockError::WrongType) when the
+        /// name holds something that is no count (another type, a name
+        /// reused); [`LockError::Client`](crate::LockError::Client).
+        ///
+        /// # Cancel safety
+        /// Cancel safe; a cancelled call may still have set them.
+        pub async fn try_set_permits(&self, permits: u64) -> LockResult<bool> {
+            self.c.try_set(permits).await
+        }
+
+        #[doc = $add]
+        ///
+        /// ```no_run
+        /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+        #[doc = concat!("let now = locks.", $ctor, "(\"", $name, "\").add_permits(2).await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// [`LockError::WrongType`](crate::LockError::WrongType) when the
+        /// key holds something else than a count (the name reused by another
+        /// type); [`LockError::Client`](crate::LockError::Client).
+        ///
+        /// # Cancel safety
+        /// Cancel safe; a cancelled call may still have added them.
+        pub async fn add_permits(&self, delta: i64) -> LockResult<i64> {
+            self.c.change(delta).await
+        }
+
+        #[doc = $available]
+        ///
+        /// ```no_run
+        /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+        #[doc = concat!("let free = locks.", $ctor, "(\"", $name, "\").available().await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// [`LockError::WrongType`](crate::LockError::WrongType) when the
+        /// key holds something else than a count (the name reused by another
+        /// type); [`LockError::Client`](crate::LockError::Client).
+        ///
+        /// # Cancel safety
+        /// Cancel safe.
+        pub async fn available(&self) -> LockResult<i64> {
+            self.c.drain(true).await
+        }
+
+        #[doc = $drain]
+        ///
+        /// ```no_run
+        /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+        #[doc = concat!("let taken = locks.", $ctor, "(\"", $name, "\").drain().await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// [`LockError::WrongType`](crate::LockError::WrongType) when the
+        /// key holds something else than a count (the name reused by another
+        /// type); [`LockError::Client`](crate::LockError::Client).
+        ///
+        /// # Cancel safety
+        /// Cancel safe; a cancelled call may still have drained.
+        pub async fn drain(&self) -> LockResult<i64> {
+            self.c.drain(false).await
+        }
+    };
+}
+pub(super) use count_methods;
+
 /// What one try of an acquire found.
 pub(super) enum Try<T> {
     Got(T),

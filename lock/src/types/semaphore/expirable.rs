@@ -13,8 +13,8 @@ use crate::scripts::PERMITS_ACQUIRE;
 use crate::shape::wrong_type;
 
 use super::counter::{
-    bound, release_ids, sem_reply, wait_deadline, wait_for, Counter, SemNames, SemReply, Try,
-    MAX_LEASED_PERMITS, PERMITS_LEASE,
+    bound, count_methods, release_ids, sem_reply, wait_deadline, wait_for, Counter, SemNames,
+    SemReply, Try, MAX_LEASED_PERMITS, PERMITS_LEASE,
 };
 use super::permit_guard::PermitGuard;
 use super::permit_id::PermitId;
@@ -59,91 +59,17 @@ impl ExpirableSemaphore {
         }
     }
 
-    /// The semaphore's name.
-    ///
-    /// ```no_run
-    /// # fn demo(locks: keylatch_lock::Locks) {
-    /// assert_eq!(locks.expirable_semaphore("render-slots").name(), "render-slots");
-    /// # }
-    /// ```
-    pub fn name(&self) -> &str {
-        &self.c.names.key
-    }
-
-    /// Sets the available permits when the semaphore does not exist yet;
-    /// `true` when set.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// locks.expirable_semaphore("render-slots").try_set_permits(4).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the name holds something that is no
-    /// count (another type, a name reused); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have set them.
-    pub async fn try_set_permits(&self, permits: u64) -> LockResult<bool> {
-        self.c.try_set(permits).await
-    }
-
-    /// Adds `delta` available permits (negative: removes), keeping the
-    /// key's expiry; returns the available permits after.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// locks.expirable_semaphore("render-slots").add_permits(1).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have added them.
-    pub async fn add_permits(&self, delta: i64) -> LockResult<i64> {
-        self.c.change(delta).await
-    }
-
-    /// Permits available now, after expired ones went back to the pool.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let free = locks.expirable_semaphore("render-slots").available().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn available(&self) -> LockResult<i64> {
-        self.c.drain(true).await
-    }
-
-    /// Takes every available permit (after expired ones went back); returns
-    /// how many. They are not leased: they come back only by
-    /// [`add_permits`](Self::add_permits).
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let taken = locks.expirable_semaphore("render-slots").drain().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have drained.
-    pub async fn drain(&self) -> LockResult<i64> {
-        self.c.drain(false).await
+    count_methods! {
+        ctor: "expirable_semaphore",
+        name: "render-slots",
+        set: "Sets the available permits when the semaphore does not exist yet;
+    `true` when set.",
+        add: "Adds `delta` available permits (negative: removes), keeping the
+    key's expiry; returns the available permits after.",
+        available: "Permits available now, after expired ones went back to the pool.",
+        drain: "Takes every available permit (after expired ones went back); returns
+how many. They are not leased: they come back only by
+[`add_permits`](Self::add_permits).",
     }
 
     /// Waits as long as it takes for `permits` leased permits; `lease:

@@ -9,7 +9,9 @@ use crate::error::{LockError, LockResult};
 use crate::scripts::SEMAPHORE_ACQUIRE;
 use crate::shape::wrong_type;
 
-use super::counter::{bound, sem_reply, wait_deadline, wait_for, Counter, SemNames, SemReply, Try};
+use super::counter::{
+    bound, count_methods, sem_reply, wait_deadline, wait_for, Counter, SemNames, SemReply, Try,
+};
 
 /// A semaphore in Redisson's `RSemaphore` layout: the key named after it
 /// holds the available permits; releases publish the new count on
@@ -52,90 +54,16 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name.
-    ///
-    /// ```no_run
-    /// # fn demo(locks: keylatch_lock::Locks) {
-    /// assert_eq!(locks.semaphore("downloads").name(), "downloads");
-    /// # }
-    /// ```
-    pub fn name(&self) -> &str {
-        &self.c.names.key
-    }
-
-    /// Sets the permits when the semaphore does not exist yet; `true` when
-    /// set (the count is published), `false` when it existed (unchanged).
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let first = locks.semaphore("downloads").try_set_permits(3).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the name holds something that is no
-    /// count (another type, a name reused); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have set them.
-    pub async fn try_set_permits(&self, permits: u64) -> LockResult<bool> {
-        self.c.try_set(permits).await
-    }
-
-    /// Adds `delta` permits (negative: takes them away, even below zero),
-    /// keeping the key's expiry (Redisson's `addPermits` drops it). Returns
-    /// the permits available after; waiters are told.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let now = locks.semaphore("downloads").add_permits(2).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have added them.
-    pub async fn add_permits(&self, delta: i64) -> LockResult<i64> {
-        self.c.change(delta).await
-    }
-
-    /// Permits available now (0 when the semaphore does not exist).
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// println!("{} free", locks.semaphore("downloads").available().await?);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn available(&self) -> LockResult<i64> {
-        self.c.drain(true).await
-    }
-
-    /// Takes every available permit at once; returns how many.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let taken = locks.semaphore("downloads").drain().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a cancelled call may still have drained.
-    pub async fn drain(&self) -> LockResult<i64> {
-        self.c.drain(false).await
+    count_methods! {
+        ctor: "semaphore",
+        name: "downloads",
+        set: "Sets the permits when the semaphore does not exist yet; `true` when
+    set (the count is published), `false` when it existed (unchanged).",
+        add: "Adds `delta` permits (negative: takes them away, even below zero),
+keeping the key's expiry (Redisson's `addPermits` drops it). Returns
+the permits available after; waiters are told.",
+        available: "Permits available now (0 when the semaphore does not exist).",
+        drain: "Takes every available permit at once; returns how many.",
     }
 
     /// Gives `permits` back and tells waiters; returns the permits
