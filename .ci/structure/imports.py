@@ -13,7 +13,7 @@ root = sys.argv[1]
 files = {}
 for d, _, fs in os.walk(root):
     for f in fs:
-        if f.endswith('.rs'):
+        if f.endswith('.rs') and not f.endswith('_tests.rs'):
             p = os.path.relpath(os.path.join(d, f), root)
             files[p] = open(os.path.join(d, f)).read()
 def modpath(p):
