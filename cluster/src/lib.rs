@@ -55,6 +55,7 @@
 
 mod backoff;
 mod client;
+mod client_pipeline;
 mod client_requests;
 mod clock;
 mod commands;
