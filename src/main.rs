@@ -193,59 +193,9 @@ async fn demo(args: Args) -> Result<(), String> {
     let prefix = format!("keylatch:demo:{}", std::process::id());
     let counter = format!("{prefix}:counter");
     conn.del([counter.as_str()]).await.map_err(err)?;
-
-    // Sequential round trips: the latency a single caller sees.
-    let mut lat = Vec::with_capacity(2000);
-    for _ in 0..2000 {
-        let t = Instant::now();
-        conn.get(counter.as_str()).await.map_err(err)?;
-        lat.push(t.elapsed());
-    }
-    lat.sort();
-    outln!(
-        "sequential GET: p50 {:?}  p99 {:?}  (2000 round trips)",
-        percentile(&lat, 0.50),
-        percentile(&lat, 0.99)
-    );
-
-    // An explicit pipeline: 100 commands, one write.
-    let p: Pipeline = (0..100)
-        .map(|_| Cmd::new("INCR").key(counter.as_str()))
-        .collect();
-    let replies = conn.pipeline(p).await.map_err(err)?;
-    let last: i64 = keylatch::FromReply::from_reply(
-        replies
-            .into_iter()
-            .last()
-            .ok_or("empty pipeline reply")?
-            .map_err(err)?,
-    )
-    .map_err(err)?;
-    outln!("pipeline of 100 INCR: counter = {last}");
-
-    // Many tasks, one connection: automatic pipelining.
-    let done = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs(args.seconds.max(1));
-    let started = Instant::now();
-    let mut tasks = Vec::with_capacity(args.clients);
-    for _ in 0..args.clients.max(1) {
-        let conn = conn.clone();
-        let counter = counter.clone();
-        let done = Arc::clone(&done);
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < deadline {
-                conn.cmd::<i64>(Cmd::new("INCR").key(counter.as_str()))
-                    .await?;
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok::<_, keylatch::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| e.to_string())?.map_err(err)?;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let ops = done.load(Ordering::Relaxed);
+    sequential_gets(&conn, &counter).await.map_err(err)?;
+    explicit_pipeline(&conn, &counter).await?;
+    let (ops, elapsed) = concurrent_incrs(&conn, &counter, args.clients, args.seconds).await?;
     let total: i64 = conn
         .cmd(Cmd::new("GET").key(counter.as_str()))
         .await
@@ -269,6 +219,74 @@ async fn demo(args: Args) -> Result<(), String> {
         return Err("counter mismatch".to_owned());
     }
     lock_demo(&url, args.clients.clamp(2, 16), args.seconds.max(1)).await
+}
+
+/// Sequential round trips: the latency a single caller sees.
+async fn sequential_gets(conn: &Connection, counter: &str) -> Result<(), keylatch::Error> {
+    let mut lat = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        let t = Instant::now();
+        conn.get(counter).await?;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    outln!(
+        "sequential GET: p50 {:?}  p99 {:?}  (2000 round trips)",
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.99)
+    );
+    Ok(())
+}
+
+/// An explicit pipeline: 100 commands, one write.
+async fn explicit_pipeline(conn: &Connection, counter: &str) -> Result<(), String> {
+    let err = |e: keylatch::Error| e.to_string();
+    let p: Pipeline = (0..100).map(|_| Cmd::new("INCR").key(counter)).collect();
+    let replies = conn.pipeline(p).await.map_err(err)?;
+    let last: i64 = keylatch::FromReply::from_reply(
+        replies
+            .into_iter()
+            .last()
+            .ok_or("empty pipeline reply")?
+            .map_err(err)?,
+    )
+    .map_err(err)?;
+    outln!("pipeline of 100 INCR: counter = {last}");
+    Ok(())
+}
+
+/// Many tasks, one connection: automatic pipelining. How many INCRs the
+/// tasks counted, in how many seconds.
+async fn concurrent_incrs(
+    conn: &Connection,
+    counter: &str,
+    clients: usize,
+    seconds: u64,
+) -> Result<(u64, f64), String> {
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(seconds.max(1));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(clients);
+    for _ in 0..clients.max(1) {
+        let conn = conn.clone();
+        let counter = counter.to_owned();
+        let done = Arc::clone(&done);
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                conn.cmd::<i64>(Cmd::new("INCR").key(counter.as_str()))
+                    .await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, keylatch::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok((done.load(Ordering::Relaxed), elapsed))
 }
 
 /// Workers on separate lock clients contend for one lock around a plain

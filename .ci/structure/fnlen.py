@@ -21,8 +21,13 @@ for root in dirs:
             # cut test module
             end = len(lines)
             for i, l in enumerate(lines):
-                if re.match(r'\s*#\[cfg\(test\)\]', l) and i + 1 < len(lines) and re.match(r'\s*mod tests', lines[i+1]):
-                    end = i; break
+                if re.match(r'\s*#\[cfg\(test\)\]', l):
+                    # other attributes may stand between it and the module
+                    j = i + 1
+                    while j < len(lines) and lines[j].strip().startswith('#['):
+                        j += 1
+                    if j < len(lines) and re.match(r'\s*mod tests', lines[j]):
+                        end = i; break
             if end > 600:
                 found += 1
                 print(f"FILE {p}: {end} lines (non-test)")

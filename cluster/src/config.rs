@@ -162,21 +162,7 @@ impl ConnectionConfig {
     /// [`Error::Config`] naming what is wrong; [`Error::Tls`] for a `ca`,
     /// `cert` or `key` file that cannot be read or parsed.
     pub fn from_url(url: &str) -> Result<Self> {
-        let (rest, tls) = if let Some(rest) = url.strip_prefix("redis://") {
-            (rest, false)
-        } else if let Some(rest) = url.strip_prefix("rediss://") {
-            #[cfg(not(feature = "tls"))]
-            {
-                let _ = rest;
-                return Err(Error::Config(crate::tls::NO_TLS.to_owned()));
-            }
-            #[cfg(feature = "tls")]
-            (rest, true)
-        } else {
-            return Err(Error::Config(format!(
-                "URL must start with redis:// or rediss:// (got {url:?})"
-            )));
-        };
+        let (rest, tls) = split_scheme(url)?;
         let mut cfg = Self::default();
         if tls {
             cfg.tls = Some(TlsConfig::default());
@@ -191,19 +177,7 @@ impl ConnectionConfig {
         };
         let hostport = match authority.rsplit_once('@') {
             Some((userinfo, hostport)) => {
-                let (user, pass) = match userinfo.split_once(':') {
-                    Some((u, p)) => (u, Some(p)),
-                    None => (userinfo, None),
-                };
-                if !user.is_empty() {
-                    cfg.username = Some(percent_decode(user)?);
-                }
-                if let Some(p) = pass {
-                    cfg.password = Some(percent_decode(p)?);
-                } else if !user.is_empty() {
-                    // `redis://secret@host` is the common password-only form.
-                    cfg.password = cfg.username.take();
-                }
+                cfg.set_credentials(userinfo)?;
                 hostport
             }
             None => authority,
@@ -223,21 +197,45 @@ impl ConnectionConfig {
                 .filter(|db| *db >= 0)
                 .ok_or_else(|| Error::Config(format!("bad database index {path:?} in URL")))?;
         }
+        cfg.apply_query(query.unwrap_or(""), tls)
+    }
+
+    /// The URL's `user[:password]` part, percent-decoded.
+    fn set_credentials(&mut self, userinfo: &str) -> Result<()> {
+        let (user, pass) = match userinfo.split_once(':') {
+            Some((u, p)) => (u, Some(p)),
+            None => (userinfo, None),
+        };
+        if !user.is_empty() {
+            self.username = Some(percent_decode(user)?);
+        }
+        if let Some(p) = pass {
+            self.password = Some(percent_decode(p)?);
+        } else if !user.is_empty() {
+            // `redis://secret@host` is the common password-only form.
+            self.password = self.username.take();
+        }
+        Ok(())
+    }
+
+    /// The URL's `?param=value&…` part (see [`from_url`](Self::from_url));
+    /// the TLS files only with `tls` (a `rediss://` URL).
+    fn apply_query(mut self, query: &str, tls: bool) -> Result<Self> {
         let (mut cert, mut key) = (None, None);
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
                 "protocol" => {
-                    cfg.protocol = match v {
+                    self.protocol = match v {
                         "resp2" | "2" => Protocol::Resp2,
                         "resp3" | "3" => Protocol::Resp3,
                         "auto" => Protocol::Auto,
                         _ => return Err(Error::Config(format!("unknown protocol {v:?}"))),
                     }
                 }
-                "name" | "client_name" => cfg.client_name = Some(percent_decode(v)?),
+                "name" | "client_name" => self.client_name = Some(percent_decode(v)?),
                 "db" => {
-                    cfg.db = v
+                    self.db = v
                         .parse()
                         .map_err(|_| Error::Config(format!("bad db {v:?}")))?
                 }
@@ -246,22 +244,19 @@ impl ConnectionConfig {
                         "URL parameter {k:?} needs a rediss:// (TLS) URL"
                     )))
                 }
-                "ca" => cfg = cfg.tls_ca_file(percent_decode(v)?)?,
+                "ca" => self = self.tls_ca_file(percent_decode(v)?)?,
                 "cert" => cert = Some(percent_decode(v)?),
                 "key" => key = Some(percent_decode(v)?),
                 _ => return Err(Error::Config(format!("unknown URL parameter {k:?}"))),
             }
         }
         match (cert, key) {
-            (Some(cert), Some(key)) => cfg = cfg.tls_client_cert(cert, key)?,
-            (None, None) => {}
-            _ => {
-                return Err(Error::Config(
-                    "URL parameters cert= and key= go together (mutual TLS)".to_owned(),
-                ))
-            }
+            (Some(cert), Some(key)) => self.tls_client_cert(cert, key),
+            (None, None) => Ok(self),
+            _ => Err(Error::Config(
+                "URL parameters cert= and key= go together (mutual TLS)".to_owned(),
+            )),
         }
-        Ok(cfg)
     }
 
     /// Sets the request timeout (`None`: wait forever).
@@ -463,6 +458,26 @@ impl ConnectionConfig {
         } else {
             format!("{}:{}", self.host, self.port)
         }
+    }
+}
+
+/// The part after `redis://` or `rediss://`, and whether it asked for TLS
+/// (refused without the `tls` cargo feature).
+fn split_scheme(url: &str) -> Result<(&str, bool)> {
+    if let Some(rest) = url.strip_prefix("redis://") {
+        Ok((rest, false))
+    } else if let Some(rest) = url.strip_prefix("rediss://") {
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = rest;
+            Err(Error::Config(crate::tls::NO_TLS.to_owned()))
+        }
+        #[cfg(feature = "tls")]
+        Ok((rest, true))
+    } else {
+        Err(Error::Config(format!(
+            "URL must start with redis:// or rediss:// (got {url:?})"
+        )))
     }
 }
 

@@ -18,11 +18,13 @@
 //! - [`ConnectionConfig`] (`config.rs`): settings and `redis://` /
 //!   `rediss://` URL parsing.
 //! - [`Pipeline`]: explicit batches, one write, replies in order.
-//! - `commands.rs`: typed helpers (`get`, `set_with`, `evalsha`, `pttl`, …).
+//! - `commands/`: typed helpers (`get`, `set_with`, `evalsha`, `pttl`, …):
+//!   the [`Commands`] trait in `mod.rs`, its parts by command group.
 //! - [`FromReply`] (`reply.rs`): reply frames into Rust values.
 //! - [`Error`] (`error.rs`): the one error type; server errors are parsed
 //!   once into [`ServerErrorKind`]s with a [`RetryClass`].
-//! - [`Client`] (`client.rs`): standalone or cluster; the router
+//! - [`Client`] (`client.rs`; `client_pipeline.rs`: its pipelines, split
+//!   per master in a cluster): standalone or cluster; the router
 //!   (`router/`: slot table, nodes; `refresh.rs`: reloads and the health watch;
 //!   `routed.rs`: one request's redirects and retries until its deadline), [`Slot`]s
 //!   (`slot.rs`), topology parsing (`topology.rs`), [`Script`]s.
@@ -55,6 +57,7 @@
 
 mod backoff;
 mod client;
+mod client_pipeline;
 mod client_requests;
 mod clock;
 mod commands;

@@ -92,138 +92,183 @@ impl Router {
         let slot = command_slot(&cmd)?;
         let deadline = deadline.unwrap_or_else(|| self.default_deadline());
         let opts = self.options();
-        let mut backoff = Backoff::new(opts.retry_min, opts.retry_max);
-        let mut ask: Option<Arc<Node>> = None;
-        // Nodes that failed or redirected this request, in order, once each.
-        let mut tried: Vec<String> = Vec::new();
-        let mut last = Error::Disconnected;
+        let mut retry = Retries {
+            backoff: Backoff::new(opts.retry_min, opts.retry_max),
+            ask: None,
+            tried: Vec::new(),
+            last: Error::Disconnected,
+        };
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            let asking = ask.is_some();
-            let node = match ask.take().or_else(|| self.master_for(slot)) {
-                Some(n) => n,
+            let asking = retry.ask.is_some();
+            let next = match retry.ask.take().or_else(|| self.master_for(slot)) {
+                Some(node) => {
+                    match tokio::time::timeout_at(deadline, node.connection(self.base())).await {
+                        Ok(Ok(conn)) => {
+                            let (timeout, late) = self.attempt_wait(&wait, left);
+                            match run(&conn, &cmd, script, asking, timeout, late).await {
+                                Ok(frame) => return Ok(frame),
+                                Err(e) => self.after_reply_error(e, &node.addr, &mut retry),
+                            }
+                        }
+                        Ok(Err(e)) => self.after_connect_failure(Some(e), &node.addr, &mut retry),
+                        Err(_) => self.after_connect_failure(None, &node.addr, &mut retry),
+                    }
+                }
                 None => {
                     // Nobody serves the slot (failover under way): refresh,
                     // within the time left, and try again after a pause.
-                    last = Error::from_server_error(b"CLUSTERDOWN slot not served");
+                    retry.last = Error::from_server_error(b"CLUSTERDOWN slot not served");
                     let _ = tokio::time::timeout_at(deadline, Box::pin(self.refresh(false))).await;
-                    if !pause(&mut backoff, deadline).await {
-                        break;
-                    }
-                    continue;
+                    Next::AfterPause
                 }
             };
-            let conn = match tokio::time::timeout_at(deadline, node.connection(self.base())).await {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => {
-                    note_tried(&mut tried, &node.addr);
-                    last = e;
-                    self.refresh_soon();
-                    if !pause(&mut backoff, deadline).await {
-                        break;
-                    }
-                    continue;
-                }
-                Err(_) => {
-                    note_tried(&mut tried, &node.addr);
-                    last = Error::Timeout;
-                    self.refresh_soon();
-                    break;
-                }
-            };
-            let timeout = match &wait {
-                Wait::Untimed => None,
-                Wait::Timed => self.base().request_timeout.map(|rt| rt.min(left)),
-                Wait::Settled(_) => {
-                    Some(self.base().request_timeout.map_or(left, |rt| rt.min(left)))
-                }
-            };
-            let late = match &wait {
-                Wait::Settled(late) => Some(late),
-                _ => None,
-            };
-            let err = match run(&conn, &cmd, script, asking, timeout, late).await {
-                Ok(frame) => return Ok(frame),
-                Err(e) => e,
-            };
-            // Addresses are recorded only on failure: the common path
-            // allocates nothing for bookkeeping.
-            let seen_before = |tried: &[String], addr: &str| tried.iter().any(|t| t == addr);
-            match err.server_kind() {
-                Some(kind @ (ServerErrorKind::Moved | ServerErrorKind::Ask)) => {
-                    note_tried(&mut tried, &node.addr);
-                    let Some((s, to)) = err.as_server_error().and_then(|e| e.redirect()) else {
-                        return Err(err);
-                    };
-                    let to = redirect_addr(to, &node.addr);
-                    // Sent back to a node that already turned it away: the
-                    // two disagree for now (a migration between its two
-                    // SETSLOT NODE commands). The table is not patched (each
-                    // patch would flip the slot back and forth, and move
-                    // every shard subscription with it): wait, with backoff,
-                    // for the nodes and a refresh to settle it.
-                    let ping_pong = seen_before(&tried, &to);
-                    if kind == ServerErrorKind::Ask {
-                        ask = Some(self.node(&to));
-                    } else if !ping_pong {
-                        self.apply_moved(s, &to);
-                    }
-                    self.refresh_soon();
-                    last = err;
-                    if ping_pong && !pause(&mut backoff, deadline).await {
+            match next {
+                Next::Now => {}
+                Next::AfterPause => {
+                    if !pause(&mut retry.backoff, deadline).await {
                         break;
                     }
                 }
-                Some(
-                    ServerErrorKind::TryAgain
-                    | ServerErrorKind::Loading
-                    | ServerErrorKind::MasterDown,
-                ) => {
-                    note_tried(&mut tried, &node.addr);
-                    last = err;
-                    if !pause(&mut backoff, deadline).await {
-                        break;
-                    }
-                }
-                Some(ServerErrorKind::ClusterDown | ServerErrorKind::ReadOnly) => {
-                    // The table may be stale: a failover, or a master demoted
-                    // to replica (which refuses writes, and ran nothing).
-                    note_tried(&mut tried, &node.addr);
-                    last = err;
-                    self.refresh_soon();
-                    if !pause(&mut backoff, deadline).await {
-                        break;
-                    }
-                }
-                _ if matches!(err, Error::Disconnected) => {
-                    // Not sent: the node is down or reconnecting. Another
-                    // node may know who serves the slot now.
-                    note_tried(&mut tried, &node.addr);
-                    last = err;
-                    self.refresh_soon();
-                    if !pause(&mut backoff, deadline).await {
-                        break;
-                    }
-                }
-                _ => {
-                    if err.is_unknown_outcome() {
-                        // Never resent (it may have run), but the node may
-                        // be dead: look at the topology again.
-                        self.refresh_soon();
-                    }
-                    return Err(err);
-                }
+                Next::GiveUp => break,
+                Next::Fail(err) => return Err(err),
             }
         }
         Err(Error::Routing {
             slot,
-            tried,
-            last: Box::new(last),
+            tried: retry.tried,
+            last: Box::new(retry.last),
         })
     }
+
+    /// How long one attempt waits for its reply, and where a reply that
+    /// comes after that goes (`Wait::Settled` only).
+    #[inline]
+    fn attempt_wait<'w>(
+        &self,
+        wait: &'w Wait,
+        left: Duration,
+    ) -> (Option<Duration>, Option<&'w LateReply>) {
+        match wait {
+            Wait::Untimed => (None, None),
+            Wait::Timed => (self.base().request_timeout.map(|rt| rt.min(left)), None),
+            Wait::Settled(late) => (
+                Some(self.base().request_timeout.map_or(left, |rt| rt.min(left))),
+                Some(late),
+            ),
+        }
+    }
+
+    /// After the node at `addr` could not be reached: an error (a refused
+    /// connect, a handshake failure) waits with backoff; the deadline
+    /// passing while connecting (`None`) ends the request.
+    fn after_connect_failure(&self, err: Option<Error>, addr: &str, retry: &mut Retries) -> Next {
+        note_tried(&mut retry.tried, addr);
+        let next = match err {
+            Some(e) => {
+                retry.last = e;
+                Next::AfterPause
+            }
+            None => {
+                retry.last = Error::Timeout;
+                Next::GiveUp
+            }
+        };
+        self.refresh_soon();
+        next
+    }
+
+    /// What the error the node at `addr` answered leads to: a redirect
+    /// followed, a transient failure retried after a pause, anything else
+    /// (or an outcome unknown) to the caller.
+    fn after_reply_error(&self, err: Error, addr: &str, retry: &mut Retries) -> Next {
+        match err.server_kind() {
+            Some(kind @ (ServerErrorKind::Moved | ServerErrorKind::Ask)) => {
+                note_tried(&mut retry.tried, addr);
+                let Some((s, to)) = err.as_server_error().and_then(|e| e.redirect()) else {
+                    return Next::Fail(err);
+                };
+                let to = redirect_addr(to, addr);
+                // Sent back to a node that already turned it away: the
+                // two disagree for now (a migration between its two
+                // SETSLOT NODE commands). The table is not patched (each
+                // patch would flip the slot back and forth, and move
+                // every shard subscription with it): wait, with backoff,
+                // for the nodes and a refresh to settle it.
+                let ping_pong = retry.tried.contains(&to);
+                if kind == ServerErrorKind::Ask {
+                    retry.ask = Some(self.node(&to));
+                } else if !ping_pong {
+                    self.apply_moved(s, &to);
+                }
+                self.refresh_soon();
+                retry.last = err;
+                if ping_pong {
+                    Next::AfterPause
+                } else {
+                    Next::Now
+                }
+            }
+            Some(
+                ServerErrorKind::TryAgain | ServerErrorKind::Loading | ServerErrorKind::MasterDown,
+            ) => {
+                note_tried(&mut retry.tried, addr);
+                retry.last = err;
+                Next::AfterPause
+            }
+            Some(ServerErrorKind::ClusterDown | ServerErrorKind::ReadOnly) => {
+                // The table may be stale: a failover, or a master demoted
+                // to replica (which refuses writes, and ran nothing).
+                note_tried(&mut retry.tried, addr);
+                retry.last = err;
+                self.refresh_soon();
+                Next::AfterPause
+            }
+            _ if matches!(err, Error::Disconnected) => {
+                // Not sent: the node is down or reconnecting. Another
+                // node may know who serves the slot now.
+                note_tried(&mut retry.tried, addr);
+                retry.last = err;
+                self.refresh_soon();
+                Next::AfterPause
+            }
+            _ => {
+                if err.is_unknown_outcome() {
+                    // Never resent (it may have run), but the node may
+                    // be dead: look at the topology again.
+                    self.refresh_soon();
+                }
+                Next::Fail(err)
+            }
+        }
+    }
+}
+
+/// One routed request's state across its attempts. Addresses are recorded
+/// only on failure: the common path allocates nothing for bookkeeping.
+struct Retries {
+    backoff: Backoff,
+    /// The node an `ASK` sent the next attempt to.
+    ask: Option<Arc<Node>>,
+    /// Nodes that failed or redirected this request, in order, once each.
+    tried: Vec<String>,
+    /// The last failure, for [`Error::Routing`].
+    last: Error,
+}
+
+/// What a failed attempt leads to.
+enum Next {
+    /// Another attempt at once (a redirect followed).
+    Now,
+    /// Another attempt after a backoff pause, if one fits before the deadline.
+    AfterPause,
+    /// No more attempts: [`Error::Routing`].
+    GiveUp,
+    /// This error to the caller.
+    Fail(Error),
 }
 
 /// Records `addr` as tried (once).

@@ -425,8 +425,8 @@ impl ToArg for f64 {
     }
 }
 
-#[cfg(test)]
 #[allow(clippy::unwrap_used)] // a panic is how a test fails
+#[cfg(test)]
 mod tests {
     use super::*;
 

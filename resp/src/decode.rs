@@ -345,27 +345,15 @@ impl Decoder {
 
     fn scan(&mut self, data: &[u8]) -> Result<Step, ProtocolError> {
         self.needed = 0;
-        if let Some(p) = self.body {
-            if data.len() < p.end {
-                self.needed = p.end - data.len();
-                // The next step of room, as the body's bytes come.
-                return Ok(Step::Pending {
-                    reserve: self.needed.min(RESERVE_STEP),
-                });
-            }
-            self.body = None;
-            let (value, payload, end) = finish_body(data, p.kind, p.body, p.len)?;
-            self.pos = end;
-            if let Some(step) = self.element_done(Some((value, payload)), end) {
-                return Ok(step);
-            }
+        if let Some(step) = self.resume_body(data)? {
+            return Ok(step);
         }
         loop {
             let start = self.pos;
             let from = self.resume.max(start + 1);
             let item = parse_item(data, start, from, &self.limits)?;
             self.resume = 0;
-            match item {
+            let done = match item {
                 Item::Incomplete { resume } => {
                     self.count(resume.saturating_sub(from));
                     self.resume = resume;
@@ -378,65 +366,113 @@ impl Decoder {
                 } => {
                     self.count(end.saturating_sub(from));
                     self.pos = end;
-                    if let Some(step) = self.element_done(Some((value, payload)), end) {
-                        return Ok(step);
-                    }
+                    self.element_done(Some((value, payload)), end)
                 }
                 Item::Body { kind, body, len } => {
                     self.count(body.saturating_sub(from));
-                    let end = body.checked_add(len).and_then(|e| e.checked_add(2)).ok_or(
-                        ProtocolError::BulkTooLong {
-                            len,
-                            max: self.limits.max_bulk_len,
-                        },
-                    )?;
-                    if data.len() < end {
-                        self.pos = start;
-                        self.body = Some(PendingBody {
-                            kind,
-                            body,
-                            len,
-                            end,
-                        });
-                        self.needed = end - data.len();
-                        return Ok(Step::Pending {
-                            reserve: self.needed.min(RESERVE_STEP),
-                        });
-                    }
-                    let (value, payload, end) = finish_body(data, kind, body, len)?;
-                    self.pos = end;
-                    if let Some(step) = self.element_done(Some((value, payload)), end) {
-                        return Ok(step);
-                    }
+                    self.body_item(data, start, kind, body, len)?
                 }
                 Item::Aggregate { kind, count, end } => {
                     self.count(end.saturating_sub(from));
-                    self.pos = end;
-                    if self.stack.len() >= self.limits.max_depth {
-                        return Err(ProtocolError::TooDeep {
-                            max: self.limits.max_depth,
-                        });
-                    }
-                    let attribute = kind == b'|';
-                    self.items = self.items.saturating_add(count);
-                    if self.items > self.limits.max_frame_items {
-                        return Err(ProtocolError::FrameTooLarge {
-                            items: self.items,
-                            max: self.limits.max_frame_items,
-                        });
-                    }
-                    if count > 0 {
-                        self.stack.push(Level {
-                            remaining: count,
-                            attribute,
-                        });
-                    } else if !attribute {
-                        if let Some(step) = self.element_done(None, end) {
-                            return Ok(step);
-                        }
-                    }
+                    self.open_aggregate(kind, count, end)?
                 }
+            };
+            if let Some(step) = done {
+                return Ok(step);
             }
+        }
+    }
+
+    /// The bulk body a previous call stopped in: still pending (with the next step of room
+    /// to reserve), or finished as one element. `None`: the scan goes on with the next item.
+    #[inline]
+    fn resume_body(&mut self, data: &[u8]) -> Result<Option<Step>, ProtocolError> {
+        let Some(p) = self.body else {
+            return Ok(None);
+        };
+        if data.len() < p.end {
+            self.needed = p.end - data.len();
+            // The next step of room, as the body's bytes come.
+            return Ok(Some(Step::Pending {
+                reserve: self.needed.min(RESERVE_STEP),
+            }));
+        }
+        self.body = None;
+        let (value, payload, end) = finish_body(data, p.kind, p.body, p.len)?;
+        self.pos = end;
+        Ok(self.element_done(Some((value, payload)), end))
+    }
+
+    /// A bulk header (of the item starting at `start`) announcing `len` bytes from `body`:
+    /// the element when its bytes are all there, else the pending body remembered (the scan
+    /// resumes at the item, without reading the header again) and the room to reserve.
+    #[inline]
+    fn body_item(
+        &mut self,
+        data: &[u8],
+        start: usize,
+        kind: u8,
+        body: usize,
+        len: usize,
+    ) -> Result<Option<Step>, ProtocolError> {
+        let end = body.checked_add(len).and_then(|e| e.checked_add(2)).ok_or(
+            ProtocolError::BulkTooLong {
+                len,
+                max: self.limits.max_bulk_len,
+            },
+        )?;
+        if data.len() < end {
+            self.pos = start;
+            self.body = Some(PendingBody {
+                kind,
+                body,
+                len,
+                end,
+            });
+            self.needed = end - data.len();
+            return Ok(Some(Step::Pending {
+                reserve: self.needed.min(RESERVE_STEP),
+            }));
+        }
+        let (value, payload, end) = finish_body(data, kind, body, len)?;
+        self.pos = end;
+        Ok(self.element_done(Some((value, payload)), end))
+    }
+
+    /// An aggregate header announcing `count` elements, the first at `end`: the depth and
+    /// per-frame element limits checked, then a level opened (an empty aggregate is a whole
+    /// element at once; an empty attribute annotates the element still to come).
+    #[inline]
+    fn open_aggregate(
+        &mut self,
+        kind: u8,
+        count: usize,
+        end: usize,
+    ) -> Result<Option<Step>, ProtocolError> {
+        self.pos = end;
+        if self.stack.len() >= self.limits.max_depth {
+            return Err(ProtocolError::TooDeep {
+                max: self.limits.max_depth,
+            });
+        }
+        let attribute = kind == b'|';
+        self.items = self.items.saturating_add(count);
+        if self.items > self.limits.max_frame_items {
+            return Err(ProtocolError::FrameTooLarge {
+                items: self.items,
+                max: self.limits.max_frame_items,
+            });
+        }
+        if count > 0 {
+            self.stack.push(Level {
+                remaining: count,
+                attribute,
+            });
+            Ok(None)
+        } else if !attribute {
+            Ok(self.element_done(None, end))
+        } else {
+            Ok(None)
         }
     }
 

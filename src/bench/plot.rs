@@ -36,24 +36,7 @@ const DASHES: [&str; 4] = ["", "8 4", "2 3", "12 3 2 3"];
 /// assert_eq!(image.matches("<path").count(), 1);
 /// ```
 pub fn svg(results: &[ScenarioResult], title: &str) -> String {
-    let with_data: Vec<&ScenarioResult> =
-        results.iter().filter(|r| r.latency.count() > 0).collect();
-    // The x range in whole decades of µs around every sample.
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for r in &with_data {
-        lo = lo.min(micros(r.latency.min()).max(0.1).log10());
-        hi = hi.max(micros(r.latency.max()).max(0.1).log10());
-    }
-    if lo > hi {
-        (lo, hi) = (0.0, 3.0);
-    }
-    let (lo, mut hi) = (lo.floor(), hi.ceil());
-    if hi <= lo {
-        hi = lo + 1.0;
-    }
-    let x = |us: f64| LEFT + (us.max(0.1).log10() - lo) / (hi - lo) * (RIGHT - LEFT);
-    let y = |share: f64| BOTTOM - share * (BOTTOM - TOP);
-
+    let scale = Scale::around(results);
     let mut out = String::with_capacity(64 * 1024);
     let _ = writeln!(
         out,
@@ -66,19 +49,64 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
         (LEFT + RIGHT) / 2.0,
         escape(title)
     );
-    // Grid: a labelled line per decade, light lines at 2..9 of each.
-    let mut decade = lo;
-    while decade <= hi {
-        let gx = x(10f64.powf(decade));
+    grid(&mut out, scale);
+    axes(&mut out);
+    curves(&mut out, scale, results);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Where a latency and a share go on the chart: x on a log scale over
+/// whole decades of µs, `lo` to `hi` (log10), y linear.
+#[derive(Clone, Copy)]
+struct Scale {
+    lo: f64,
+    hi: f64,
+}
+
+impl Scale {
+    /// The x range in whole decades of µs around every sample (1 µs to
+    /// 1 ms when there is none).
+    fn around(results: &[ScenarioResult]) -> Self {
+        let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+        for r in results.iter().filter(|r| r.latency.count() > 0) {
+            lo = lo.min(micros(r.latency.min()).max(0.1).log10());
+            hi = hi.max(micros(r.latency.max()).max(0.1).log10());
+        }
+        if lo > hi {
+            (lo, hi) = (0.0, 3.0);
+        }
+        let (lo, mut hi) = (lo.floor(), hi.ceil());
+        if hi <= lo {
+            hi = lo + 1.0;
+        }
+        Self { lo, hi }
+    }
+
+    fn x(self, us: f64) -> f64 {
+        LEFT + (us.max(0.1).log10() - self.lo) / (self.hi - self.lo) * (RIGHT - LEFT)
+    }
+
+    fn y(share: f64) -> f64 {
+        BOTTOM - share * (BOTTOM - TOP)
+    }
+}
+
+/// Grid: a labelled line per decade, light lines at 2..9 of each, and one
+/// per percentile shown.
+fn grid(out: &mut String, scale: Scale) {
+    let mut decade = scale.lo;
+    while decade <= scale.hi {
+        let gx = scale.x(10f64.powf(decade));
         let _ = writeln!(
             out,
             r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{BOTTOM}" stroke="#bbb"/><text x="{gx:.1}" y="{}" text-anchor="middle">{}</text>"##,
             BOTTOM + 18.0,
             decade_label(decade as i32)
         );
-        if decade < hi {
+        if decade < scale.hi {
             for m in 2..10 {
-                let mx = x(f64::from(m) * 10f64.powf(decade));
+                let mx = scale.x(f64::from(m) * 10f64.powf(decade));
                 let _ = writeln!(
                     out,
                     r##"<line x1="{mx:.1}" y1="{TOP}" x2="{mx:.1}" y2="{BOTTOM}" stroke="#eee"/>"##
@@ -88,7 +116,7 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
         decade += 1.0;
     }
     for pct in [0, 25, 50, 75, 90, 99, 100] {
-        let gy = y(f64::from(pct) / 100.0);
+        let gy = Scale::y(f64::from(pct) / 100.0);
         let _ = writeln!(
             out,
             r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{RIGHT}" y2="{gy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{pct} %</text>"##,
@@ -96,6 +124,10 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
             gy + 4.0
         );
     }
+}
+
+/// The plot's frame and the two axis titles.
+fn axes(out: &mut String) {
     let _ = writeln!(
         out,
         r#"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="black"/>"#,
@@ -114,7 +146,12 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
         (TOP + BOTTOM) / 2.0,
         (TOP + BOTTOM) / 2.0
     );
+}
 
+/// One CDF curve per result with samples, and a legend entry for every
+/// result: colour per scenario, line style per client (in order of first
+/// appearance).
+fn curves(out: &mut String, scale: Scale, results: &[ScenarioResult]) {
     let mut clients: Vec<&str> = Vec::new();
     for r in results {
         if !clients.contains(&r.client.as_str()) {
@@ -134,11 +171,15 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
         if total > 0 {
             let mut d = String::new();
             for (i, b) in r.latency.buckets().enumerate() {
-                let px = x(micros(b.high));
+                let px = scale.x(micros(b.high));
                 if i == 0 {
-                    let _ = write!(d, "M{px:.1},{:.1}", y(0.0));
+                    let _ = write!(d, "M{px:.1},{:.1}", Scale::y(0.0));
                 }
-                let _ = write!(d, " L{px:.1},{:.1}", y(b.cumulative as f64 / total as f64));
+                let _ = write!(
+                    d,
+                    " L{px:.1},{:.1}",
+                    Scale::y(b.cumulative as f64 / total as f64)
+                );
             }
             let _ = writeln!(
                 out,
@@ -163,8 +204,6 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
             ))
         );
     }
-    out.push_str("</svg>\n");
-    out
 }
 
 fn micros(d: std::time::Duration) -> f64 {

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, Write};
 
-use keylatch::{ForceUnlocked, LockError, Locks, LocksConfig};
+use keylatch::{ForceUnlocked, LockError, LockResult, Locks, LocksConfig};
 
 use super::args::{self, Argv};
 use super::{runtime, status, Failure};
@@ -40,7 +40,38 @@ Exit codes: 0 unlocked or already free, 1 not confirmed, 2 refused (the
 message names what NAME holds), usage error or server unreachable.";
 
 /// Entry point: parses, shows, confirms, unlocks.
-pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
+pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
+    let (name, yes, urls) = parse(argv)?;
+    let cfg = args::client_config(&urls)?;
+    let rt = runtime()?;
+    let locks = rt.block_on(async {
+        Locks::connect_with(cfg, LocksConfig::default())
+            .await
+            .map_err(|e| args::connect_failure(&urls, e))
+    })?;
+    let st = rt
+        .block_on(status::read(locks.client(), &name))
+        .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))?;
+    if st.state() == "free" {
+        outln!("lock {name:?} is free; nothing to unlock");
+        return Ok(0);
+    }
+    if let Some(why) = st.refusal() {
+        // Refused before asking: nothing a confirmation could make right.
+        return Err(Failure::usage(format!("unlock: {why}")));
+    }
+    if !yes {
+        // Read outside the runtime: a blocking stdin read inside a task
+        // would stall a worker for as long as the operator thinks.
+        confirm(&name, &st.to_text())?;
+    }
+    // The script judges the type itself (the key may have changed since
+    // it was shown): what it ended, or why it refused.
+    report(&name, rt.block_on(locks.force_unlock(&name)))
+}
+
+/// `NAME`, `--yes`, and the server URLs; `--force` is required.
+fn parse(mut argv: Argv) -> Result<(String, bool, Vec<String>), Failure> {
     let mut name = None;
     let mut force = false;
     let mut yes = false;
@@ -65,46 +96,32 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             "unlock: only --force is supported (it deletes the lock whoever holds it)",
         ));
     }
-    let urls = args::urls(urls);
-    let cfg = args::client_config(&urls)?;
-    let rt = runtime()?;
-    let locks = rt.block_on(async {
-        Locks::connect_with(cfg, LocksConfig::default())
-            .await
-            .map_err(|e| args::connect_failure(&urls, e))
-    })?;
-    let st = rt
-        .block_on(status::read(locks.client(), &name))
-        .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))?;
-    if st.state() == "free" {
-        outln!("lock {name:?} is free; nothing to unlock");
-        return Ok(0);
+    Ok((name, yes, args::urls(urls)))
+}
+
+/// Shows what `name` holds (`shown`) and asks on stdin; `Err` (exit 1)
+/// unless the answer is yes.
+fn confirm(name: &str, shown: &str) -> Result<(), Failure> {
+    errln!("{shown}");
+    err!("force-unlock {name:?}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::usage(format!("reading the answer: {e}")))?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+        return Err(Failure {
+            code: 1,
+            message: "not unlocked".to_owned(),
+        });
     }
-    if let Some(why) = st.refusal() {
-        // Refused before asking: nothing a confirmation could make right.
-        return Err(Failure::usage(format!("unlock: {why}")));
-    }
-    if !yes {
-        errln!("{}", st.to_text());
-        err!("force-unlock {name:?}? [y/N] ");
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        // Read outside the runtime: a blocking stdin read inside a task
-        // would stall a worker for as long as the operator thinks.
-        std::io::stdin()
-            .lock()
-            .read_line(&mut answer)
-            .map_err(|e| Failure::usage(format!("reading the answer: {e}")))?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-            return Err(Failure {
-                code: 1,
-                message: "not unlocked".to_owned(),
-            });
-        }
-    }
-    // The script judges the type itself (the key may have changed since
-    // it was shown): what it ended, or why it refused.
-    match rt.block_on(locks.force_unlock(&name)) {
+    Ok(())
+}
+
+/// Says what the force unlock of `name` ended, or why it was refused.
+fn report(name: &str, unlocked: LockResult<ForceUnlocked>) -> Result<u8, Failure> {
+    match unlocked {
         Ok(ForceUnlocked::Free) => outln!("lock {name:?} was already free"),
         Ok(ForceUnlocked::Lock) => outln!("lock {name:?} force-unlocked"),
         Ok(ForceUnlocked::ReadWriteLock) => {

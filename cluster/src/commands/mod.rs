@@ -1,4 +1,13 @@
 //! Typed helpers for the commands the lock layer (and most users) need.
+//!
+//! The [`Commands`] trait lives here, one method per command with its
+//! documentation; what its methods build on lives by command group:
+//! - `keys.rs`: `SET`'s options ([`SetOptions`], [`SetCondition`]), [`Ttl`]
+//!   (a `PTTL` reply), and the key commands' builders;
+//! - `scripting.rs`: `EVAL`/`EVALSHA` commands, and the two-round-trip
+//!   `NOSCRIPT` healing of implementations without a faster path;
+//! - `connection.rs`: what [`Connection`](crate::Connection) does better (one-write `NOSCRIPT`
+//!   healing) or alone (`WAIT`, which must run on the writes' connection).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,159 +16,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use keylatch_resp::{Cmd, Frame, ToArg};
 
-use crate::connection::Connection;
-use crate::error::{Error, Result, ServerErrorKind};
-use crate::pipeline::Pipeline;
+use crate::error::{Error, Result};
 use crate::reply::FromReply;
 use crate::script::Script;
 
-/// When `SET` may write.
-///
-/// ```
-/// use keylatch_cluster::SetCondition;
-/// assert_ne!(SetCondition::IfAbsent, SetCondition::IfPresent);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetCondition {
-    /// `NX`: only if the key does not exist.
-    IfAbsent,
-    /// `XX`: only if the key exists.
-    IfPresent,
-}
+mod connection;
+mod keys;
+mod scripting;
 
-/// Options for [`Connection::set_with`].
-///
-/// ```
-/// use std::time::Duration;
-/// use keylatch_cluster::{SetCondition, SetOptions};
-/// let opts = SetOptions::default().condition(SetCondition::IfAbsent).expire(Duration::from_millis(500));
-/// assert_eq!(opts.expire, Some(Duration::from_millis(500)));
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SetOptions {
-    /// NX / XX.
-    pub condition: Option<SetCondition>,
-    /// `PX` in milliseconds (rounded up so a sub-millisecond TTL is not 0).
-    pub expire: Option<Duration>,
-    /// `KEEPTTL`: keep the existing TTL.
-    pub keep_ttl: bool,
-}
-
-impl SetOptions {
-    /// Sets the write condition.
-    ///
-    /// ```
-    /// use keylatch_cluster::{SetCondition, SetOptions};
-    /// let opts = SetOptions::default().condition(SetCondition::IfPresent);
-    /// assert_eq!(opts.condition, Some(SetCondition::IfPresent));
-    /// ```
-    pub fn condition(mut self, c: SetCondition) -> Self {
-        self.condition = Some(c);
-        self
-    }
-
-    /// Sets a relative expiry (`PX`).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keylatch_cluster::SetOptions;
-    /// let opts = SetOptions::default().expire(Duration::from_secs(30));
-    /// assert_eq!(opts.expire, Some(Duration::from_secs(30)));
-    /// ```
-    pub fn expire(mut self, ttl: Duration) -> Self {
-        self.expire = Some(ttl);
-        self
-    }
-
-    /// Keeps the key's current TTL (`KEEPTTL`).
-    ///
-    /// ```
-    /// use keylatch_cluster::SetOptions;
-    /// let opts = SetOptions::default().keep_ttl();
-    /// assert!(opts.keep_ttl);
-    /// assert_eq!(opts.expire, None);
-    /// ```
-    pub fn keep_ttl(mut self) -> Self {
-        self.keep_ttl = true;
-        self
-    }
-}
-
-/// A key's time to live, from `PTTL`.
-///
-/// ```
-/// use keylatch_cluster::Ttl;
-/// assert_eq!(Ttl::from_pttl(-2), Ttl::Missing);
-/// assert_eq!(Ttl::from_pttl(-1), Ttl::Persistent);
-/// assert_eq!(Ttl::from_pttl(1500), Ttl::Expires(std::time::Duration::from_millis(1500)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ttl {
-    /// The key does not exist (`-2`).
-    Missing,
-    /// The key exists without an expiry (`-1`).
-    Persistent,
-    /// The key expires after this long.
-    Expires(Duration),
-}
-
-impl Ttl {
-    /// Interprets a `PTTL` reply.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keylatch_cluster::Ttl;
-    /// assert_eq!(Ttl::from_pttl(250), Ttl::Expires(Duration::from_millis(250)));
-    /// assert_eq!(Ttl::from_pttl(0), Ttl::Expires(Duration::ZERO));
-    /// assert_eq!(Ttl::from_pttl(-1), Ttl::Persistent);
-    /// assert_eq!(Ttl::from_pttl(-2), Ttl::Missing);
-    /// ```
-    pub fn from_pttl(ms: i64) -> Self {
-        match ms {
-            -1 => Ttl::Persistent,
-            ms if ms < 0 => Ttl::Missing,
-            ms => Ttl::Expires(Duration::from_millis(ms.unsigned_abs())),
-        }
-    }
-}
-
-/// Milliseconds for `PX`/`PEXPIRE`, rounded up and at least 1 (0 is an error
-/// for Redis, and rounding down could make a key expire early).
-pub(crate) fn millis_arg(d: Duration) -> u64 {
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    u64::try_from(ms).unwrap_or(u64::MAX).max(1)
-}
-
-fn keys_cmd<K: ToArg>(name: &str, keys: impl IntoIterator<Item = K>) -> Cmd {
-    let mut cmd = Cmd::new(name);
-    for k in keys {
-        cmd.push_key(k);
-    }
-    cmd
-}
-
-fn script_cmd<K: ToArg, A: ToArg>(
-    name: &str,
-    script: impl ToArg,
-    keys: impl IntoIterator<Item = K>,
-    args: impl IntoIterator<Item = A>,
-) -> Cmd {
-    let keys: Vec<K> = keys.into_iter().collect();
-    let mut cmd = Cmd::new(name).arg(script).arg(keys.len());
-    for k in keys {
-        cmd.push_key(k);
-    }
-    for a in args {
-        cmd.push_arg(a);
-    }
-    cmd
-}
+pub use keys::{SetCondition, SetOptions, Ttl};
 
 /// The commands every client type speaks: one required method, [`send`](Commands::send),
 /// and typed helpers on top of it.
 ///
-/// Implemented by [`Connection`] (one node) and [`Client`](crate::Client)
+/// Implemented by [`Connection`](crate::Connection) (one node) and [`Client`](crate::Client)
 /// (standalone or cluster, with routing). Bring it into scope to use the
 /// helpers: `use keylatch_cluster::Commands;`.
 ///
@@ -173,7 +43,7 @@ fn script_cmd<K: ToArg, A: ToArg>(
 /// ```
 ///
 /// # Cancel safety
-/// Every helper is cancel safe in the sense of [`Connection::send`]: a
+/// Every helper is cancel safe in the sense of [`Connection::send`](crate::Connection::send): a
 /// dropped call never desynchronises the connection, but a command already
 /// written may still run.
 pub trait Commands: Sync {
@@ -187,11 +57,11 @@ pub trait Commands: Sync {
     /// ```
     ///
     /// # Errors
-    /// See [`Connection::send`] and, for clusters, [`Error::Routing`] and
+    /// See [`Connection::send`](crate::Connection::send) and, for clusters, [`Error::Routing`] and
     /// [`Error::CrossSlot`].
     ///
     /// # Cancel safety
-    /// Cancel safe: see [`Connection::send`].
+    /// Cancel safe: see [`Connection::send`](crate::Connection::send).
     fn send(&self, cmd: Cmd) -> impl Future<Output = Result<Frame>> + Send;
 
     /// Sends one command and converts the reply.
@@ -263,17 +133,7 @@ pub trait Commands: Sync {
         script: &Script,
         make: F,
     ) -> impl Future<Output = Result<Frame>> + Send {
-        async move {
-            match self.send(make()).await {
-                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                    // Load, then run again: two round trips on this rare path
-                    // (Connection and Client override this with one write).
-                    self.send(script.load_cmd()).await?;
-                    self.send(make()).await
-                }
-                other => other,
-            }
-        }
+        scripting::load_on_noscript(self, script, make)
     }
 
     /// Runs a prepared `EVALSHA` command of `script` (built once with
@@ -304,15 +164,7 @@ pub trait Commands: Sync {
         cmd: &Arc<Cmd>,
     ) -> impl Future<Output = Result<Frame>> + Send {
         // Without a shared path of its own, an implementation copies.
-        async move {
-            match self.send(Cmd::clone(cmd)).await {
-                Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                    self.send(script.load_cmd()).await?;
-                    self.send(Cmd::clone(cmd)).await
-                }
-                other => other,
-            }
-        }
+        scripting::load_on_noscript(self, script, || Cmd::clone(cmd))
     }
 
     /// `PING`.
@@ -400,18 +252,7 @@ pub trait Commands: Sync {
         value: impl ToArg,
         opts: SetOptions,
     ) -> impl Future<Output = Result<bool>> + Send {
-        let mut cmd = Cmd::new("SET").key(key).arg(value);
-        match opts.condition {
-            Some(SetCondition::IfAbsent) => cmd.push_arg("NX"),
-            Some(SetCondition::IfPresent) => cmd.push_arg("XX"),
-            None => {}
-        }
-        if let Some(ttl) = opts.expire {
-            cmd.push_arg("PX");
-            cmd.push_arg(millis_arg(ttl));
-        } else if opts.keep_ttl {
-            cmd.push_arg("KEEPTTL");
-        }
+        let cmd = keys::set_cmd(key, value, opts);
         async move { Ok(!matches!(self.send(cmd).await?.value(), Frame::Null)) }
     }
 
@@ -460,7 +301,7 @@ pub trait Commands: Sync {
         &self,
         keys: impl IntoIterator<Item = K>,
     ) -> impl Future<Output = Result<i64>> + Send {
-        let cmd = keys_cmd("DEL", keys);
+        let cmd = keys::keys_cmd("DEL", keys);
         async move { self.cmd(cmd).await }
     }
 
@@ -479,7 +320,7 @@ pub trait Commands: Sync {
     /// # Cancel safety
     /// Cancel safe.
     fn pexpire(&self, key: impl ToArg, ttl: Duration) -> impl Future<Output = Result<bool>> + Send {
-        let cmd = Cmd::new("PEXPIRE").key(key).arg(millis_arg(ttl));
+        let cmd = Cmd::new("PEXPIRE").key(key).arg(keys::millis_arg(ttl));
         async move { self.cmd(cmd).await }
     }
 
@@ -522,12 +363,12 @@ pub trait Commands: Sync {
         keys: impl IntoIterator<Item = K>,
         args: impl IntoIterator<Item = A>,
     ) -> impl Future<Output = Result<Frame>> + Send {
-        let cmd = script_cmd("EVAL", script, keys, args);
+        let cmd = scripting::script_cmd("EVAL", script, keys, args);
         self.send(cmd)
     }
 
     /// `EVALSHA sha numkeys keys… args…`. A script the server does not have
-    /// answers [`ServerErrorKind::NoScript`]; prefer
+    /// answers [`ServerErrorKind::NoScript`](crate::ServerErrorKind::NoScript); prefer
     /// [`eval_script`](Commands::eval_script), which handles that.
     ///
     /// ```no_run
@@ -549,7 +390,7 @@ pub trait Commands: Sync {
         keys: impl IntoIterator<Item = K>,
         args: impl IntoIterator<Item = A>,
     ) -> impl Future<Output = Result<Frame>> + Send {
-        let cmd = script_cmd("EVALSHA", sha, keys, args);
+        let cmd = scripting::script_cmd("EVALSHA", sha, keys, args);
         self.send(cmd)
     }
 
@@ -674,95 +515,5 @@ pub trait Commands: Sync {
             cmd.push_arg(s);
         }
         async move { self.cmd(cmd).await }
-    }
-}
-
-impl Commands for Connection {
-    fn send(&self, cmd: Cmd) -> impl Future<Output = Result<Frame>> + Send {
-        Connection::send(self, cmd)
-    }
-
-    async fn eval_with<F: Fn() -> Cmd + Send>(&self, script: &Script, make: F) -> Result<Frame> {
-        match Connection::send(self, make()).await {
-            Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                // Boxed: rare, and inline it would enlarge every script
-                // call's future.
-                Box::pin(self.load_and_run(script, make())).await
-            }
-            other => other,
-        }
-    }
-
-    async fn eval_shared(&self, script: &Script, cmd: &Arc<Cmd>) -> Result<Frame> {
-        match self.send_shared(Arc::clone(cmd)).await {
-            Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                Box::pin(self.load_and_run(script, Cmd::clone(cmd))).await
-            }
-            other => other,
-        }
-    }
-}
-
-impl Connection {
-    /// Heals `NOSCRIPT`: `SCRIPT LOAD` and the script command again, in one
-    /// write.
-    pub(crate) async fn load_and_run(&self, script: &Script, cmd: Cmd) -> Result<Frame> {
-        let p: Pipeline = [script.load_cmd(), cmd].into_iter().collect();
-        let mut replies = self.pipeline(p).await?;
-        let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));
-        match replies.pop() {
-            Some(Err(load_err)) => Err(load_err),
-            _ => retry,
-        }
-    }
-}
-
-impl Connection {
-    /// `WAIT numreplicas timeout`: how many replicas acknowledged this
-    /// connection's writes so far. It must run on the connection that did
-    /// the writes, hence here and not on [`Commands`].
-    ///
-    /// ```no_run
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let acked = conn.wait(1, std::time::Duration::from_millis(100)).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`send`](Self::send).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn wait(&self, replicas: u32, timeout: Duration) -> Result<i64> {
-        // WAIT blocks server-side up to `timeout`: give the request that much more.
-        let budget = self
-            .config()
-            .request_timeout
-            .map(|t| t.max(timeout + Duration::from_secs(1)));
-        // Rounded up and never 0: `WAIT n 0` would block the connection forever.
-        let cmd = Cmd::new("WAIT").arg(replicas).arg(millis_arg(timeout));
-        i64::from_reply(self.send_timeout(cmd, budget).await?)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn millis_round_up_and_never_zero() {
-        assert_eq!(millis_arg(Duration::from_micros(1)), 1);
-        assert_eq!(millis_arg(Duration::ZERO), 1);
-        assert_eq!(millis_arg(Duration::from_micros(1500)), 2);
-        assert_eq!(millis_arg(Duration::from_secs(3)), 3000);
-    }
-
-    #[test]
-    fn script_cmd_marks_keys() {
-        let cmd = script_cmd("EVALSHA", "abc", ["k1", "k2"], ["a"]);
-        let args: Vec<&[u8]> = cmd.args().collect();
-        assert_eq!(args, [&b"EVALSHA"[..], b"abc", b"2", b"k1", b"k2", b"a"]);
-        let keys: Vec<&[u8]> = cmd.keys().collect();
-        assert_eq!(keys, [&b"k1"[..], b"k2"]);
     }
 }
