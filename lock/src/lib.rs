@@ -51,10 +51,13 @@ mod force;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hold_key;
+mod inspect;
+mod inspection;
 mod lease;
 mod lock;
 mod locks;
 mod names;
+mod probe;
 mod redlock;
 mod reply;
 pub mod scripts;
@@ -66,6 +69,7 @@ mod wake;
 
 pub use config::LocksConfig;
 pub use error::{LockError, LockResult};
+pub use inspection::{Holder, Inspection, LeasedPermit, QueuedWaiter, Reader, WaitingWriter};
 pub use lease::{LossReason, RENEW_BATCH};
 pub use lock::{Lock, LockGuard, LostToken, ReplicaSync};
 pub use locks::Locks;

@@ -436,6 +436,32 @@ impl Locks {
         &self.inner
     }
 
+    /// What lock `name` holds right now, whatever its type: the key's type,
+    /// holders and counts, TTL, a fair queue's waiters, a read-write lock's
+    /// readers (each read hold's TTL), writer and waiting writers, a
+    /// permit-expirable semaphore's leased permits, the last fencing token
+    /// (what `keylatch status` prints). Read-only.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let seen = locks.inspect("print-queue").await?;
+    /// for w in &seen.waiters {
+    ///     println!("{} waits, purged in {:?} ms unless it calls", w.owner, w.deadline_in_ms);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`](crate::LockError::Client) when a read fails;
+    /// [`LockError::Protocol`](crate::LockError::Protocol) for a reply of
+    /// an unexpected shape.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn inspect(&self, name: &str) -> LockResult<crate::Inspection> {
+        crate::Inspection::read(&self.inner.client, name).await
+    }
+
     /// The client underneath.
     ///
     /// ```no_run

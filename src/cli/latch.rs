@@ -14,8 +14,8 @@ pub(crate) const USAGE: &str = "\
 usage: keylatch latch NAME (--set N | --count-down | --wait [--timeout D] | --count) [--url URL]...
 
 A count-down latch shared by processes (Redisson's RCountDownLatch: the key
-NAME holds the remaining count; channel
-redisson_countdownlatch__channel__{NAME}).
+NAME holds the remaining count; waiters are woken on Redisson's latch
+channel).
 
   --set N        set the count to N when the latch is not set; prints the
                  count; exit 1 when it was set already (unchanged)

@@ -1,13 +1,17 @@
 //! `keylatch status`: what a lock name holds right now, read-only.
 //!
-//! The type is detected from the data, in Redisson's layouts: a hash whose
+//! The library reads it ([`Inspection::read`], each lock type describing its
+//! own part); this file only names the type and prints. The type is
+//! detected from the data, in Redisson's layouts: a hash whose
 //! fields are owners with numeric hold counts is a reentrant lock (fair
 //! when `redisson_lock_queue:{NAME}` exists), a hash with a `mode` field is
 //! a read-write lock, a plain string is a semaphore or latch (permits or
 //! count), and no key means free.
 
-use bytes::Bytes;
-use keylatch::{Client, Cmd, Commands, Frame};
+use std::ops::Deref;
+
+use keylatch::lock::Inspection;
+use keylatch::Client;
 
 use super::args::{self, Argv};
 use super::{runtime, Failure};
@@ -42,63 +46,25 @@ prints an array of the objects. Reads only.
 
 Exit codes: 0 (whatever the state), 2 usage error or server unreachable.";
 
-/// What was found under a lock name.
+/// What was found under a lock name: the library's [`Inspection`], with
+/// the words `status` and `unlock --force` print for it.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) struct Status {
-    pub(crate) name: String,
-    /// The Redis type of the key (`none` when free).
-    pub(crate) redis_type: String,
-    /// PTTL in ms: `None` when missing, -1 without expiry.
-    pub(crate) ttl_ms: Option<i64>,
-    /// Owner → hold count, in the server's order.
-    pub(crate) holders: Vec<(String, i64)>,
-    /// A read-write lock's `mode` (`read` / `write`).
-    pub(crate) mode: Option<String>,
-    /// A string key's value (a semaphore's permits, a latch's count).
-    pub(crate) value: Option<String>,
-    /// Fair-queue waiters, head first.
-    pub(crate) waiters: Vec<Waiter>,
-    /// The last fencing token issued for this name.
-    pub(crate) fencing_token: Option<u64>,
-    /// A read-write lock's readers with their read holds.
-    pub(crate) readers: Vec<Reader>,
-    /// A read-write lock's writer (owner, write count).
-    pub(crate) writer: Option<(String, i64)>,
-    /// Writers waiting for a read-write lock (owner, ms until their entry
-    /// runs out unless renewed): new keylatch readers wait behind them.
-    pub(crate) writers_waiting: Vec<(String, i64)>,
-    /// A permit-expirable semaphore's leased permits (`{NAME}:timeout`):
-    /// id (hex) and ms until it expires (server time; `None`: no lease).
-    pub(crate) permits: Option<Vec<(String, Option<i64>)>>,
-    /// A hash with a field that no lock has (a value that is no count, a
-    /// `mode` that is neither read nor write): an application's hash.
-    pub(crate) shapeless: bool,
+pub(crate) struct Status(pub(crate) Inspection);
+
+impl Deref for Status {
+    type Target = Inspection;
+
+    fn deref(&self) -> &Inspection {
+        &self.0
+    }
 }
 
-/// One reader of a read-write lock.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Reader {
-    pub(crate) owner: String,
-    pub(crate) count: i64,
-    /// PTTL of each read hold's key `{NAME}:<owner>:rwlock_timeout:<i>`,
-    /// i = 1..count (-2: expired, the count is stale; -1: no expiry).
-    pub(crate) holds_ttl_ms: Vec<i64>,
-}
-
-/// One fair-queue waiter.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Waiter {
-    pub(crate) owner: String,
-    /// When it is purged if it does not call again, in ms from the server's
-    /// now (negative: past, purged at the next acquire or release); `None`
-    /// when it has none. A keylatch waiter's is its liveness record
-    /// (`keylatch_fair_alive:{NAME}`, which keylatch's scripts judge it by;
-    /// its Redisson deadline is kept an allowance per place ahead, for
-    /// Java waiters' arithmetic); any other's is its Redisson deadline
-    /// (`redisson_lock_timeout:{NAME}`).
-    pub(crate) deadline_in_ms: Option<i64>,
-    /// Whether it is a keylatch waiter (it has a liveness record).
-    pub(crate) keylatch: bool,
+/// Reads everything `status` shows about `name`.
+pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> {
+    Inspection::read(client, name)
+        .await
+        .map(Status)
+        .map_err(|e| e.to_string())
 }
 
 impl Status {
@@ -176,51 +142,57 @@ impl Status {
         out.push_str(",\"type\":");
         json_string(&mut out, &self.kind());
         out.push_str(",\"ttl_ms\":");
-        match self.ttl_ms {
-            Some(t) => out.push_str(&t.to_string()),
-            None => out.push_str("null"),
-        }
+        json_num(&mut out, self.ttl_ms);
         out.push_str(",\"holders\":{");
-        for (i, (owner, count)) in self.holders.iter().enumerate() {
+        for (i, h) in self.holders.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            json_string(&mut out, owner);
+            json_string(&mut out, &h.owner);
             out.push(':');
-            out.push_str(&count.to_string());
+            out.push_str(&h.count.to_string());
         }
         out.push_str("},\"mode\":");
         json_opt(&mut out, self.mode.as_deref());
         out.push_str(",\"value\":");
         json_opt(&mut out, self.value.as_deref());
+        self.json_waiters(&mut out);
+        out.push_str(",\"fencing_token\":");
+        json_num(&mut out, self.fencing_token);
+        self.json_read_write(&mut out);
+        self.json_permits(&mut out);
+        self.json_writers_waiting(&mut out);
+        out.push('}');
+        out
+    }
+
+    /// `,"waiters":[…]`: the fair queue, head first.
+    fn json_waiters(&self, out: &mut String) {
         out.push_str(",\"waiters\":[");
         for (i, w) in self.waiters.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             out.push_str("{\"owner\":");
-            json_string(&mut out, &w.owner);
+            json_string(out, &w.owner);
             out.push_str(",\"deadline_in_ms\":");
-            match w.deadline_in_ms {
-                Some(ms) => out.push_str(&ms.to_string()),
-                None => out.push_str("null"),
-            }
+            json_num(out, w.deadline_in_ms);
             out.push_str(",\"client\":");
-            json_string(&mut out, if w.keylatch { "keylatch" } else { "redisson" });
+            json_string(out, if w.keylatch { "keylatch" } else { "redisson" });
             out.push('}');
         }
-        out.push_str("],\"fencing_token\":");
-        match self.fencing_token {
-            Some(t) => out.push_str(&t.to_string()),
-            None => out.push_str("null"),
-        }
+        out.push(']');
+    }
+
+    /// `,"readers":[…],"writer":…`: a read-write lock's holders.
+    fn json_read_write(&self, out: &mut String) {
         out.push_str(",\"readers\":[");
         for (i, r) in self.readers.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             out.push_str("{\"owner\":");
-            json_string(&mut out, &r.owner);
+            json_string(out, &r.owner);
             out.push_str(&format!(",\"count\":{},\"holds_ttl_ms\":[", r.count));
             let ttls: Vec<String> = r.holds_ttl_ms.iter().map(i64::to_string).collect();
             out.push_str(&ttls.join(","));
@@ -228,46 +200,48 @@ impl Status {
         }
         out.push_str("],\"writer\":");
         match &self.writer {
-            Some((owner, count)) => {
+            Some(w) => {
                 out.push_str("{\"owner\":");
-                json_string(&mut out, owner);
-                out.push_str(&format!(",\"count\":{count}}}"));
+                json_string(out, &w.owner);
+                out.push_str(&format!(",\"count\":{}}}", w.count));
             }
             None => out.push_str("null"),
         }
+    }
+
+    /// `,"permits":[…]` or `null`: a permit-expirable semaphore's leases.
+    fn json_permits(&self, out: &mut String) {
         out.push_str(",\"permits\":");
-        match &self.permits {
-            Some(p) => {
-                out.push('[');
-                for (i, (id, left)) in p.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str("{\"id\":");
-                    json_string(&mut out, id);
-                    out.push_str(",\"expires_in_ms\":");
-                    match left {
-                        Some(ms) => out.push_str(&ms.to_string()),
-                        None => out.push_str("null"),
-                    }
-                    out.push('}');
-                }
-                out.push(']');
+        let Some(permits) = &self.permits else {
+            out.push_str("null");
+            return;
+        };
+        out.push('[');
+        for (i, p) in permits.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
             }
-            None => out.push_str("null"),
+            out.push_str("{\"id\":");
+            json_string(out, &p.id);
+            out.push_str(",\"expires_in_ms\":");
+            json_num(out, p.expires_in_ms);
+            out.push('}');
         }
+        out.push(']');
+    }
+
+    /// `,"writers_waiting":[…]`.
+    fn json_writers_waiting(&self, out: &mut String) {
         out.push_str(",\"writers_waiting\":[");
-        for (i, (owner, left)) in self.writers_waiting.iter().enumerate() {
+        for (i, w) in self.writers_waiting.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             out.push_str("{\"owner\":");
-            json_string(&mut out, owner);
-            out.push_str(&format!(",\"deadline_in_ms\":{left}}}"));
+            json_string(out, &w.owner);
+            out.push_str(&format!(",\"deadline_in_ms\":{}}}", w.deadline_in_ms));
         }
         out.push(']');
-        out.push('}');
-        out
     }
 
     /// The human form.
@@ -288,71 +262,90 @@ impl Status {
             out.push_str(&format!(", value {v}"));
         }
         if self.mode.is_some() {
-            if let Some((owner, count)) = &self.writer {
-                out.push_str(&format!("\n  writer {owner}  count {count}"));
-            }
-            for r in &self.readers {
-                let ttls: Vec<String> = r
-                    .holds_ttl_ms
-                    .iter()
-                    .map(|t| match t {
-                        -2 => "expired".to_owned(),
-                        -1 => "no expiry".to_owned(),
-                        ms => format!("{:.1}s", *ms as f64 / 1000.0),
-                    })
-                    .collect();
-                out.push_str(&format!(
-                    "\n  reader {}  count {}  holds {}",
-                    r.owner,
-                    r.count,
-                    ttls.join(", ")
-                ));
-            }
+            self.text_read_write(&mut out);
         } else {
-            for (owner, count) in &self.holders {
-                out.push_str(&format!("\n  holder {owner}  count {count}"));
+            for h in &self.holders {
+                out.push_str(&format!("\n  holder {}  count {}", h.owner, h.count));
             }
         }
-        if let Some(p) = &self.permits {
-            out.push_str(&format!("\n  {} leased permit(s):", p.len()));
-            for (id, left) in p {
-                match left {
-                    Some(ms) => out.push_str(&format!(
-                        "\n    {id}  expires in {:.1} s",
-                        *ms as f64 / 1000.0
-                    )),
-                    None => out.push_str(&format!("\n    {id}  no lease")),
-                }
-            }
-        }
-        for (owner, left) in &self.writers_waiting {
+        self.text_permits(&mut out);
+        for w in &self.writers_waiting {
             out.push_str(&format!(
-                "\n  writer waiting {owner}  (new readers wait; deadline in {:.1} s)",
-                *left as f64 / 1000.0
+                "\n  writer waiting {}  (new readers wait; deadline in {:.1} s)",
+                w.owner,
+                w.deadline_in_ms as f64 / 1000.0
             ));
         }
-        if !self.waiters.is_empty() {
-            out.push_str(&format!("\n  {} fair-queue waiter(s):", self.waiters.len()));
-            for w in &self.waiters {
-                let by = if w.keylatch {
-                    "keylatch, purged if it stops calling"
-                } else {
-                    "Redisson's deadline"
-                };
-                match w.deadline_in_ms {
-                    Some(ms) => out.push_str(&format!(
-                        "\n    {}  deadline in {:.1} s ({by})",
-                        w.owner,
-                        ms as f64 / 1000.0
-                    )),
-                    None => out.push_str(&format!("\n    {}  no deadline", w.owner)),
-                }
-            }
-        }
+        self.text_waiters(&mut out);
         if let Some(t) = self.fencing_token {
             out.push_str(&format!("\n  last fencing token {t}"));
         }
         out
+    }
+
+    /// A read-write lock's writer and readers, each read hold's TTL.
+    fn text_read_write(&self, out: &mut String) {
+        if let Some(w) = &self.writer {
+            out.push_str(&format!("\n  writer {}  count {}", w.owner, w.count));
+        }
+        for r in &self.readers {
+            let ttls: Vec<String> = r
+                .holds_ttl_ms
+                .iter()
+                .map(|t| match t {
+                    -2 => "expired".to_owned(),
+                    -1 => "no expiry".to_owned(),
+                    ms => format!("{:.1}s", *ms as f64 / 1000.0),
+                })
+                .collect();
+            out.push_str(&format!(
+                "\n  reader {}  count {}  holds {}",
+                r.owner,
+                r.count,
+                ttls.join(", ")
+            ));
+        }
+    }
+
+    /// A permit-expirable semaphore's leased permits.
+    fn text_permits(&self, out: &mut String) {
+        let Some(permits) = &self.permits else {
+            return;
+        };
+        out.push_str(&format!("\n  {} leased permit(s):", permits.len()));
+        for p in permits {
+            match p.expires_in_ms {
+                Some(ms) => out.push_str(&format!(
+                    "\n    {}  expires in {:.1} s",
+                    p.id,
+                    ms as f64 / 1000.0
+                )),
+                None => out.push_str(&format!("\n    {}  no lease", p.id)),
+            }
+        }
+    }
+
+    /// The fair queue, head first.
+    fn text_waiters(&self, out: &mut String) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        out.push_str(&format!("\n  {} fair-queue waiter(s):", self.waiters.len()));
+        for w in &self.waiters {
+            let by = if w.keylatch {
+                "keylatch, purged if it stops calling"
+            } else {
+                "Redisson's deadline"
+            };
+            match w.deadline_in_ms {
+                Some(ms) => out.push_str(&format!(
+                    "\n    {}  deadline in {:.1} s ({by})",
+                    w.owner,
+                    ms as f64 / 1000.0
+                )),
+                None => out.push_str(&format!("\n    {}  no deadline", w.owner)),
+            }
+        }
     }
 }
 
@@ -381,279 +374,11 @@ pub(crate) fn json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// `{name}:suffix`, or `name:suffix` when the name has a `{` (Redisson's
-/// naming of a read-write lock's per-hold keys, as in the lock crate).
-pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:{suffix}")
-    } else {
-        format!("{{{name}}}:{suffix}")
+fn json_num<T: ToString>(out: &mut String, n: Option<T>) {
+    match n {
+        Some(n) => out.push_str(&n.to_string()),
+        None => out.push_str("null"),
     }
-}
-
-/// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag:
-/// Redisson's naming of a lock's companion keys (as in the lock crate).
-pub(crate) fn companion(prefix: &str, name: &str) -> String {
-    if keylatch::cluster::hash_tag(name.as_bytes()).len() < name.len() {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
-fn text(f: &Frame) -> Option<String> {
-    f.as_bytes()
-        .map(|b: &Bytes| String::from_utf8_lossy(b).into_owned())
-}
-
-/// Sends one command; error replies become errors.
-async fn ask(client: &Client, cmd: Cmd) -> Result<Frame, String> {
-    match client.send(cmd).await.map(Frame::into_value) {
-        Ok(Frame::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
-        Ok(f) => Ok(f),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Each queued owner with the deadline it is judged by, relative to the
-/// server's clock: a keylatch waiter's liveness record, else its Redisson
-/// deadline (server time, or a Java client's).
-async fn waiters(client: &Client, name: &str, owners: Vec<String>) -> Result<Vec<Waiter>, String> {
-    let now_ms = server_now_ms(client).await?;
-    let timeouts = companion("redisson_lock_timeout", name);
-    let alive = companion("keylatch_fair_alive", name);
-    let mut out = Vec::with_capacity(owners.len());
-    for owner in owners {
-        let liveness = zscore(client, &alive, &owner).await?;
-        let score = match liveness {
-            Some(d) => Some(d),
-            None => zscore(client, &timeouts, &owner).await?,
-        };
-        let deadline_in_ms = score.zip(now_ms).map(|(d, now)| d as i64 - now);
-        out.push(Waiter {
-            owner,
-            deadline_in_ms,
-            keylatch: liveness.is_some(),
-        });
-    }
-    Ok(out)
-}
-
-/// `ZSCORE key member`, `None` when absent (or the key is no zset).
-async fn zscore(client: &Client, key: &str, member: &str) -> Result<Option<f64>, String> {
-    let cmd = Cmd::new("ZSCORE").key(key).arg(member);
-    // RESP3 answers a double, RESP2 a bulk string.
-    Ok(match ask(client, cmd).await {
-        Ok(Frame::Double(d)) => Some(d),
-        Ok(other) => text(&other).and_then(|t| t.parse::<f64>().ok()),
-        Err(e) if e.contains("WRONGTYPE") => None,
-        Err(e) => return Err(e),
-    })
-}
-
-/// Reads everything `status` shows about `name`.
-pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> {
-    let mut st = Status {
-        name: name.to_owned(),
-        ..Status::default()
-    };
-    st.redis_type =
-        text(&ask(client, Cmd::new("TYPE").key(name)).await?).unwrap_or_else(|| "none".to_owned());
-    match st.redis_type.as_str() {
-        "hash" => {
-            let pairs: Vec<(Frame, Frame)> =
-                match ask(client, Cmd::new("HGETALL").key(name)).await? {
-                    Frame::Map(m) => m,
-                    Frame::Array(items) => {
-                        let mut it = items.into_iter();
-                        let mut pairs = Vec::new();
-                        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                            pairs.push((k, v));
-                        }
-                        pairs
-                    }
-                    other => return Err(format!("unexpected HGETALL reply: {other}")),
-                };
-            for (k, v) in pairs {
-                let (Some(k), v) = (text(&k), text(&v)) else {
-                    continue;
-                };
-                if k == "mode" {
-                    st.shapeless |= !matches!(v.as_deref(), Some("read" | "write"));
-                    st.mode = v;
-                } else if let Some(n) = v.as_deref().and_then(|v| v.parse::<i64>().ok()) {
-                    st.holders.push((k, n));
-                } else {
-                    st.shapeless = true;
-                }
-            }
-        }
-        "string" => st.value = text(&ask(client, Cmd::new("GET").key(name)).await?),
-        _ => {}
-    }
-    st.ttl_ms = match ask(client, Cmd::new("PTTL").key(name)).await? {
-        Frame::Integer(-2) => None,
-        Frame::Integer(ms) => Some(ms),
-        other => return Err(format!("unexpected PTTL reply: {other}")),
-    };
-    let queue = companion("redisson_lock_queue", name);
-    if let Frame::Array(items) = ask(
-        client,
-        Cmd::new("LRANGE").key(queue.as_str()).arg(0).arg(-1),
-    )
-    .await?
-    {
-        let owners: Vec<String> = items.iter().filter_map(text).collect();
-        if !owners.is_empty() {
-            st.waiters = waiters(client, name, owners).await?;
-        }
-    }
-    if st.mode.is_some() && !st.shapeless {
-        read_write(client, &mut st).await?;
-    }
-    st.permits = permits(client, name).await?;
-    st.writers_waiting = writers_waiting(client, name).await?;
-    let token = companion("redisson_lock_token", name);
-    st.fencing_token = ask(client, Cmd::new("GET").key(token.as_str()))
-        .await
-        .ok()
-        .and_then(|f| text(&f))
-        .and_then(|t| t.parse().ok());
-    Ok(st)
-}
-
-/// The server's clock in ms (scores in keylatch's zsets are server time).
-async fn server_now_ms(client: &Client) -> Result<Option<i64>, String> {
-    Ok(match ask(client, Cmd::new("TIME")).await? {
-        Frame::Array(parts) => {
-            let num = |f: Option<&Frame>| f.and_then(text).and_then(|t| t.parse::<i64>().ok());
-            match (num(parts.first()), num(parts.get(1))) {
-                (Some(s), Some(us)) => Some(s * 1000 + us / 1000),
-                _ => None,
-            }
-        }
-        _ => None,
-    })
-}
-
-/// The members and scores of zset `key` (at most 1,000), or `None` when
-/// it is not a zset.
-async fn zset(client: &Client, key: &str) -> Result<Option<Vec<(Bytes, f64)>>, String> {
-    if text(&ask(client, Cmd::new("TYPE").key(key)).await?).as_deref() != Some("zset") {
-        return Ok(None);
-    }
-    let reply = ask(
-        client,
-        Cmd::new("ZRANGE")
-            .key(key)
-            .arg(0)
-            .arg(999)
-            .arg("WITHSCORES"),
-    )
-    .await?;
-    // RESP3: [[member, score]...]; RESP2: [member, score, ...].
-    let mut pairs: Vec<(Frame, Frame)> = Vec::new();
-    if let Frame::Array(items) = reply {
-        if items.iter().all(|f| matches!(f, Frame::Array(_))) {
-            for f in items {
-                if let Frame::Array(mut p) = f {
-                    if p.len() == 2 {
-                        let s = p.pop().unwrap_or(Frame::Null);
-                        let m = p.pop().unwrap_or(Frame::Null);
-                        pairs.push((m, s));
-                    }
-                }
-            }
-        } else {
-            let mut it = items.into_iter();
-            while let (Some(m), Some(s)) = (it.next(), it.next()) {
-                pairs.push((m, s));
-            }
-        }
-    }
-    Ok(Some(
-        pairs
-            .into_iter()
-            .filter_map(|(m, s)| {
-                let score = match s {
-                    Frame::Double(d) => Some(d),
-                    other => text(&other).and_then(|t| t.parse::<f64>().ok()),
-                };
-                Some((m.as_bytes()?.clone(), score?))
-            })
-            .collect(),
-    ))
-}
-
-/// A permit-expirable semaphore's leased permits, when `{NAME}:timeout`
-/// is a zset: each raw id shown in hex, with its expiry from now.
-async fn permits(
-    client: &Client,
-    name: &str,
-) -> Result<Option<Vec<(String, Option<i64>)>>, String> {
-    let Some(members) = zset(client, &suffixed(name, "timeout")).await? else {
-        return Ok(None);
-    };
-    let now = server_now_ms(client).await?;
-    Ok(Some(
-        members
-            .into_iter()
-            .map(|(id, score)| {
-                let hex = id.iter().map(|x| format!("{x:02x}")).collect();
-                // Redisson's "no lease" score.
-                let left = Some(score)
-                    .filter(|d| *d < 922_337_203_685_477.0)
-                    .zip(now)
-                    .map(|(d, now)| d as i64 - now);
-                (hex, left)
-            })
-            .collect(),
-    ))
-}
-
-/// Writers waiting for a read-write lock (`{NAME}:rwlock_writers_waiting`)
-/// with their deadlines from now; expired entries are left out.
-async fn writers_waiting(client: &Client, name: &str) -> Result<Vec<(String, i64)>, String> {
-    let Some(members) = zset(client, &suffixed(name, "rwlock_writers_waiting")).await? else {
-        return Ok(Vec::new());
-    };
-    let now = server_now_ms(client).await?.unwrap_or(0);
-    Ok(members
-        .into_iter()
-        .map(|(owner, score)| {
-            (
-                String::from_utf8_lossy(&owner).into_owned(),
-                score as i64 - now,
-            )
-        })
-        .filter(|(_, left)| *left > 0)
-        .collect())
-}
-
-/// A read-write lock's holders split into the writer (`<owner>:write`)
-/// and readers, each read hold with its key's PTTL.
-async fn read_write(client: &Client, st: &mut Status) -> Result<(), String> {
-    for (field, count) in &st.holders {
-        if let Some(owner) = field.strip_suffix(":write") {
-            st.writer = Some((owner.to_owned(), *count));
-            continue;
-        }
-        let mut holds_ttl_ms = Vec::new();
-        // Bounded: a count is small in practice, and a corrupt one must not
-        // make `status` hang.
-        for i in 1..=(*count).clamp(0, 1000) {
-            let key = suffixed(&st.name, &format!("{field}:rwlock_timeout:{i}"));
-            if let Frame::Integer(t) = ask(client, Cmd::new("PTTL").key(key.as_str())).await? {
-                holds_ttl_ms.push(t);
-            }
-        }
-        st.readers.push(Reader {
-            owner: field.clone(),
-            count: *count,
-            holds_ttl_ms,
-        });
-    }
-    Ok(())
 }
 
 /// Entry point: parses, reads, prints.
@@ -709,6 +434,14 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keylatch::lock::{Holder, QueuedWaiter, Reader, WaitingWriter};
+
+    fn status(name: &str, redis_type: &str) -> Status {
+        let mut i = Inspection::default();
+        i.name = name.into();
+        i.redis_type = redis_type.into();
+        Status(i)
+    }
 
     #[test]
     fn json_escapes_user_data() {
@@ -719,23 +452,15 @@ mod tests {
 
     #[test]
     fn json_shape_of_a_held_and_a_free_lock() {
-        let held = Status {
-            name: "jobs".into(),
-            redis_type: "hash".into(),
-            ttl_ms: Some(29_000),
-            holders: vec![("u:1".into(), 2)],
-            fencing_token: Some(7),
-            ..Status::default()
-        };
+        let mut held = status("jobs", "hash");
+        held.0.ttl_ms = Some(29_000);
+        held.0.holders = vec![Holder::new("u:1", 2)];
+        held.0.fencing_token = Some(7);
         assert_eq!(
             held.to_json(),
             r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"permits":null,"writers_waiting":[]}"#
         );
-        let free = Status {
-            name: "jobs".into(),
-            redis_type: "none".into(),
-            ..Status::default()
-        };
+        let free = status("jobs", "none");
         assert!(free
             .to_json()
             .contains(r#""state":"free","type":"none","ttl_ms":null"#));
@@ -743,21 +468,20 @@ mod tests {
 
     #[test]
     fn a_read_write_lock_shows_its_writer_readers_and_waiting_writer() {
-        let st = Status {
-            name: "docs".into(),
-            redis_type: "hash".into(),
-            ttl_ms: Some(3000),
-            holders: vec![("u:1:write".into(), 1), ("u:1".into(), 2)],
-            mode: Some("write".into()),
-            writer: Some(("u:1".into(), 1)),
-            readers: vec![Reader {
-                owner: "u:1".into(),
-                count: 2,
-                holds_ttl_ms: vec![2900, -2],
-            }],
-            writers_waiting: vec![("u:2".into(), 1500)],
-            ..Status::default()
-        };
+        let mut st = status("docs", "hash");
+        st.0.ttl_ms = Some(3000);
+        st.0.holders = vec![Holder::new("u:1:write", 1), Holder::new("u:1", 2)];
+        st.0.mode = Some("write".into());
+        st.0.writer = Some(Holder::new("u:1", 1));
+        let mut r = Reader::default();
+        r.owner = "u:1".into();
+        r.count = 2;
+        r.holds_ttl_ms = vec![2900, -2];
+        st.0.readers = vec![r];
+        let mut w = WaitingWriter::default();
+        w.owner = "u:2".into();
+        w.deadline_in_ms = 1500;
+        st.0.writers_waiting = vec![w];
         assert_eq!(st.kind(), "read-write");
         let json = st.to_json();
         assert!(json.contains(
@@ -770,51 +494,34 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("writer waiting u:2"), "{text}");
-        assert_eq!(suffixed("docs", "x"), "{docs}:x");
-        assert_eq!(suffixed("{t}docs", "x"), "{t}docs:x");
     }
 
     #[test]
     fn types_detected_from_the_data() {
-        let mut st = Status {
-            redis_type: "hash".into(),
-            holders: vec![("u:1".into(), 1)],
-            ..Status::default()
-        };
+        let mut st = status("", "hash");
+        st.0.holders = vec![Holder::new("u:1", 1)];
         assert_eq!(st.kind(), "reentrant");
-        st.waiters.push(Waiter {
-            owner: "u:2".into(),
-            deadline_in_ms: Some(4000),
-            keylatch: true,
-        });
+        let mut w = QueuedWaiter::default();
+        w.owner = "u:2".into();
+        w.deadline_in_ms = Some(4000);
+        w.keylatch = true;
+        st.0.waiters.push(w);
         assert!(st
             .to_json()
             .contains(r#""waiters":[{"owner":"u:2","deadline_in_ms":4000,"client":"keylatch"}]"#));
         assert_eq!(st.kind(), "fair");
-        st.mode = Some("read".into());
+        st.0.mode = Some("read".into());
         assert_eq!(st.kind(), "read-write");
-        st.redis_type = "string".into();
+        st.0.redis_type = "string".into();
         // A string that is no count is no lock of any kind.
         assert_eq!(
             (st.kind().as_str(), st.state()),
             ("not a lock (string)", "other")
         );
-        st.value = Some("3".into());
+        st.0.value = Some("3".into());
         assert_eq!(
             (st.kind().as_str(), st.state()),
             ("semaphore/latch", "other")
-        );
-    }
-
-    #[test]
-    fn companion_keys_follow_the_lock_crate() {
-        assert_eq!(
-            companion("redisson_lock_queue", "x"),
-            "redisson_lock_queue:{x}"
-        );
-        assert_eq!(
-            companion("redisson_lock_queue", "{t}x"),
-            "redisson_lock_queue:{t}x"
         );
     }
 }

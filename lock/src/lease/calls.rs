@@ -14,7 +14,8 @@ use super::renewal::RenewalRef;
 /// A hold in a call, with its epoch when the call was planned.
 pub(super) type Planned = (Arc<Hold>, u64);
 
-/// One call's worth of holds of one kind.
+/// One call's worth of holds that share a renewal (whatever their lock
+/// types: the script judges each from the same four strings).
 pub(super) struct Batch {
     pub(super) renewal: RenewalRef,
     /// The lease to renew with; zero only checks (fixed leases an

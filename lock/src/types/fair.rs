@@ -18,14 +18,18 @@
 //! dropped) leaves the queue at once (`fair_leave.lua`), waking the next
 //! head if the lock is free.
 
-use keylatch_resp::Cmd;
+use keylatch_cluster::Client;
+use keylatch_resp::{Cmd, Frame};
 
 use crate::context::ScriptArgs;
+use crate::error::LockResult;
+use crate::inspection::QueuedWaiter;
 use crate::lock::{
     owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
     HASH_LEASE,
 };
 use crate::names::{companion, LockNames};
+use crate::probe::{ask, server_now_ms, text, zscore};
 use crate::scripts::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 
 /// Redisson's fair lock: the RLock hash, taken in the queue's order; a hold
@@ -141,6 +145,36 @@ fn waiter_channel(names: &LockNames, owner: &str) -> String {
 /// the head of.
 pub(crate) fn queue_key(name: &str) -> String {
     companion("redisson_lock_queue", name)
+}
+
+/// The queue's waiters, head first, each with the deadline it is judged
+/// by relative to the server's clock: a keylatch waiter's liveness record,
+/// else its Redisson deadline (server time, or a Java client's).
+pub(crate) async fn inspect_queue(client: &Client, name: &str) -> LockResult<Vec<QueuedWaiter>> {
+    let q = queue_keys(&LockNames::new(name));
+    let cmd = Cmd::new("LRANGE").key(q.queue.as_str()).arg(0).arg(-1);
+    let Frame::Array(items) = ask(client, cmd).await? else {
+        return Ok(Vec::new());
+    };
+    let owners: Vec<String> = items.iter().filter_map(text).collect();
+    if owners.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now_ms = server_now_ms(client).await?;
+    let mut out = Vec::with_capacity(owners.len());
+    for owner in owners {
+        let liveness = zscore(client, &q.alive, &owner).await?;
+        let score = match liveness {
+            Some(d) => Some(d),
+            None => zscore(client, &q.timeouts, &owner).await?,
+        };
+        out.push(QueuedWaiter {
+            deadline_in_ms: score.zip(now_ms).map(|(d, now)| d as i64 - now),
+            keylatch: liveness.is_some(),
+            owner,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -27,7 +27,10 @@
 //! and the writer's own reads are let through. A writer leaves the set when
 //! it gets the lock or gives up.
 
+mod inspect;
 mod sides;
+
+pub(crate) use inspect::{holds as inspect_holds, writers_waiting};
 
 pub(crate) use sides::force_keys;
 

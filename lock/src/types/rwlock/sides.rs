@@ -176,7 +176,7 @@ fn base(names: &LockNames) -> String {
 
 /// An owner's read-hold prefix, `{name}:<owner>:rwlock_timeout`: read hold
 /// i is this plus `:i`.
-fn read_prefix(names: &LockNames, owner: &str) -> String {
+pub(super) fn read_prefix(names: &LockNames, owner: &str) -> String {
     format!("{}:{owner}:rwlock_timeout", base(names))
 }
 

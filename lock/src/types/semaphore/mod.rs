@@ -23,6 +23,7 @@
 
 mod counter;
 mod expirable;
+mod inspect;
 mod permit_guard;
 mod permit_id;
 mod plain;
@@ -32,6 +33,7 @@ pub use counter::MAX_LEASED_PERMITS;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use counter::{integer, renew_reply, sem_reply, SemReply};
 pub use expirable::ExpirableSemaphore;
+pub(crate) use inspect::permits as inspect_permits;
 pub use permit_guard::PermitGuard;
 pub use permit_id::{BadPermitId, PermitId};
 pub use plain::Semaphore;
