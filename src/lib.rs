@@ -41,9 +41,10 @@ pub use keylatch_cluster::{
     SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
-    CountDownLatch, ExpirableSemaphore, ForceUnlocked, KeyShape, Lock, LockError, LockGuard,
-    LockResult, Locks, LocksConfig, LossReason, LostToken, MultiGuard, MultiLock, PermitGuard,
-    PermitId, RedLock, RedLockGuard, ReplicaSync, RwLock, Semaphore,
+    CountDownLatch, ExpirableSemaphore, ForceUnlocked, Holder, Inspection, KeyShape, LeasedPermit,
+    Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, MultiGuard,
+    MultiLock, PermitGuard, PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard, ReplicaSync,
+    RwLock, Semaphore, WaitingWriter,
 };
 pub use keylatch_resp::{Attributed, Cmd, Frame};
 
