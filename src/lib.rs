@@ -40,6 +40,7 @@ pub use keylatch_cluster::{
     ServerError, ServerErrorKind, SetCondition, SetOptions, Shard, Slot, Subscription,
     SubscriptionKind, TlsConfig, Ttl,
 };
+pub use keylatch_cluster::redact_url;
 pub use keylatch_lock::{
     CountDownLatch, ExpirableSemaphore, ForceUnlocked, KeyShape, Lock, LockError, LockGuard,
     LockResult, Locks, LocksConfig, LossReason, LostToken, MultiGuard, MultiLock, PermitGuard,
