@@ -172,18 +172,18 @@ fn main() -> ExitCode {
 
 /// The demo on a runtime of its own.
 fn demo_run(args: Args) -> Result<(), String> {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the runtime: {e}"))?;
-            // Run the demo as a spawned task, like application code: a
-            // future driven by block_on sits outside the worker pool and
-            // pays a cross-thread wake-up on every reply.
-            rt.block_on(async move {
-                tokio::spawn(demo(args))
-                    .await
-                    .map_err(|e| format!("demo task failed: {e}"))?
-            })
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // Run the demo as a spawned task, like application code: a
+    // future driven by block_on sits outside the worker pool and
+    // pays a cross-thread wake-up on every reply.
+    rt.block_on(async move {
+        tokio::spawn(demo(args))
+            .await
+            .map_err(|e| format!("demo task failed: {e}"))?
+    })
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

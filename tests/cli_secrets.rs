@@ -1,6 +1,8 @@
 //! Issue 30 through the real binary: no password in any output, and the
 //! sysexits-style exit codes (64 usage, 69 unavailable, 70 server error).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 use keylatch_harness::{free_port, RedisServer};
@@ -30,7 +32,17 @@ fn guarded_server() -> RedisServer {
         .unwrap();
     assert_eq!(out.trim(), "OK", "{out}");
     let out = server
-        .cli(&["ACL", "SETUSER", "limited", "on", ">lim-pw-1", "~*", "&*", "+@all", "-@scripting"])
+        .cli(&[
+            "ACL",
+            "SETUSER",
+            "limited",
+            "on",
+            ">lim-pw-1",
+            "~*",
+            "&*",
+            "+@all",
+            "-@scripting",
+        ])
         .unwrap();
     assert_eq!(out.trim(), "OK", "{out}");
     let out = server
@@ -49,7 +61,16 @@ fn every_path(url: &str) -> Vec<Vec<String>> {
         &["status", "job", "--json", "--url", url],
         &["unlock", "--force", "--yes", "job", "--url", url],
         &["latch", "l", "--count", "--url", url],
-        &["exec", "job", "--wait", "1s", "--redlock", &format!("{url},{url},{url}"), "--", "true"],
+        &[
+            "exec",
+            "job",
+            "--wait",
+            "1s",
+            "--redlock",
+            &format!("{url},{url},{url}"),
+            "--",
+            "true",
+        ],
         &["bench", "--url", url, "--duration", "1s", "--clients", "2"],
     ];
     cmds.iter()
@@ -120,7 +141,10 @@ fn usage_version_and_unreachable_exit_codes() {
     let o = keylatch(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("69"), "the table is in --help");
-    for args in [&["exec", "x", "--bogus", "--", "true"][..], &["status", "x", "--bogus"]] {
+    for args in [
+        &["exec", "x", "--bogus", "--", "true"][..],
+        &["status", "x", "--bogus"],
+    ] {
         let o = keylatch(args);
         assert_eq!(o.status.code(), Some(64), "{args:?}: {}", stderr(&o));
     }

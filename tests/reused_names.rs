@@ -776,7 +776,12 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
                 .args(["--", "sh", "-c", "echo ran"])
                 .output()
                 .unwrap();
-            assert_eq!(o.status.code(), Some(64), "{name} {extra:?}: {}", stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(64),
+                "{name} {extra:?}: {}",
+                stderr(&o)
+            );
             assert!(
                 stderr(&o).contains(what),
                 "{name} {extra:?}: {}",

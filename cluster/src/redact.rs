@@ -71,20 +71,33 @@ mod tests {
     #[test]
     fn urls_hide_every_password_form() {
         assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
-        assert_eq!(redact_url("redis://bob:s3cret@h:1/0"), "redis://bob:***@h:1/0");
+        assert_eq!(
+            redact_url("redis://bob:s3cret@h:1/0"),
+            "redis://bob:***@h:1/0"
+        );
         assert_eq!(redact_url("redis://s3cret@h:1"), "redis://***@h:1");
-        assert_eq!(redact_url("redis://h:1/0?name=a@b"), "redis://h:1/0?name=a@b");
+        assert_eq!(
+            redact_url("redis://h:1/0?name=a@b"),
+            "redis://h:1/0?name=a@b"
+        );
         assert_eq!(redact_url("redis://b:p@ss@h"), "redis://b:***@h");
         assert_eq!(redact_url("not a url"), "not a url");
     }
 
     #[test]
     fn configs_debug_without_the_password() {
-        for url in ["redis://bob:s3cret@h:1", "redis://:s3cret@h", "redis://s3cret@h"] {
+        for url in [
+            "redis://bob:s3cret@h:1",
+            "redis://:s3cret@h",
+            "redis://s3cret@h",
+        ] {
             let c = ConnectionConfig::from_url(url).expect("parses");
             assert_eq!(c.password.as_deref(), Some("s3cret"));
             let shown = format!("{c:?} {c:#?}");
-            assert!(!shown.contains("s3cret") && shown.contains("***"), "{shown}");
+            assert!(
+                !shown.contains("s3cret") && shown.contains("***"),
+                "{shown}"
+            );
             let client = ClientConfig::from_urls(&[url, url]).expect("parses");
             let shown = format!("{client:?} {client:#?}");
             assert!(!shown.contains("s3cret"), "{shown}");
@@ -93,7 +106,11 @@ mod tests {
 
     #[test]
     fn url_errors_do_not_echo_the_password() {
-        for url in ["redis://:s3cret@", "redis://bob:s3%zzcret@h", "redis://bob:s3cret%ff@h"] {
+        for url in [
+            "redis://:s3cret@",
+            "redis://bob:s3%zzcret@h",
+            "redis://bob:s3cret%ff@h",
+        ] {
             let e = ConnectionConfig::from_url(url).expect_err("bad URL");
             let shown = format!("{e} {e:?}");
             assert!(!shown.contains("s3"), "{shown}");

@@ -175,8 +175,9 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     out!("{}", table(&results));
     if let Some(path) = &a.plot {
         let title = format!("keylatch bench — latency CDF ({kind})");
-        std::fs::write(path, svg(&results, &title))
-            .map_err(|e| Failure::software(format!("bench: cannot write {}: {e}", path.display())))?;
+        std::fs::write(path, svg(&results, &title)).map_err(|e| {
+            Failure::software(format!("bench: cannot write {}: {e}", path.display()))
+        })?;
         outln!("CDF plot: {}", path.display());
     }
     Ok(0)

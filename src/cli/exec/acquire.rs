@@ -35,10 +35,10 @@ pub(super) async fn acquire_lock(
                 show(a.wait)
             ),
         }),
-        Err(e) => Err(Failure::lock(&e, format!(
-            "cannot acquire lock {:?}: {e}",
-            a.name
-        ))),
+        Err(e) => Err(Failure::lock(
+            &e,
+            format!("cannot acquire lock {:?}: {e}", a.name),
+        )),
     }
 }
 
