@@ -34,6 +34,7 @@ pub use keylatch_cluster as cluster;
 pub use keylatch_lock as lock;
 pub use keylatch_resp as resp;
 
+pub use keylatch_cluster::redact_url;
 pub use keylatch_cluster::{
     Client, ClientConfig, ClientMode, Commands, Connection, ConnectionConfig, Error, Event,
     FromReply, Negotiated, Pipeline, Protocol, PubSub, PubSubConfig, Result, RouterOptions, Script,

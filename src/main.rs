@@ -76,7 +76,15 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
          when missing and running as root, unless KEYLATCH_NO_INSTALL=1)
 
 Servers: --url (repeat for cluster seeds), else $KEYLATCH_URL (comma-
-separated), else redis://127.0.0.1:6379. Errors exit 2 with one line.
+separated), else redis://127.0.0.1:6379. A password in a URL is never
+printed (shown as ***).
+Exit codes (sysexits.h, as flock(1)): 0 success (exec: CMD's own code);
+  64 usage error (bad command line, or a request the name cannot serve);
+  69 no server reachable, or the connection/AUTH refused; 70 the server
+  answered with an error, or an internal failure; 75 not had within --wait;
+  76 lock lost while CMD ran; 128+N killed by signal N. Errors print one
+  line on stderr.
+-V / --version: prints `keylatch <version>`.
 TLS: rediss://host:port URLs; the server's CA from $KEYLATCH_TLS_CA (a PEM
 file) or the URL (rediss://host:port?ca=FILE), else the system roots;
 mutual TLS: rediss://host:port?ca=FILE&cert=FILE&key=FILE.
@@ -144,30 +152,38 @@ fn main() -> ExitCode {
             }
             return cli::finish(run(cli::args::Argv::new(rest.into_iter())));
         }
-        Some("demo") => parse(argv).and_then(|args| {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the runtime: {e}"))?;
-            // Run the demo as a spawned task, like application code: a
-            // future driven by block_on sits outside the worker pool and
-            // pays a cross-thread wake-up on every reply.
-            rt.block_on(async move {
-                tokio::spawn(demo(args))
-                    .await
-                    .map_err(|e| format!("demo task failed: {e}"))?
-            })
-        }),
-        Some("-h" | "--help" | "help") | None => return help(USAGE),
-        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            errln!("keylatch: {e}");
-            ExitCode::from(2)
+        Some("demo") => match parse(argv) {
+            Ok(args) => demo_run(args).map_err(cli::Failure::software),
+            Err(e) => Err(cli::Failure::usage(e)),
+        },
+        Some("-V" | "--version") => {
+            outln!("keylatch {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
         }
-    }
+        Some("-h" | "--help" | "help") => return help(USAGE),
+        // No command: the usage is the error, on stderr.
+        None => Err(cli::Failure::usage(USAGE)),
+        Some(other) => Err(cli::Failure::usage(format!(
+            "unknown command {other:?}\n{USAGE}"
+        ))),
+    };
+    cli::finish(result.map(|()| 0))
+}
+
+/// The demo on a runtime of its own.
+fn demo_run(args: Args) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // Run the demo as a spawned task, like application code: a
+    // future driven by block_on sits outside the worker pool and
+    // pays a cross-thread wake-up on every reply.
+    rt.block_on(async move {
+        tokio::spawn(demo(args))
+            .await
+            .map_err(|e| format!("demo task failed: {e}"))?
+    })
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -180,11 +196,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 async fn demo(args: Args) -> Result<(), String> {
     let (url, _server) = cli::local_server::find_server(args.url)?;
+    let shown = keylatch::redact_url(&url);
     let conn = Connection::connect(&url)
         .await
-        .map_err(|e| format!("connect {url}: {e}"))?;
+        .map_err(|e| format!("connect {shown}: {e}"))?;
     let err = |e: keylatch::Error| e.to_string();
-    outln!("connected to {url} ({:?})", conn.protocol());
+    outln!("connected to {shown} ({:?})", conn.protocol());
     let info = conn.info(Some("server")).await.map_err(err)?;
     if let Some(v) = info.lines().find(|l| l.starts_with("redis_version:")) {
         outln!("server {v}");

@@ -229,7 +229,7 @@ fn read_execs_share_write_execs_exclude_and_status_shows_them() {
     let json = stdout(&run(&server, &["status", "rw-exec", "--json"]));
     assert!(json.contains(r#""state":"free""#), "{json}");
     let o = run(&server, &["exec", "x", "--read", "--write", "--", "true"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn semaphore_execs_limit_concurrency_and_status_shows_the_permits() {
     );
     assert_eq!(
         o.status.code(),
-        Some(2),
+        Some(64),
         "missing semaphore: {}",
         stderr(&o)
     );
@@ -327,7 +327,7 @@ fn latch_from_the_shell() {
     assert_eq!(stdout(&o).trim(), "0");
     assert!(waiter.wait().unwrap().success(), "the waiter saw it open");
     let o = run(&server, &["latch", "loaded"]);
-    assert_eq!(o.status.code(), Some(2), "no action is a usage error");
+    assert_eq!(o.status.code(), Some(64), "no action is a usage error");
 }
 
 #[test]
@@ -384,7 +384,7 @@ fn redlock_execs_never_overlap_and_status_reads_several_names() {
         .unwrap();
     assert_eq!(
         o.status.code(),
-        Some(2),
+        Some(64),
         "one URL is no RedLock: {}",
         stderr(&o)
     );
@@ -573,7 +573,7 @@ fn usage_and_connection_errors_exit_2_with_one_line() {
         &["frobnicate"],
     ] {
         let o = run(&server, args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(o.status.code(), Some(64), "{args:?}");
         assert!(
             stderr(&o).starts_with("keylatch: "),
             "{args:?}: {}",
@@ -581,7 +581,7 @@ fn usage_and_connection_errors_exit_2_with_one_line() {
         );
     }
     let o = run(&server, &["status", "x", "--url", "redis://127.0.0.1:1"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(69));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
@@ -770,12 +770,12 @@ fn bench_prints_three_scenarios_and_plots_one_curve_each() {
         assert!(image.contains(label), "legend lacks {label}");
     }
 
-    // --cluster insists on a cluster: one line, exit 2.
+    // --cluster insists on a cluster: one line, exit 64.
     let o = run(
         &server,
         &["bench", "--cluster", &server.url(), "--duration", "1s"],
     );
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(64));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not a cluster"), "{err}");

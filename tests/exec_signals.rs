@@ -636,7 +636,7 @@ fn with_stderr_gone_a_signal_and_a_loss_still_stop_the_group_and_release() {
         .stderr(dead_pipe())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(64));
 }
 
 /// `--redlock` holds its members under exec's 10 s watchdog lease, as every
@@ -691,7 +691,7 @@ fn redlock_lease_multi_lock_loss_message_and_an_empty_name() {
         .args(["exec", "", "--", "true"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
 }
 
 /// A fixed `--lease` ends for sure: the stop begins a grace before its

@@ -9,7 +9,7 @@
 //!   latch's count is refused; every holder's `lost()` fires.
 //! - A key that is no lock (a list, a string, a hash with no lock's shape)
 //!   is refused by name and left untouched; an acquire of any type on it
-//!   fails at once with `WrongType` naming it (`exec`: exit 2 at once).
+//!   fails at once with `WrongType` naming it (`exec`: exit 64 at once).
 //! - A hold whose name was reused by another type (a semaphore's string, a
 //!   list) gets `NotOwner`, or `Expired` once `lost()` fired, never a raw
 //!   `WRONGTYPE`; its renewal reports it gone.
@@ -752,7 +752,7 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
     ] {
         // unlock --force: refused, naming it; untouched.
         let o = run(&server, &["unlock", "--force", "--yes", name]);
-        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(64), "{name}: {}", stderr(&o));
         assert!(stderr(&o).contains(what), "{name}: {}", stderr(&o));
         // status says what it is.
         let o = run(&server, &["status", name, "--json"]);
@@ -761,7 +761,7 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
             "{}",
             stdout(&o)
         );
-        // exec of every mode: exit 2 at once, naming it; the command never runs.
+        // exec of every mode: exit 64 at once, naming it; the command never runs.
         for extra in [
             &[][..],
             &["--fair"],
@@ -776,7 +776,12 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
                 .args(["--", "sh", "-c", "echo ran"])
                 .output()
                 .unwrap();
-            assert_eq!(o.status.code(), Some(2), "{name} {extra:?}: {}", stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(64),
+                "{name} {extra:?}: {}",
+                stderr(&o)
+            );
             assert!(
                 stderr(&o).contains(what),
                 "{name} {extra:?}: {}",
@@ -796,7 +801,7 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
     // A plain semaphore's count: refused, unchanged.
     cli(&server, &["SET", "pool", "3"]);
     let o = run(&server, &["unlock", "--force", "--yes", "pool"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
     assert!(stderr(&o).contains("no holder to free"), "{}", stderr(&o));
     assert_eq!(cli(&server, &["GET", "pool"]), "3");
 

@@ -367,14 +367,14 @@ fn the_cli_reads_status_over_tls() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    // Without the CA: exit 2 with one line saying it is about TLS.
+    // Without the CA: exit 69 with one line saying it is about TLS.
     let o = Command::new(env!("CARGO_BIN_EXE_keylatch"))
         .args(["status", "report", "--url", &server.url()])
         .env_remove("KEYLATCH_TLS_CA")
         .output()
         .unwrap();
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(69), "{err}");
     assert!(err.contains("TLS error"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

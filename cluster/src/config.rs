@@ -51,7 +51,8 @@ pub enum Negotiated {
 /// assert_eq!(cfg.username.as_deref(), Some("app"));
 /// # Ok::<(), keylatch_cluster::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `Debug` prints the password as `***` (see [`redact_url`](crate::redact_url)).
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionConfig {
     /// Host name or IP address (IPv6 without brackets).
@@ -184,7 +185,10 @@ impl ConnectionConfig {
         };
         let (host, port) = split_host_port(hostport)?;
         if host.is_empty() {
-            return Err(Error::Config(format!("URL has no host: {url:?}")));
+            return Err(Error::Config(format!(
+                "URL has no host: {:?}",
+                crate::redact_url(url)
+            )));
         }
         cfg.host = host.to_owned();
         if let Some(port) = port {
@@ -206,11 +210,17 @@ impl ConnectionConfig {
             Some((u, p)) => (u, Some(p)),
             None => (userinfo, None),
         };
+        // The error names no part: the user may be the password.
+        let decode = |s: &str| {
+            percent_decode(s).map_err(|_| {
+                Error::Config("bad percent-encoding or non-UTF-8 in the URL's credentials".into())
+            })
+        };
         if !user.is_empty() {
-            self.username = Some(percent_decode(user)?);
+            self.username = Some(decode(user)?);
         }
         if let Some(p) = pass {
-            self.password = Some(percent_decode(p)?);
+            self.password = Some(decode(p)?);
         } else if !user.is_empty() {
             // `redis://secret@host` is the common password-only form.
             self.password = self.username.take();
@@ -476,7 +486,8 @@ fn split_scheme(url: &str) -> Result<(&str, bool)> {
         Ok((rest, true))
     } else {
         Err(Error::Config(format!(
-            "URL must start with redis:// or rediss:// (got {url:?})"
+            "URL must start with redis:// or rediss:// (got {:?})",
+            crate::redact_url(url)
         )))
     }
 }

@@ -89,30 +89,8 @@ pub(crate) fn client_config(urls: &[String]) -> Result<keylatch::ClientConfig, F
 
 /// "cannot connect to a, b: cause" — one line naming what was tried.
 pub(crate) fn connect_failure(urls: &[String], cause: impl std::fmt::Display) -> Failure {
-    let shown: Vec<String> = urls.iter().map(|u| redact(u)).collect();
-    Failure::usage(format!("cannot connect to {}: {cause}", shown.join(", ")))
-}
-
-/// A URL as it may be printed: a password in its userinfo
-/// (`redis://user:pw@host`, `redis://:pw@host`) becomes `***`.
-fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match rest[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end],
-            &rest[..colon],
-            &rest[at..]
-        ),
-        None => url.to_owned(),
-    }
+    let shown: Vec<String> = urls.iter().map(|u| keylatch::redact_url(u)).collect();
+    Failure::unavailable(format!("cannot connect to {}: {cause}", shown.join(", ")))
 }
 
 #[cfg(test)]
@@ -121,10 +99,6 @@ mod tests {
 
     #[test]
     fn a_password_in_a_url_is_never_printed() {
-        assert_eq!(redact("redis://:s3cret@h:1"), "redis://:***@h:1");
-        assert_eq!(redact("redis://bob:s3cret@h:1/0"), "redis://bob:***@h:1/0");
-        assert_eq!(redact("rediss://h:1?ca=f"), "rediss://h:1?ca=f");
-        assert_eq!(redact("redis://bob@h:1"), "redis://bob@h:1");
         let f = connect_failure(&["redis://bob:s3cret@h:1".to_owned()], "WRONGPASS");
         assert!(!f.message.contains("s3cret"), "{}", f.message);
     }

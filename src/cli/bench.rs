@@ -43,8 +43,8 @@ halves in alternating order (A B C, then C B A).
                  (RedLock over independent servers) is left out
   --plot FILE    write an SVG with one latency CDF per scenario (and client)
 
-Results go to stdout, progress to stderr. Exit codes: 0 done, 2 usage
-error, server unreachable or a failed operation.";
+Results go to stdout, progress to stderr. Exit codes: 0 done, 64 usage
+error, 69 server unreachable, 70 a failed operation or server error.";
 
 /// The longest run accepted: long enough for any soak, short enough that
 /// no deadline arithmetic can overflow.
@@ -110,7 +110,7 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
     // Kept alive for the whole run: dropping it stops the server.
     let mut _local = None;
     if seeds.is_empty() && !env_named {
-        let (url, server) = local_server::find_server(None).map_err(Failure::usage)?;
+        let (url, server) = local_server::find_server(None).map_err(Failure::unavailable)?;
         seeds = vec![url];
         _local = server;
     }
@@ -124,8 +124,14 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
     rt.block_on(async move {
         tokio::spawn(bench(a, seeds))
             .await
-            .map_err(|e| Failure::usage(format!("bench: the run failed: {e}")))?
+            .map_err(|e| Failure::software(format!("bench: the run failed: {e}")))?
     })
+}
+
+/// URLs as they may be printed: passwords as `***`.
+fn shown(urls: &[String]) -> String {
+    let shown: Vec<String> = urls.iter().map(|u| keylatch::redact_url(u)).collect();
+    shown.join(", ")
 }
 
 async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
@@ -136,7 +142,7 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     if !a.cluster.is_empty() && !client.is_cluster() {
         return Err(Failure::usage(format!(
             "bench: --cluster {} is not a cluster (cluster_enabled:0); use --url for a standalone server",
-            a.cluster.join(", ")
+            shown(&a.cluster)
         )));
     }
     // Without client tracking, as applications sharing a client usually
@@ -150,7 +156,7 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     };
     outln!(
         "keylatch bench: {} ({kind}), {:.1}s total ({}), {} tasks in b",
-        seeds.join(", "),
+        shown(&seeds),
         a.duration.as_secs_f64(),
         Scenario::ALL
             .map(|s| format!(
@@ -164,13 +170,14 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     let progress = Progress::new(plan.duration);
     let results = run_suite(&[&locks], &plan, &progress)
         .await
-        .map_err(|e| Failure::usage(format!("bench: {e}")))?;
+        .map_err(|e| Failure::software(format!("bench: {e}")))?;
     drop(progress);
     out!("{}", table(&results));
     if let Some(path) = &a.plot {
         let title = format!("keylatch bench — latency CDF ({kind})");
-        std::fs::write(path, svg(&results, &title))
-            .map_err(|e| Failure::usage(format!("bench: cannot write {}: {e}", path.display())))?;
+        std::fs::write(path, svg(&results, &title)).map_err(|e| {
+            Failure::software(format!("bench: cannot write {}: {e}", path.display()))
+        })?;
         outln!("CDF plot: {}", path.display());
     }
     Ok(0)

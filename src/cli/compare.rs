@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::bench::BenchArgs;
-use super::{Failure, EXIT_USAGE};
+use super::{Failure, EXIT_SOFTWARE};
 
 /// How to start the comparison binary.
 #[derive(Debug, PartialEq)]
@@ -103,15 +103,15 @@ pub(crate) fn launch(a: &BenchArgs, seeds: &[String]) -> Result<u8, Failure> {
     let status = cmd
         .args(pass_through(a, seeds))
         .status()
-        .map_err(|e| Failure::usage(format!("bench: cannot start {shown}: {e}")))?;
+        .map_err(|e| Failure::software(format!("bench: cannot start {shown}: {e}")))?;
     match status.code() {
         Some(0) => Ok(0),
         // It printed its own one-line error.
         Some(code) => Err(Failure {
-            code: u8::try_from(code).unwrap_or(EXIT_USAGE),
+            code: u8::try_from(code).unwrap_or(EXIT_SOFTWARE),
             message: String::new(),
         }),
-        None => Err(Failure::usage(format!(
+        None => Err(Failure::software(format!(
             "bench: {shown} was killed ({status})"
         ))),
     }

@@ -27,8 +27,8 @@ channel).
   --url URL      server (repeat for cluster seeds); default $KEYLATCH_URL,
                  else redis://127.0.0.1:6379
 
-Exit codes: 0 done, 1 --set found it set, 2 usage or server error,
-75 --wait timed out.";
+Exit codes: 0 done, 1 --set found it set, 64 usage error, 69 server
+unreachable, 70 server error, 75 --wait timed out.";
 
 #[derive(Debug, PartialEq, Eq)]
 enum Action {
@@ -96,7 +96,7 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
             .await
             .map_err(|e| args::connect_failure(&urls, e))?;
         let latch = locks.latch(&name);
-        let fail = |e| Failure::usage(format!("latch {name:?}: {e}"));
+        let fail = |e| Failure::software(format!("latch {name:?}: {e}"));
         match action {
             Action::Set(n) => {
                 if latch.try_set_count(n).await.map_err(fail)? {

@@ -36,8 +36,15 @@ pub(crate) mod verbose;
 
 use std::process::ExitCode;
 
-/// Usage errors, unreachable servers, server errors (the demo's code too).
-pub(crate) const EXIT_USAGE: u8 = 2;
+/// A usage error: a bad command line, or a request the name cannot serve
+/// (unlock of a non-lock, a semaphore never created) (sysexits' EX_USAGE).
+pub(crate) const EXIT_USAGE: u8 = 64;
+/// No server could be reached or the handshake (AUTH) was refused
+/// (sysexits' EX_UNAVAILABLE).
+pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
+/// The server answered with an error, or keylatch itself failed
+/// (sysexits' EX_SOFTWARE).
+pub(crate) const EXIT_SOFTWARE: u8 = 70;
 /// The lock could not be had within `--wait` (sysexits' EX_TEMPFAIL: try again later).
 pub(crate) const EXIT_TIMEOUT: u8 = 75;
 /// The lock was lost while the command ran; the command was terminated.
@@ -52,10 +59,43 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    /// A usage or connection error (exit 2).
+    /// A usage error (exit 64).
     pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self::with(EXIT_USAGE, message)
+    }
+
+    /// No server reachable, or the connection refused (exit 69).
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        Self::with(EXIT_UNAVAILABLE, message)
+    }
+
+    /// A server error or an internal failure (exit 70).
+    pub(crate) fn software(message: impl Into<String>) -> Self {
+        Self::with(EXIT_SOFTWARE, message)
+    }
+
+    /// A lock call's failure: 64 when the name cannot serve the request
+    /// (it holds something else, a count out of range, a refusal), 69 when
+    /// the connection is gone, else 70.
+    pub(crate) fn lock(e: &keylatch::LockError, message: impl Into<String>) -> Self {
+        use keylatch::LockError as E;
+        let code = match e {
+            E::WrongType { .. }
+            | E::NotReentrant { .. }
+            | E::UpgradeRefused { .. }
+            | E::SelfDeadlock { .. }
+            | E::PermitCount { .. }
+            | E::NoSuchSemaphore { .. }
+            | E::ForceUnlockRefused { .. } => EXIT_USAGE,
+            E::Client(c) if c.is_connection_error() => EXIT_UNAVAILABLE,
+            _ => EXIT_SOFTWARE,
+        };
+        Self::with(code, message)
+    }
+
+    fn with(code: u8, message: impl Into<String>) -> Self {
         Self {
-            code: EXIT_USAGE,
+            code,
             message: message.into(),
         }
     }
@@ -85,5 +125,5 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| Failure::software(format!("cannot start the async runtime: {e}")))
 }

@@ -44,7 +44,8 @@ prints an array of the objects. Reads only.
              redis://127.0.0.1:6379; rediss://host:port for TLS (CA from
              $KEYLATCH_TLS_CA or ?ca=FILE, else the system roots)
 
-Exit codes: 0 (whatever the state), 2 usage error or server unreachable.";
+Exit codes: 0 (whatever the state), 64 usage error, 69 server unreachable,
+70 server error.";
 
 /// What was found under a lock name: the library's [`Inspection`], with
 /// the words `status` and `unlock --force` print for it.
@@ -410,7 +411,7 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             all.push(
                 read(&client, name)
                     .await
-                    .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))?,
+                    .map_err(|e| Failure::software(format!("reading lock {name:?}: {e}")))?,
             );
         }
         Ok::<_, Failure>(all)

@@ -36,8 +36,9 @@ exec` holding it stops its command, exit 76).
   anything else (a list, a string, a hash with no lock's shape, ...)
                refused, untouched: the message says what the key holds
 
-Exit codes: 0 unlocked or already free, 1 not confirmed, 2 refused (the
-message names what NAME holds), usage error or server unreachable.";
+Exit codes: 0 unlocked or already free, 1 not confirmed, 64 refused (the
+message names what NAME holds) or usage error, 69 server unreachable,
+70 server error.";
 
 /// Entry point: parses, shows, confirms, unlocks.
 pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
@@ -51,7 +52,7 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
     })?;
     let st = rt
         .block_on(status::read(locks.client(), &name))
-        .map_err(|e| Failure::usage(format!("reading lock {name:?}: {e}")))?;
+        .map_err(|e| Failure::software(format!("reading lock {name:?}: {e}")))?;
     if st.state() == "free" {
         outln!("lock {name:?} is free; nothing to unlock");
         return Ok(0);
@@ -109,7 +110,7 @@ fn confirm(name: &str, shown: &str) -> Result<(), Failure> {
     std::io::stdin()
         .lock()
         .read_line(&mut answer)
-        .map_err(|e| Failure::usage(format!("reading the answer: {e}")))?;
+        .map_err(|e| Failure::software(format!("reading the answer: {e}")))?;
     if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
         return Err(Failure {
             code: 1,
@@ -134,7 +135,7 @@ fn report(name: &str, unlocked: LockResult<ForceUnlocked>) -> Result<u8, Failure
         Err(e @ LockError::ForceUnlockRefused { .. }) => {
             return Err(Failure::usage(format!("unlock: {e}")))
         }
-        Err(e) => return Err(Failure::usage(format!("force-unlocking {name:?}: {e}"))),
+        Err(e) => return Err(Failure::software(format!("force-unlocking {name:?}: {e}"))),
     }
     Ok(0)
 }

@@ -35,10 +35,10 @@ pub(super) async fn acquire_lock(
                 show(a.wait)
             ),
         }),
-        Err(e) => Err(Failure::usage(format!(
-            "cannot acquire lock {:?}: {e}",
-            a.name
-        ))),
+        Err(e) => Err(Failure::lock(
+            &e,
+            format!("cannot acquire lock {:?}: {e}", a.name),
+        )),
     }
 }
 
@@ -85,7 +85,7 @@ pub(super) async fn acquire_multi(
                 show(a.wait)
             ),
         }),
-        Err(e) => Err(Failure::usage(format!("cannot acquire {what}: {e}"))),
+        Err(e) => Err(Failure::lock(&e, format!("cannot acquire {what}: {e}"))),
     }
 }
 
@@ -132,7 +132,7 @@ where
                 });
                 for member in members {
                     if !release_orphan(member, bound).await {
-                        return Err(Failure::usage(format!(
+                        return Err(Failure::software(format!(
                             "cannot acquire {what}: {e}; an acquire of unknown outcome could \
                              not be undone (it expires with its {:?} lease)",
                             a.lease.unwrap_or(EXEC_WATCHDOG)
@@ -189,7 +189,7 @@ pub(super) async fn acquire_permits(
     signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
     let sem = locks.expirable_semaphore(&a.name);
-    let fail = |e: LockError| Failure::usage(format!("semaphore {:?}: {e}", a.name));
+    let fail = |e: LockError| Failure::lock(&e, format!("semaphore {:?}: {e}", a.name));
     if let Some(p) = create {
         tokio::select! {
             r = sem.try_set_permits(p) => { r.map_err(fail)?; }
@@ -242,7 +242,7 @@ pub(super) async fn acquire_redlock(
             let config = LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG);
             let node = Locks::connect_with(cfg, config)
                 .await
-                .map_err(|e| Failure::usage(format!("--redlock: {e}")))?;
+                .map_err(|e| args::connect_failure(std::slice::from_ref(url), e))?;
             nodes.push(node);
         }
         Ok::<_, Failure>(keylatch::RedLock::new(nodes))
@@ -272,6 +272,6 @@ pub(super) async fn acquire_redlock(
                 a.wait
             ),
         }),
-        Ok(Err(e)) => Err(Failure::usage(format!("RedLock {:?}: {e}", a.name))),
+        Ok(Err(e)) => Err(Failure::lock(&e, format!("RedLock {:?}: {e}", a.name))),
     }
 }

@@ -15,7 +15,7 @@ use super::{release, show, subject, target};
 use crate::cli::held::Held;
 use crate::cli::signals::{Signals, Stop, TERM};
 use crate::cli::supervise::Supervised;
-use crate::cli::{Failure, EXIT_LOST, EXIT_USAGE};
+use crate::cli::{Failure, EXIT_LOST, EXIT_SOFTWARE};
 
 /// Why the wait on the command ended.
 enum Outcome {
@@ -59,7 +59,7 @@ pub(super) async fn run_held(
             let report = child.stop(TERM, a.grace, signals).await;
             warn_left(report.left);
             release(guard, &subject(a)).await;
-            Err(Failure::usage(format!(
+            Err(Failure::software(format!(
                 "waiting for the command failed: {e}"
             )))
         }
@@ -269,7 +269,7 @@ fn exit_code(status: ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
         (Some(c), _) => (c & 0xff) as u8,
         (None, Some(s)) => (128 + s).clamp(0, 255) as u8,
-        (None, None) => EXIT_USAGE,
+        (None, None) => EXIT_SOFTWARE,
     }
 }
 

@@ -95,7 +95,9 @@ unset for a --read hold and for permits, which have none); with
 
 Exit codes:
   N     CMD's own exit code (128+N when CMD died of signal N)
-  2     usage error, server unreachable, or server error
+  64    usage error, or NAME holds no lock of the kind asked (EX_USAGE)
+  69    no server reachable, or the connection/AUTH refused (EX_UNAVAILABLE)
+  70    the server answered with an error; internal failure (EX_SOFTWARE)
   75    the lock was not acquired within --wait (EX_TEMPFAIL)
   76    the lock was lost while CMD ran: its group got SIGTERM, then
         SIGKILL after --grace
@@ -123,7 +125,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     // ours to handle, so none of them can leave the command running
     // unlocked or the lock held.
     let mut signals =
-        Signals::install().map_err(|e| Failure::usage(format!("cannot handle signals: {e}")))?;
+        Signals::install().map_err(|e| Failure::software(format!("cannot handle signals: {e}")))?;
 
     // The client the hold came from, to wait for its background releases
     // before exiting (RedLock's clients release in the foreground).
