@@ -3,7 +3,7 @@
 //! `keylatch demo` starts a local redis-server when none is reachable and
 //! shows the client and a contended lock at work; `exec`, `status`,
 //! `unlock` and `bench` live in [`cli`] (one file each; `bench`'s
-//! scenarios, histogram and plot are in the library, `keylatch::bench`).
+//! scenarios, histogram and plot are in the library, `keylatch_cli::bench`).
 //! The global `-v`/`-vv` flags show the library's `tracing` events.
 
 // Output that never panics: std's `println!` panics when stdout is a

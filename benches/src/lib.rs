@@ -20,11 +20,11 @@ pub struct Summary {
 }
 
 /// Summarises raw samples through keylatch's benchmark histogram
-/// ([`keylatch::bench::Histogram`], the one `keylatch bench` and the
+/// ([`keylatch_cli::bench::Histogram`], the one `keylatch bench` and the
 /// `compare` binary use), so every benchmark computes percentiles the same
 /// way (≤ 0.8 % bucket width; exact min and max).
 pub fn summarise(samples: &mut [Duration]) -> Summary {
-    let mut h = keylatch::bench::Histogram::new();
+    let mut h = keylatch_cli::bench::Histogram::new();
     for &d in samples.iter() {
         h.record(d);
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// task that panicked, a file that could not be written).
 ///
 /// ```
-/// let e = keylatch::bench::BenchError::new("server went away");
+/// let e = keylatch_cli::bench::BenchError::new("server went away");
 /// assert_eq!(e.to_string(), "server went away");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,7 +18,7 @@ impl BenchError {
     /// An error with this message.
     ///
     /// ```
-    /// let e = keylatch::bench::BenchError::new(format!("acquire: {}", "NOPERM"));
+    /// let e = keylatch_cli::bench::BenchError::new(format!("acquire: {}", "NOPERM"));
     /// assert!(e.to_string().contains("NOPERM"));
     /// ```
     pub fn new(message: impl Into<String>) -> Self {
@@ -34,14 +34,14 @@ impl std::fmt::Display for BenchError {
 
 impl std::error::Error for BenchError {}
 
-impl From<crate::LockError> for BenchError {
-    fn from(e: crate::LockError) -> Self {
+impl From<keylatch::LockError> for BenchError {
+    fn from(e: keylatch::LockError) -> Self {
         Self(e.to_string())
     }
 }
 
-impl From<crate::Error> for BenchError {
-    fn from(e: crate::Error) -> Self {
+impl From<keylatch::Error> for BenchError {
+    fn from(e: keylatch::Error) -> Self {
         Self(e.to_string())
     }
 }
@@ -49,8 +49,8 @@ impl From<crate::Error> for BenchError {
 /// The benchmarks' result type.
 ///
 /// ```
-/// fn check(n: u64) -> keylatch::bench::BenchResult<u64> {
-///     if n == 0 { Err(keylatch::bench::BenchError::new("no operations")) } else { Ok(n) }
+/// fn check(n: u64) -> keylatch_cli::bench::BenchResult<u64> {
+///     if n == 0 { Err(keylatch_cli::bench::BenchError::new("no operations")) } else { Ok(n) }
 /// }
 /// assert!(check(0).is_err());
 /// ```
@@ -62,7 +62,7 @@ pub type BenchResult<T> = Result<T, BenchError>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::{BenchResult, LockClient, LockHandle};
+/// use keylatch_cli::bench::{BenchResult, LockClient, LockHandle};
 ///
 /// /// A pretend client whose locks are always free.
 /// struct Free;
@@ -86,7 +86,7 @@ pub trait LockClient: Send + Sync + 'static {
     /// The client's name in tables and plots.
     ///
     /// ```no_run
-    /// use keylatch::bench::LockClient;
+    /// use keylatch_cli::bench::LockClient;
     /// # async fn demo() -> keylatch::LockResult<()> {
     /// let locks = keylatch::Locks::connect("redis://127.0.0.1:6379").await?;
     /// assert_eq!(locks.label(), "keylatch");
@@ -97,7 +97,7 @@ pub trait LockClient: Send + Sync + 'static {
     /// A handle for lock `name`; each call is a distinct owner.
     ///
     /// ```no_run
-    /// use keylatch::bench::LockClient;
+    /// use keylatch_cli::bench::LockClient;
     /// # async fn demo(locks: keylatch::Locks) {
     /// let (a, b) = (LockClient::handle(&locks, "x"), LockClient::handle(&locks, "x"));
     /// assert_ne!(a.owner(), b.owner());
@@ -107,13 +107,13 @@ pub trait LockClient: Send + Sync + 'static {
 }
 
 /// One lock name as one owner: the operations the scenarios time.
-/// [`LockClient`] shows an implementation; keylatch's [`Lock`](crate::Lock)
+/// [`LockClient`] shows an implementation; keylatch's [`Lock`](keylatch::Lock)
 /// is one.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use keylatch::bench::{LockClient, LockHandle};
-/// # async fn demo(locks: keylatch::Locks) -> keylatch::bench::BenchResult<()> {
+/// use keylatch_cli::bench::{LockClient, LockHandle};
+/// # async fn demo(locks: keylatch::Locks) -> keylatch_cli::bench::BenchResult<()> {
 /// let mut lock = LockClient::handle(&locks, "reports");
 /// if let Some(held) = LockHandle::try_acquire(&mut lock, Duration::from_secs(1)).await? {
 ///     LockHandle::release(&mut lock, held).await?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 /// Resolution is one clock tick (10 ms): measure spans of seconds.
 ///
 /// ```
-/// let before = keylatch::bench::process_cpu();
-/// let after = keylatch::bench::process_cpu();
+/// let before = keylatch_cli::bench::process_cpu();
+/// let after = keylatch_cli::bench::process_cpu();
 /// if let (Some(a), Some(b)) = (before, after) {
 ///     assert!(b >= a);
 /// }

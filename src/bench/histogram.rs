@@ -19,7 +19,7 @@ const SUB: u64 = 1 << SUB_BITS;
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::Histogram;
+/// use keylatch_cli::bench::Histogram;
 ///
 /// let mut h = Histogram::new();
 /// for us in 1..=1000 {
@@ -42,7 +42,7 @@ pub struct Histogram {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::Histogram;
+/// use keylatch_cli::bench::Histogram;
 ///
 /// let mut h = Histogram::new();
 /// h.record(Duration::from_micros(10));
@@ -71,14 +71,14 @@ impl Histogram {
     /// counted in the last bucket.
     ///
     /// ```
-    /// assert_eq!(keylatch::bench::Histogram::HIGHEST.as_secs(), 60);
+    /// assert_eq!(keylatch_cli::bench::Histogram::HIGHEST.as_secs(), 60);
     /// ```
     pub const HIGHEST: Duration = Duration::from_secs(60);
 
     /// An empty histogram (about 30 KiB of counters).
     ///
     /// ```
-    /// assert_eq!(keylatch::bench::Histogram::new().count(), 0);
+    /// assert_eq!(keylatch_cli::bench::Histogram::new().count(), 0);
     /// ```
     pub fn new() -> Self {
         Self {
@@ -93,7 +93,7 @@ impl Histogram {
     /// Counts one value.
     ///
     /// ```
-    /// let mut h = keylatch::bench::Histogram::new();
+    /// let mut h = keylatch_cli::bench::Histogram::new();
     /// h.record(std::time::Duration::from_millis(2));
     /// assert_eq!(h.count(), 1);
     /// ```
@@ -113,7 +113,7 @@ impl Histogram {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut a, mut b) = (keylatch::bench::Histogram::new(), keylatch::bench::Histogram::new());
+    /// let (mut a, mut b) = (keylatch_cli::bench::Histogram::new(), keylatch_cli::bench::Histogram::new());
     /// a.record(Duration::from_micros(5));
     /// b.record(Duration::from_micros(7));
     /// a.merge(&b);
@@ -132,7 +132,7 @@ impl Histogram {
     /// Values recorded.
     ///
     /// ```
-    /// assert_eq!(keylatch::bench::Histogram::new().count(), 0);
+    /// assert_eq!(keylatch_cli::bench::Histogram::new().count(), 0);
     /// ```
     pub fn count(&self) -> u64 {
         self.total
@@ -141,7 +141,7 @@ impl Histogram {
     /// The smallest value recorded, exactly (zero when empty).
     ///
     /// ```
-    /// let mut h = keylatch::bench::Histogram::new();
+    /// let mut h = keylatch_cli::bench::Histogram::new();
     /// h.record(std::time::Duration::from_nanos(1234));
     /// assert_eq!(h.min().as_nanos(), 1234);
     /// ```
@@ -156,7 +156,7 @@ impl Histogram {
     /// The largest value recorded, exactly (zero when empty).
     ///
     /// ```
-    /// let mut h = keylatch::bench::Histogram::new();
+    /// let mut h = keylatch_cli::bench::Histogram::new();
     /// h.record(std::time::Duration::from_nanos(98_765));
     /// assert_eq!(h.max().as_nanos(), 98_765);
     /// ```
@@ -168,7 +168,7 @@ impl Histogram {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let mut h = keylatch::bench::Histogram::new();
+    /// let mut h = keylatch_cli::bench::Histogram::new();
     /// h.record(Duration::from_micros(10));
     /// h.record(Duration::from_micros(20));
     /// assert_eq!(h.mean(), Duration::from_micros(15));
@@ -187,7 +187,7 @@ impl Histogram {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let mut h = keylatch::bench::Histogram::new();
+    /// let mut h = keylatch_cli::bench::Histogram::new();
     /// for ms in [1, 2, 3, 4, 100] {
     ///     h.record(Duration::from_millis(ms));
     /// }
@@ -223,7 +223,7 @@ impl Histogram {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let mut h = keylatch::bench::Histogram::new();
+    /// let mut h = keylatch_cli::bench::Histogram::new();
     /// h.record(Duration::from_micros(1));
     /// h.record(Duration::from_millis(1));
     /// let cdf: Vec<u64> = h.buckets().map(|b| b.cumulative).collect();

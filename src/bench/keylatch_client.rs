@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{BenchResult, LockClient, LockHandle};
-use crate::{Lock, LockGuard, Locks};
+use keylatch::{Lock, LockGuard, Locks};
 
 impl LockClient for Locks {
     type Handle = Lock;

@@ -6,7 +6,7 @@
 //! - [`Histogram`] (`histogram.rs`): log-linear latency histogram, ~0.8 %
 //!   precision from 1 ns to 60 s; percentiles, merge, CDF buckets.
 //! - [`LockClient`] / [`LockHandle`] (`client.rs`): what a lock client must
-//!   offer (acquire with a wait, release); implemented here for [`Locks`](crate::Locks)
+//!   offer (acquire with a wait, release); implemented here for [`Locks`](keylatch::Locks)
 //!   (`keylatch_client.rs`) and in `benches/src/bin/compare.rs` for the others.
 //! - `scenarios.rs`: the three scenarios, generic over [`LockClient`].
 //! - [`run_suite`] (`suite.rs`): every scenario for every client, clients
@@ -18,8 +18,8 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use keylatch::bench::{run_suite, table, Plan, Progress};
-//! # async fn demo() -> Result<(), keylatch::bench::BenchError> {
+//! use keylatch_cli::bench::{run_suite, table, Plan, Progress};
+//! # async fn demo() -> Result<(), keylatch_cli::bench::BenchError> {
 //! let locks = keylatch::Locks::connect("redis://127.0.0.1:6379").await?;
 //! let plan = Plan::new(Duration::from_secs(3), 64);
 //! let progress = Progress::new(plan.duration);
@@ -51,7 +51,7 @@ pub use suite::{run_suite, Contender};
 /// The three scenarios, in the order they run.
 ///
 /// ```
-/// use keylatch::bench::Scenario;
+/// use keylatch_cli::bench::Scenario;
 /// assert_eq!(Scenario::ALL.len(), 3);
 /// assert!(Scenario::Uncontended.label().starts_with("a."));
 /// ```
@@ -73,7 +73,7 @@ impl Scenario {
     /// Every scenario, in running order.
     ///
     /// ```
-    /// assert_eq!(keylatch::bench::Scenario::ALL[0], keylatch::bench::Scenario::Uncontended);
+    /// assert_eq!(keylatch_cli::bench::Scenario::ALL[0], keylatch_cli::bench::Scenario::Uncontended);
     /// ```
     pub const ALL: [Scenario; 3] = [
         Scenario::Uncontended,
@@ -84,7 +84,7 @@ impl Scenario {
     /// The name tables and plots use.
     ///
     /// ```
-    /// assert_eq!(keylatch::bench::Scenario::Contended.label(), "c. contended handoff");
+    /// assert_eq!(keylatch_cli::bench::Scenario::Contended.label(), "c. contended handoff");
     /// ```
     pub fn label(self) -> &'static str {
         match self {
@@ -109,7 +109,7 @@ impl Scenario {
     /// need the longer window to settle.
     ///
     /// ```
-    /// use keylatch::bench::Scenario;
+    /// use keylatch_cli::bench::Scenario;
     /// let sum: f64 = Scenario::ALL.iter().map(|s| s.share()).sum();
     /// assert!((sum - 1.0).abs() < 1e-9);
     /// ```
@@ -125,7 +125,7 @@ impl Scenario {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::{Plan, Scenario};
+/// use keylatch_cli::bench::{Plan, Scenario};
 /// let plan = Plan::new(Duration::from_secs(10), 64);
 /// assert_eq!(plan.budget(Scenario::Uncontended), Duration::from_secs(2));
 /// assert_eq!((plan.contenders, plan.think), (8, Duration::from_millis(1)));
@@ -149,7 +149,7 @@ impl Plan {
     /// think time for scenario c (at least one task).
     ///
     /// ```
-    /// let plan = keylatch::bench::Plan::new(std::time::Duration::from_secs(1), 0);
+    /// let plan = keylatch_cli::bench::Plan::new(std::time::Duration::from_secs(1), 0);
     /// assert_eq!(plan.tasks, 1);
     /// ```
     pub fn new(duration: Duration, tasks: usize) -> Self {
@@ -165,7 +165,7 @@ impl Plan {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use keylatch::bench::{Plan, Scenario};
+    /// use keylatch_cli::bench::{Plan, Scenario};
     /// let plan = Plan::new(Duration::from_secs(5), 8);
     /// assert_eq!(plan.budget(Scenario::Distinct), Duration::from_secs(2));
     /// ```
@@ -179,7 +179,7 @@ impl Plan {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::parse_duration;
+/// use keylatch_cli::bench::parse_duration;
 /// assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
 /// assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
 /// assert_eq!(parse_duration("soon"), None);

@@ -22,7 +22,7 @@ const DASHES: [&str; 4] = ["", "8 4", "2 3", "12 3 2 3"];
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::{svg, Histogram, Scenario, ScenarioResult};
+/// use keylatch_cli::bench::{svg, Histogram, Scenario, ScenarioResult};
 /// let mut latency = Histogram::new();
 /// for us in 20..200 {
 ///     latency.record(Duration::from_micros(us));

@@ -34,7 +34,7 @@ struct Shared {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::Progress;
+/// use keylatch_cli::bench::Progress;
 /// let p = Progress::hidden(Duration::from_secs(1));
 /// p.stage("a. uncontended pair — keylatch");
 /// p.done();
@@ -58,7 +58,7 @@ impl Progress {
     /// stderr is a terminal, one line per stage otherwise.
     ///
     /// ```
-    /// let p = keylatch::bench::Progress::new(std::time::Duration::from_secs(10));
+    /// let p = keylatch_cli::bench::Progress::new(std::time::Duration::from_secs(10));
     /// p.done();
     /// ```
     pub fn new(total: Duration) -> Self {
@@ -73,7 +73,7 @@ impl Progress {
     /// A progress display that shows nothing (for embedding and tests).
     ///
     /// ```
-    /// keylatch::bench::Progress::hidden(std::time::Duration::ZERO).stage("quiet");
+    /// keylatch_cli::bench::Progress::hidden(std::time::Duration::ZERO).stage("quiet");
     /// ```
     pub fn hidden(total: Duration) -> Self {
         Self::with_mode(total, Mode::Hidden)
@@ -95,7 +95,7 @@ impl Progress {
     /// A new stage starts (scenario and client).
     ///
     /// ```
-    /// let p = keylatch::bench::Progress::hidden(std::time::Duration::from_secs(1));
+    /// let p = keylatch_cli::bench::Progress::hidden(std::time::Duration::from_secs(1));
     /// p.stage("b. distinct locks — keylatch");
     /// ```
     pub fn stage(&self, label: &str) {
@@ -129,7 +129,7 @@ impl Progress {
     /// The run is over: stops redrawing and clears the line.
     ///
     /// ```
-    /// keylatch::bench::Progress::hidden(std::time::Duration::ZERO).done();
+    /// keylatch_cli::bench::Progress::hidden(std::time::Duration::ZERO).done();
     /// ```
     pub fn done(&self) {
         self.shared.stop.store(true, Ordering::Relaxed);

@@ -9,7 +9,7 @@ use super::{Histogram, Scenario};
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
+/// use keylatch_cli::bench::{Histogram, Scenario, ScenarioResult};
 /// let r = ScenarioResult {
 ///     scenario: Scenario::Distinct,
 ///     client: "keylatch".into(),
@@ -42,7 +42,7 @@ impl ScenarioResult {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
+    /// use keylatch_cli::bench::{Histogram, Scenario, ScenarioResult};
     /// let r = ScenarioResult {
     ///     scenario: Scenario::Uncontended, client: "k".into(), ops: 300,
     ///     elapsed: Duration::from_millis(1500), cpu: None, latency: Histogram::new(),
@@ -64,7 +64,7 @@ impl ScenarioResult {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
+    /// use keylatch_cli::bench::{Histogram, Scenario, ScenarioResult};
     /// let r = ScenarioResult {
     ///     scenario: Scenario::Contended, client: "k".into(), ops: 4,
     ///     elapsed: Duration::from_secs(1), cpu: Some(Duration::from_millis(2)),
@@ -84,7 +84,7 @@ impl ScenarioResult {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use keylatch::bench::{Histogram, Scenario, ScenarioResult};
+    /// use keylatch_cli::bench::{Histogram, Scenario, ScenarioResult};
     /// let half = ScenarioResult {
     ///     scenario: Scenario::Uncontended, client: "k".into(), ops: 10,
     ///     elapsed: Duration::from_secs(1), cpu: None, latency: Histogram::new(),
@@ -113,7 +113,7 @@ impl ScenarioResult {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::format_duration;
+/// use keylatch_cli::bench::format_duration;
 /// assert_eq!(format_duration(Duration::from_nanos(45_200)), "45.2µs");
 /// assert_eq!(format_duration(Duration::from_micros(1234)), "1.23ms");
 /// assert_eq!(format_duration(Duration::from_millis(2500)), "2.50s");
@@ -187,7 +187,7 @@ fn render(rows: &[Vec<String>], left: usize) -> String {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::{table, Histogram, Scenario, ScenarioResult};
+/// use keylatch_cli::bench::{table, Histogram, Scenario, ScenarioResult};
 /// let mut latency = Histogram::new();
 /// latency.record(Duration::from_micros(80));
 /// let r = ScenarioResult {
@@ -239,7 +239,7 @@ pub fn table(results: &[ScenarioResult]) -> String {
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch::bench::{comparison, Histogram, Scenario, ScenarioResult};
+/// use keylatch_cli::bench::{comparison, Histogram, Scenario, ScenarioResult};
 /// let r = |client: &str, ops| ScenarioResult {
 ///     scenario: Scenario::Distinct, client: client.into(), ops,
 ///     elapsed: Duration::from_secs(1), cpu: None, latency: Histogram::new(),

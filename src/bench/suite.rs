@@ -14,7 +14,7 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// nothing to implement.
 ///
 /// ```no_run
-/// use keylatch::bench::Contender;
+/// use keylatch_cli::bench::Contender;
 /// # async fn demo() -> keylatch::LockResult<()> {
 /// let locks = keylatch::Locks::connect("redis://127.0.0.1:6379").await?;
 /// let clients: Vec<&dyn Contender> = vec![&locks];
@@ -29,8 +29,8 @@ pub trait Contender: Send + Sync {
     ///
     /// ```no_run
     /// use std::time::Duration;
-    /// use keylatch::bench::{Contender, Plan, Scenario};
-    /// # async fn demo(locks: keylatch::Locks) -> keylatch::bench::BenchResult<()> {
+    /// use keylatch_cli::bench::{Contender, Plan, Scenario};
+    /// # async fn demo(locks: keylatch::Locks) -> keylatch_cli::bench::BenchResult<()> {
     /// let plan = Plan::new(Duration::from_secs(1), 8);
     /// let r = locks.run(Scenario::Uncontended, &plan, "try".into(), Duration::from_millis(200)).await?;
     /// println!("{} pairs, p50 {:?}", r.ops, r.latency.percentile(50.0));
@@ -94,8 +94,8 @@ impl<C: LockClient> Contender for C {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use keylatch::bench::{run_suite, Plan, Progress};
-/// # async fn demo(locks: keylatch::Locks) -> keylatch::bench::BenchResult<()> {
+/// use keylatch_cli::bench::{run_suite, Plan, Progress};
+/// # async fn demo(locks: keylatch::Locks) -> keylatch_cli::bench::BenchResult<()> {
 /// let plan = Plan::new(Duration::from_secs(1), 8);
 /// let results = run_suite(&[&locks], &plan, &Progress::new(plan.duration)).await?;
 /// assert_eq!(results.len(), 3);

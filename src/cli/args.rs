@@ -40,10 +40,10 @@ impl Argv {
 }
 
 /// Parses `250ms`, `10s`, `1.5s`, `2m`, `1h`; a bare number means seconds
-/// (the parser is [`keylatch::bench::parse_duration`], shared with the
+/// (the parser is [`keylatch_cli::bench::parse_duration`], shared with the
 /// comparison binary).
 pub(crate) fn duration(flag: &str, text: &str) -> Result<Duration, Failure> {
-    keylatch::bench::parse_duration(text).ok_or_else(|| {
+    keylatch_cli::bench::parse_duration(text).ok_or_else(|| {
         Failure::usage(format!(
             "{flag} takes a duration such as 500ms, 10s or 2m, not {text:?}"
         ))

@@ -1,4 +1,4 @@
-//! `keylatch bench`: the lock scenarios of [`keylatch::bench`] against a
+//! `keylatch bench`: the lock scenarios of [`keylatch_cli::bench`] against a
 //! server, as a table (and optionally an SVG of the latency CDFs). With
 //! `--compare` the same scenarios run through redis-rs and rslock as well,
 //! in the separate comparison binary (see [`super::compare`]), so the
@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keylatch::bench::{run_suite, svg, table, Plan, Progress, Scenario};
 use keylatch::{Client, Locks, LocksConfig};
+use keylatch_cli::bench::{run_suite, svg, table, Plan, Progress, Scenario};
 
 use super::args::{self, Argv};
 use super::{compare, local_server, runtime, Failure};

@@ -1,6 +1,6 @@
 //! `keylatch bench --compare`: finds and runs the comparison binary
 //! (`benches/src/bin/compare.rs`, its own Cargo workspace), which runs the
-//! same [`keylatch::bench`] scenarios through keylatch, redis-rs and rslock
+//! same [`keylatch_cli::bench`] scenarios through keylatch, redis-rs and rslock
 //! (on a cluster: keylatch and redis-rs's cluster client) and prints the
 //! tables itself. It lives outside this package so the
 //! product's dependency tree never holds another Redis client.

@@ -11,7 +11,7 @@
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
 //! - [`bench`]: the lock benchmark (scenarios, histogram, table and plot
-//!   live in the library, [`keylatch::bench`]); [`compare`] finds and runs
+//!   live in the library, [`keylatch_cli::bench`]); [`compare`] finds and runs
 //!   the comparison binary for `--compare`.
 //! - [`local_server`]: a redis-server for `demo` and `bench` when none was
 //!   named and none answers on 127.0.0.1:6379.

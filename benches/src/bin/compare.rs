@@ -1,5 +1,5 @@
 //! `keylatch bench --compare`'s other half: the scenarios of
-//! `keylatch::bench` (the same code the CLI runs) through keylatch, redis-rs
+//! `keylatch_cli::bench` (the same code the CLI runs) through keylatch, redis-rs
 //! running keylatch's own two Lua scripts, and rslock, then the table, the
 //! ratios and optionally the SVG.
 //!
@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch::bench::{
+use keylatch_cli::bench::{
     comparison, parse_duration, run_suite, svg, table, BenchError, BenchResult, LockClient,
     LockHandle, Plan, Progress,
 };
