@@ -22,6 +22,7 @@ use crate::topology::Shard;
 /// assert_eq!(keylatch_cluster::ClientMode::default(), keylatch_cluster::ClientMode::Auto);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClientMode {
     /// Ask the first reachable seed (`INFO cluster`).
     #[default]

@@ -14,6 +14,7 @@ use crate::tls::TlsConfig;
 /// assert_eq!(Protocol::default(), Protocol::Auto);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Protocol {
     /// Try `HELLO 3`; fall back to RESP2 when the server refuses `HELLO`.
     #[default]
@@ -31,6 +32,7 @@ pub enum Protocol {
 /// assert_ne!(Negotiated::Resp2, Negotiated::Resp3);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Negotiated {
     /// RESP2 (arrays for maps, no push frames).
     Resp2,

@@ -311,6 +311,7 @@ impl ServerErrorKind {
 /// assert_eq!(ServerErrorKind::WrongPass.retry_class(), RetryClass::Never);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RetryClass {
     /// Resend to the node named in the redirect.
     Redirect,

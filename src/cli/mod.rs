@@ -10,7 +10,7 @@
 //! - [`latch`]: set, count down, wait on or read a count-down latch.
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
-//! - [`bench`]: the lock benchmark (scenarios, histogram, table and plot
+//! - [`bench`](mod@bench): the lock benchmark (scenarios, histogram, table and plot
 //!   live in the library, [`keylatch_cli::bench`]); [`compare`] finds and runs
 //!   the comparison binary for `--compare`.
 //! - [`local_server`]: a redis-server for `demo` and `bench` when none was

@@ -12,6 +12,7 @@ use keylatch_resp::{Cmd, ToArg};
 /// assert_ne!(SetCondition::IfAbsent, SetCondition::IfPresent);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SetCondition {
     /// `NX`: only if the key does not exist.
     IfAbsent,

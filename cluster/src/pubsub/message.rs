@@ -17,6 +17,7 @@ use keylatch_resp::Frame;
 /// assert_ne!(SubscriptionKind::Channel, SubscriptionKind::Shard);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SubscriptionKind {
     /// `SUBSCRIBE channel`: messages published with `PUBLISH`.
     Channel,
@@ -72,6 +73,7 @@ impl SubscriptionKind {
 /// # handle(Event::Gap);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A published message.
     Message {

@@ -24,6 +24,7 @@ use super::kind::LockKind;
 /// assert_ne!(policy, ReplicaSync::None);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReplicaSync {
     /// No check (Redisson's behaviour): a failover right after the acquire
     /// may lose the hold.

@@ -668,7 +668,7 @@ fn a_big_bulk_is_not_rescanned_and_needed_is_exact() {
     const LEN: usize = 1 << 20;
     let mut input = format!("${LEN}\r\n").into_bytes();
     let header = input.len();
-    input.extend(std::iter::repeat_n(b'x', LEN));
+    input.extend(std::iter::repeat(b'x').take(LEN));
     input.extend_from_slice(b"\r\n");
 
     let mut dec = Decoder::default();
@@ -760,7 +760,7 @@ fn zero_copy_bulk() {
     const LEN: usize = 1 << 20;
     let mut buf = BytesMut::with_capacity(LEN + 64);
     buf.extend_from_slice(format!("${LEN}\r\n").as_bytes());
-    buf.extend(std::iter::repeat_n(b'z', LEN));
+    buf.extend(std::iter::repeat(b'z').take(LEN));
     buf.extend_from_slice(b"\r\n:7\r\n");
     let base = buf.as_ptr() as usize;
     let range = base..base + buf.capacity();
