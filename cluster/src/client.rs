@@ -429,7 +429,12 @@ const CONNECT_ROUNDS: u32 = 3;
 fn set_up_cut_short(e: &Error) -> bool {
     match e {
         Error::ConnectionClosed | Error::Disconnected => true,
-        Error::Io(io) => !matches!(io.kind(), std::io::ErrorKind::ConnectionRefused),
+        // A timeout is a silent node, not a cut: trying again would wait
+        // out the connect timeout once more (4 × 5 s before this rule).
+        Error::Io(io) => !matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut
+        ),
         _ => false,
     }
 }

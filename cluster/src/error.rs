@@ -38,6 +38,19 @@ pub enum Error {
     Timeout,
     /// The server sent bytes that are not valid RESP; the connection is reset.
     Protocol(ProtocolError),
+    /// The peer at this address answered the handshake with bytes that are
+    /// not RESP: it is not a Redis or Valkey server (an HTTP server, a TLS
+    /// port reached without `rediss://`, another protocol). Retrying does
+    /// not help until the address or the scheme changes.
+    NotRedis {
+        /// The address connected to.
+        addr: String,
+        /// What the bytes look like: `"HTTP"`, `"TLS"`, or `"another protocol"`.
+        looks_like: &'static str,
+        /// The first bytes it sent, printable ASCII kept, the rest escaped
+        /// (at most 40 of them).
+        first_bytes: String,
+    },
     /// The server answered with an error reply.
     Server(ServerError),
     /// The reply was valid RESP but not of the type asked for.
@@ -168,6 +181,21 @@ impl fmt::Display for Error {
             Error::Disconnected => f.write_str("not connected (reconnecting); request not sent"),
             Error::Timeout => f.write_str("request timed out (it may still run)"),
             Error::Protocol(e) => write!(f, "protocol error: {e}"),
+            Error::NotRedis {
+                addr,
+                looks_like,
+                first_bytes,
+            } => {
+                write!(
+                    f,
+                    "the server at {addr} did not answer as Redis or Valkey: \
+                     it sent what looks like {looks_like} (\"{first_bytes}\")"
+                )?;
+                if *looks_like == "TLS" {
+                    f.write_str("; use a rediss:// URL")?;
+                }
+                Ok(())
+            }
             Error::Server(e) => write!(f, "server error: {e}"),
             Error::UnexpectedReply(s) => write!(f, "unexpected reply: {s}"),
             Error::Config(s) => write!(f, "configuration error: {s}"),
@@ -188,17 +216,12 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io(e) => Some(e.as_ref()),
-            Error::Protocol(e) => Some(e),
-            Error::Server(e) => Some(e),
-            Error::Routing { last, .. } => Some(last.as_ref()),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: every message already carries the inner error's text
+/// (the I/O error, the protocol error, the server's reply, a routing
+/// failure's last error), and a chain printer (`anyhow`'s `{:?}`, a CLI
+/// walking `source()`) would print it again. Match on the variant to reach
+/// the inner error (`Error::Io(e)` gives the `io::Error` and its kind).
+impl std::error::Error for Error {}
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {

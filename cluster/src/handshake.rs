@@ -4,8 +4,11 @@
 //! Runs before the connection task takes the socket over, as a plain
 //! request/response exchange: nothing else can be in flight yet.
 
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::BytesMut;
-use keylatch_resp::{Cmd, Decoder, Frame, Limits};
+use keylatch_resp::{Cmd, Decoder, Frame, Limits, ProtocolError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::{ConnectionConfig, Negotiated, Protocol};
@@ -21,23 +24,35 @@ pub(crate) struct Established {
     pub(crate) protocol: Negotiated,
 }
 
-/// Connects and runs the handshake within `cfg.connect_timeout`.
+/// Connects and runs the handshake within `cfg.connect_timeout`. A timeout
+/// says which step was still waiting: the connection itself, or a server
+/// that accepted it and never answered (a stopped process, a port that
+/// serves something waiting for its own protocol).
 pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
-    match tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg)).await {
+    let connected = AtomicBool::new(false);
+    match tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg, &connected)).await {
         Ok(r) => r,
-        Err(_) => Err(Error::io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!(
-                "connect to {} timed out after {:?}",
-                cfg.addr(),
-                cfg.connect_timeout
-            ),
-        ))),
+        Err(_) => {
+            let what = if connected.load(Ordering::Relaxed) {
+                "the server accepted the connection but did not answer the handshake"
+            } else {
+                "no connection was made"
+            };
+            Err(Error::io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "connect to {} timed out after {:?}: {what}",
+                    cfg.addr(),
+                    cfg.connect_timeout
+                ),
+            )))
+        }
     }
 }
 
-async fn establish_inner(cfg: &ConnectionConfig) -> Result<Established> {
+async fn establish_inner(cfg: &ConnectionConfig, connected: &AtomicBool) -> Result<Established> {
     let stream = Stream::connect(cfg).await?;
+    connected.store(true, Ordering::Relaxed);
     let mut ex = Exchange {
         stream,
         buf: BytesMut::with_capacity(4096),
@@ -174,7 +189,8 @@ impl Exchange<'_> {
         written.map_err(|e| self.stream.error(&addr(), e))?;
         let mut replies = Vec::with_capacity(cmds.len());
         while replies.len() < cmds.len() {
-            if let Some(frame) = self.decoder.decode(&mut self.buf)? {
+            let decoded = self.decoder.decode(&mut self.buf);
+            if let Some(frame) = decoded.map_err(|e| not_redis(&addr(), &self.buf, e))? {
                 if !matches!(frame.value(), Frame::Push(_)) {
                     replies.push(frame);
                 }
@@ -188,5 +204,37 @@ impl Exchange<'_> {
             }
         }
         Ok(replies)
+    }
+}
+
+/// A handshake reply that is not RESP, named for what it looks like: the
+/// usual cause is a URL pointing at the wrong port (an HTTP server, a TLS
+/// port without `rediss://`), which "invalid RESP type byte 0x3c" hides.
+fn not_redis(addr: &str, buf: &[u8], e: ProtocolError) -> Error {
+    let looks_like = if buf.starts_with(b"HTTP/") || buf.starts_with(b"<") {
+        "HTTP"
+    } else if buf.len() >= 2 && matches!(buf[0], 0x15 | 0x16) && buf[1] == 0x03 {
+        // A TLS record header: alert (0x15) or handshake (0x16), version 3.x.
+        "TLS"
+    } else if buf.is_empty() {
+        return Error::Protocol(e);
+    } else {
+        "another protocol"
+    };
+    let mut first_bytes = String::new();
+    for &b in buf.iter().take(40) {
+        match b {
+            b'\r' => first_bytes.push_str("\\r"),
+            b'\n' => first_bytes.push_str("\\n"),
+            b' '..=b'~' if b != b'"' && b != b'\\' => first_bytes.push(char::from(b)),
+            _ => {
+                let _ = write!(first_bytes, "\\x{b:02x}");
+            }
+        }
+    }
+    Error::NotRedis {
+        addr: addr.to_owned(),
+        looks_like,
+        first_bytes,
     }
 }

@@ -183,14 +183,10 @@ impl fmt::Display for LockError {
     }
 }
 
-impl std::error::Error for LockError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LockError::Client(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: `Client` displays the client's error as it is (a
+/// transparent wrapper), and every other message is whole, so a chain
+/// printer shows each part once. Match `LockError::Client(e)` to reach it.
+impl std::error::Error for LockError {}
 
 impl From<keylatch_cluster::Error> for LockError {
     fn from(e: keylatch_cluster::Error) -> Self {

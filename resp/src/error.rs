@@ -140,14 +140,10 @@ impl fmt::Display for CodecError {
     }
 }
 
-impl std::error::Error for CodecError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Protocol(e) => Some(e),
-            Self::Io(e) => Some(e),
-        }
-    }
-}
+/// No `source()`: the message already carries the inner error's text, and
+/// a chain printer (`anyhow`'s `{:?}`, a CLI walking `source()`) would
+/// print it twice. Match on the variant to reach the inner error.
+impl std::error::Error for CodecError {}
 
 impl From<io::Error> for CodecError {
     fn from(e: io::Error) -> Self {
@@ -176,7 +172,8 @@ mod tests {
             "streamed RESP3 type '$' is not supported"
         );
         let c = CodecError::from(io::Error::new(io::ErrorKind::UnexpectedEof, "eof"));
-        assert!(c.source().is_some());
-        assert!(c.to_string().starts_with("i/o error"));
+        // The message says it all once; no source repeats it.
+        assert!(c.source().is_none());
+        assert_eq!(c.to_string(), "i/o error: eof");
     }
 }

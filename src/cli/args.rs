@@ -87,6 +87,73 @@ pub(crate) fn client_config(urls: &[String]) -> Result<keylatch::ClientConfig, F
     Ok(cfg)
 }
 
+/// Connects within `bound`, the wait the user asked for (`--wait`): the
+/// whole connect (every seed, a cluster's topology) ends there, so a server
+/// that accepts and never answers cannot stretch a 2 s wait into 20 s. Each
+/// seed's own connect timeout is cut to the bound too (at least
+/// [`MIN_CONNECT_TIMEOUT`], since it also bounds the reconnects of a
+/// command that runs for hours), so the library's message, which says
+/// whether the connection or the handshake was waited for, usually comes
+/// first. Returns the connected value and the time connecting took.
+pub(crate) async fn connect_within<T, E, Fut>(
+    urls: &[String],
+    cfg: &mut keylatch::ClientConfig,
+    bound: Duration,
+    connect: impl FnOnce(keylatch::ClientConfig) -> Fut,
+) -> Result<T, Failure>
+where
+    E: std::fmt::Display,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let per_seed = bound.clamp(
+        MIN_CONNECT_TIMEOUT,
+        keylatch::ConnectionConfig::default().connect_timeout,
+    );
+    for seed in &mut cfg.seeds {
+        seed.connect_timeout = seed.connect_timeout.min(per_seed);
+    }
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(bound, connect(cfg.clone())).await {
+        Ok(r) => r.map_err(|e| {
+            connect_failure(
+                urls,
+                format_args!("{e} (after {})", spent(started.elapsed())),
+            )
+        }),
+        Err(_) => Err(connect_failure(
+            urls,
+            format_args!(
+                "no connection within --wait {} (spent {}: the server did not complete the \
+                 connection and handshake in time)",
+                show(bound),
+                spent(started.elapsed())
+            ),
+        )),
+    }
+}
+
+/// A duration as people write it: `0s`, not `0ns`.
+pub(crate) fn show(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_owned()
+    } else {
+        format!("{d:?}")
+    }
+}
+
+/// A measured duration, to a tenth of a second (`2.0s`), or whole
+/// milliseconds below one second: "2.000412s" says nothing more.
+pub(crate) fn spent(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// The shortest connect timeout a seed gets from [`connect_within`].
+const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// "cannot connect to a, b: cause" — one line naming what was tried.
 pub(crate) fn connect_failure(urls: &[String], cause: impl std::fmt::Display) -> Failure {
     let shown: Vec<String> = urls.iter().map(|u| keylatch::redact_url(u)).collect();

@@ -90,11 +90,18 @@ fn parse(mut argv: Argv) -> Result<(String, Action, Vec<String>), Failure> {
 /// Entry point: parses, acts, prints.
 pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
     let (name, action, urls) = parse(argv)?;
-    let cfg = args::client_config(&urls)?;
+    let mut cfg = args::client_config(&urls)?;
+    // `--wait --timeout D` bounds the whole command, connecting included.
+    let bound = match action {
+        Action::Wait(Some(d)) => d,
+        _ => Duration::MAX,
+    };
+    let started = std::time::Instant::now();
     runtime()?.block_on(async {
-        let locks = Locks::connect_with(cfg, LocksConfig::default())
-            .await
-            .map_err(|e| args::connect_failure(&urls, e))?;
+        let locks = args::connect_within(&urls, &mut cfg, bound, |cfg| {
+            Locks::connect_with(cfg, LocksConfig::default())
+        })
+        .await?;
         let latch = locks.latch(&name);
         let fail = |e| Failure::software(format!("latch {name:?}: {e}"));
         match action {
@@ -121,7 +128,8 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
                 Ok(0)
             }
             Action::Wait(Some(t)) => {
-                if latch.wait_zero_for(t).await.map_err(fail)? {
+                let left = t.saturating_sub(started.elapsed());
+                if latch.wait_zero_for(left).await.map_err(fail)? {
                     Ok(0)
                 } else {
                     Err(Failure {

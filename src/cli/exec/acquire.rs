@@ -109,7 +109,7 @@ where
     Fut: std::future::Future<Output = LockResult<Option<G>>>,
 {
     // `None`: a wait too long to end (as good as forever).
-    let until = Instant::now().checked_add(a.wait);
+    let until = a.started.checked_add(a.wait);
     loop {
         let wait = until.map_or(a.wait, |u| u.saturating_duration_since(Instant::now()));
         let acquired = tokio::select! {
@@ -202,7 +202,7 @@ pub(super) async fn acquire_permits(
     // (the late reply's handler, which `settle` waits for), or expire with
     // their lease.
     let acquired = tokio::select! {
-        r = sem.try_acquire(n, a.wait, a.lease) => Ok(r),
+        r = sem.try_acquire(n, a.remaining(), a.lease) => Ok(r),
         stop = signals.recv() => Err(stop),
     };
     match acquired {
@@ -238,11 +238,13 @@ pub(super) async fn acquire_redlock(
     let connect = async {
         let mut nodes = Vec::with_capacity(a.redlock.len());
         for url in &a.redlock {
-            let cfg = args::client_config(std::slice::from_ref(url))?;
+            let mut cfg = args::client_config(std::slice::from_ref(url))?;
             let config = LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG);
-            let node = Locks::connect_with(cfg, config)
-                .await
-                .map_err(|e| args::connect_failure(std::slice::from_ref(url), e))?;
+            let urls = std::slice::from_ref(url);
+            let node = args::connect_within(urls, &mut cfg, a.remaining(), |cfg| {
+                Locks::connect_with(cfg, config)
+            })
+            .await?;
             nodes.push(node);
         }
         Ok::<_, Failure>(keylatch::RedLock::new(nodes))
@@ -254,7 +256,7 @@ pub(super) async fn acquire_redlock(
     // Dropped on a signal: member holds taken are released in the
     // background, replies in flight settled when they come.
     let acquired = tokio::select! {
-        r = redlock.try_acquire(&a.name, a.wait, a.lease) => Ok(r),
+        r = redlock.try_acquire(&a.name, a.remaining(), a.lease) => Ok(r),
         stop = signals.recv() => Err(stop),
     };
     match acquired {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use keylatch::{Locks, LocksConfig};
 
-use super::args::{self, Argv};
+use super::args::{self, show, Argv};
 use super::held::Held;
 use super::signals::{Signals, Stop};
 use super::{runtime, Failure};
@@ -134,12 +134,14 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
         // Its own masters: --url's server is not needed.
         acquire_redlock(&a, &mut signals).await?
     } else {
-        let cfg = args::client_config(&a.urls)?;
+        let mut cfg = args::client_config(&a.urls)?;
         let config = LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG);
+        // --wait bounds the whole command: connecting spends from it.
+        let connect = args::connect_within(&a.urls, &mut cfg, a.wait, |cfg| {
+            Locks::connect_with(cfg, config)
+        });
         let locks = tokio::select! {
-            r = Locks::connect_with(cfg, config) => {
-                r.map_err(|e| args::connect_failure(&a.urls, e))?
-            }
+            r = connect => r?,
             stop = signals.recv() => return Err(interrupted("connecting", stop)),
         };
         let held = match a.kind {
@@ -216,14 +218,5 @@ fn target(a: &ExecArgs) -> &'static str {
         "the command (--foreground: not its group)"
     } else {
         "the command's group"
-    }
-}
-
-/// A duration as people write it: `0s`, not `0ns`.
-fn show(d: Duration) -> String {
-    if d.is_zero() {
-        "0s".to_owned()
-    } else {
-        format!("{d:?}")
     }
 }

@@ -1,7 +1,7 @@
 //! `exec`'s command line: what it was asked to hold, how long to wait,
 //! and the command after `--`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cli::args::{self, Argv};
 use crate::cli::Failure;
@@ -14,6 +14,9 @@ pub(super) struct ExecArgs {
     /// Every lock name given (several: a multi-lock).
     pub(super) names: Vec<String>,
     pub(super) wait: Duration,
+    /// When the wait began (as the arguments were read): connecting and
+    /// acquiring both spend from `wait`.
+    pub(super) started: Instant,
     /// `None`: watchdog renewal.
     pub(super) lease: Option<Duration>,
     pub(super) grace: Duration,
@@ -58,12 +61,20 @@ impl Kind {
     }
 }
 
+impl ExecArgs {
+    /// What is left of `--wait`.
+    pub(super) fn remaining(&self) -> Duration {
+        self.wait.saturating_sub(self.started.elapsed())
+    }
+}
+
 /// Reads `exec`'s arguments (`argv` after the subcommand's name).
 pub(super) fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
     let mut a = ExecArgs {
         name: String::new(),
         names: Vec::new(),
         wait: Duration::from_secs(10),
+        started: Instant::now(),
         lease: None,
         grace: Duration::from_secs(5),
         urls: Vec::new(),
