@@ -158,3 +158,37 @@ fn usage_version_and_unreachable_exit_codes() {
         assert!(!stderr(&o).contains(WRONG_PW), "{}", stderr(&o));
     }
 }
+
+/// The library's side: a config's `Debug`, a refused connect's `Display`
+/// and `Debug`, the message of a panic on that error (what `.expect()`
+/// prints), and a `Cmd` carrying AUTH never hold the password.
+#[tokio::test]
+async fn library_errors_debug_and_panics_hold_no_password() {
+    let server = guarded_server();
+    for url in [
+        format!("redis://bob:{WRONG_PW}@127.0.0.1:{}", server.port()),
+        format!("redis://:{WRONG_PW}@127.0.0.1:{}", server.port()),
+    ] {
+        let cfg = keylatch::ClientConfig::from_url(&url).unwrap();
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains(WRONG_PW), "{shown}");
+        let e = keylatch::Locks::connect(&url).await.err().unwrap();
+        for text in [e.to_string(), format!("{e:?}"), format!("{e:#?}")] {
+            assert!(!text.contains(WRONG_PW), "{text}");
+        }
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Err::<(), _>(e).expect("connecting");
+        }))
+        .unwrap_err();
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap();
+        assert!(message.starts_with("connecting: "), "{message}");
+        assert!(!message.contains(WRONG_PW), "{message}");
+    }
+    let auth = keylatch::Cmd::new("AUTH").arg("bob").arg(WRONG_PW);
+    let shown = format!("{auth:?}");
+    assert!(!shown.contains(WRONG_PW) && shown.contains("bob"), "{shown}");
+}

@@ -24,7 +24,11 @@ use crate::encode::{header_len, DoubleText};
 /// );
 /// assert_eq!(cmd.first_key(), Some(&b"lock:a"[..]));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Its `Debug` prints the arguments as text with secrets masked (`AUTH`,
+/// `HELLO … AUTH`, `MIGRATE … AUTH`/`AUTH2`, `CONFIG SET requirepass`/
+/// `masterauth`, `ACL SETUSER` passwords): see `cmd_debug.rs`.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Cmd {
     /// Every argument, encoded.
     args: Vec<u8>,

@@ -30,6 +30,7 @@
 
 mod build;
 mod cmd;
+mod cmd_debug;
 mod codec;
 mod decode;
 mod encode;

@@ -336,7 +336,13 @@ fn main() -> ExitCode {
 
 async fn compare(a: Args) -> Result<(), String> {
     let seeds: Vec<String> = a.urls.iter().chain(&a.cluster).cloned().collect();
-    let shown = seeds.join(", ");
+    // Every URL printed goes through the library's redaction: a password
+    // in a seed never reaches the report or an error line.
+    let shown: String = seeds
+        .iter()
+        .map(|u| keylatch::redact_url(u))
+        .collect::<Vec<_>>()
+        .join(", ");
     let refs: Vec<&str> = seeds.iter().map(String::as_str).collect();
     let cfg = ClientConfig::from_urls(&refs).map_err(|e| e.to_string())?;
     let client = Client::connect_with(cfg)
@@ -345,8 +351,7 @@ async fn compare(a: Args) -> Result<(), String> {
     let is_cluster = client.is_cluster();
     if !a.cluster.is_empty() && !is_cluster {
         return Err(format!(
-            "--cluster {} is not a cluster (cluster_enabled:0); use --url for a standalone server",
-            a.cluster.join(", ")
+            "--cluster {shown} is not a cluster (cluster_enabled:0); use --url for a standalone server"
         ));
     }
     let keylatch = Locks::new(client, LocksConfig::default());
@@ -370,18 +375,19 @@ async fn compare(a: Args) -> Result<(), String> {
         // Several --url seeds of one standalone server are unusual; the
         // other clients take the first (ClientConfig refused an empty list).
         let url = seeds.first().ok_or("no server")?;
+        let url_shown = keylatch::redact_url(url);
         let conn = redis::Client::open(url.as_str())
             .map_err(|e| format!("redis-rs: {e}"))?
             .get_multiplexed_async_connection()
             .await
-            .map_err(|e| format!("redis-rs cannot connect to {url}: {e}"))?;
+            .map_err(|e| format!("redis-rs cannot connect to {url_shown}: {e}"))?;
         let redis_rs = RedisRs::new(conn, "publish");
         let rslock_client =
             redis::Client::open(url.as_str()).map_err(|e| format!("rslock: {e}"))?;
         let mut manager = rslock::LockManager::from_clients(vec![rslock_client]);
         manager.set_retry(1, RETRY);
         let rslock = RsLock(Arc::new(manager));
-        header(url, "standalone", &a, &plan, 3);
+        header(&url_shown, "standalone", &a, &plan, 3);
         println!("c: keylatch waits on its unlock channel; redis-rs and rslock retry every 1ms");
         progress = Progress::new(plan.duration);
         run_suite(&[&keylatch, &redis_rs, &rslock], &plan, &progress).await
