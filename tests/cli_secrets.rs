@@ -190,5 +190,8 @@ async fn library_errors_debug_and_panics_hold_no_password() {
     }
     let auth = keylatch::Cmd::new("AUTH").arg("bob").arg(WRONG_PW);
     let shown = format!("{auth:?}");
-    assert!(!shown.contains(WRONG_PW) && shown.contains("bob"), "{shown}");
+    assert!(
+        !shown.contains(WRONG_PW) && shown.contains("bob"),
+        "{shown}"
+    );
 }

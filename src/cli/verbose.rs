@@ -1,19 +1,15 @@
-//! `-v` / `-vv`: the library's `tracing` events on stderr, through a
-//! subscriber small enough to read in one sitting (no tracing-subscriber).
+//! `-v` / `-vv` / `-vvv` and `RUST_LOG`: the library's `tracing` events on
+//! stderr, through `tracing-subscriber`'s formatter and `EnvFilter` (the
+//! filter syntax every Rust operator knows: `RUST_LOG=keylatch_cluster=debug`,
+//! with span and field filters; a hand-written subscriber did levels only).
 //!
-//! Levels: without the flag nothing is installed and the library stays
-//! silent (stderr keeps its one-line-error contract); `-v` shows INFO and
-//! above (WARN: e.g. a waiter falling back to polling), `-vv` DEBUG,
-//! `-vvv` TRACE. Spans are accepted and ignored: the library uses events.
+//! Levels: with neither the flag nor `RUST_LOG` nothing is installed and the
+//! library stays silent (stderr keeps its one-line-error contract). `-v`
+//! shows INFO and above, `-vv` DEBUG, `-vvv` TRACE, for every target.
+//! `RUST_LOG`'s directives apply as written; a `-v` flag given as well
+//! sets the level of everything `RUST_LOG` names no target for.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
-
-use tracing::field::{Field, Visit};
-use tracing::level_filters::LevelFilter;
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::EnvFilter;
 
 /// Takes the global verbosity flags (`-v`, `-vv`, `-vvv`, `--verbose`) out
 /// of the arguments, wherever they are before a `--` (after it they belong
@@ -42,113 +38,67 @@ pub(crate) fn take_flags(args: Vec<String>) -> (u8, Vec<String>) {
     (level, rest)
 }
 
-/// The most verbose level shown at a verbosity (`None`: install nothing).
-fn max_level(verbosity: u8) -> Option<Level> {
+/// The level a verbosity flag asks for (`None`: no flag).
+fn flag_level(verbosity: u8) -> Option<&'static str> {
     match verbosity {
         0 => None,
-        1 => Some(Level::INFO),
-        2 => Some(Level::DEBUG),
-        _ => Some(Level::TRACE),
+        1 => Some("info"),
+        2 => Some("debug"),
+        _ => Some("trace"),
     }
 }
 
-/// Installs the stderr subscriber for this verbosity (nothing at 0).
+/// The filter for a verbosity and a `RUST_LOG` value: `None` when neither
+/// asks for anything. A directive `RUST_LOG` has that cannot be read is
+/// reported on stderr and skipped (the rest still apply).
+fn filter(verbosity: u8, rust_log: Option<&str>) -> Option<EnvFilter> {
+    let rust_log = rust_log.map(str::trim).filter(|v| !v.is_empty());
+    let flag = flag_level(verbosity);
+    if rust_log.is_none() && flag.is_none() {
+        return None;
+    }
+    let mut filter = EnvFilter::new("off");
+    for directive in rust_log.into_iter().flat_map(|v| v.split(',')) {
+        let directive = directive.trim();
+        if directive.is_empty() {
+            continue;
+        }
+        match directive.parse() {
+            Ok(d) => filter = filter.add_directive(d),
+            Err(e) => errln!("keylatch: RUST_LOG: ignoring {directive:?}: {e}"),
+        }
+    }
+    // A bare level replaces the one RUST_LOG may have given; its
+    // per-target directives stay.
+    if let Some(level) = flag {
+        if let Ok(d) = level.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    Some(filter)
+}
+
+/// Installs the stderr subscriber for this verbosity and `$RUST_LOG`
+/// (nothing when neither asks). Lines look like
+/// `   0.012s  INFO keylatch_cluster::connection: connected node=…`; a write
+/// to a closed stderr is dropped by the formatter, never a panic.
 pub(crate) fn install(verbosity: u8) {
-    if let Some(max) = max_level(verbosity) {
-        let sub = LineSubscriber::new(max, |line| errln!("{line}"));
+    let rust_log = std::env::var("RUST_LOG").ok();
+    if let Some(filter) = filter(verbosity, rust_log.as_deref()) {
+        let sub = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .finish();
         // Fails only if a subscriber is already set: then that one wins.
         let _ = tracing::subscriber::set_global_default(sub);
     }
 }
 
-/// Writes each enabled event as one line:
-/// `keylatch [0.123s] WARN target: message key=value …`.
-pub(crate) struct LineSubscriber {
-    max: Level,
-    started: Instant,
-    next_span: AtomicU64,
-    write: Box<dyn Fn(&str) + Send + Sync>,
-}
-
-impl LineSubscriber {
-    pub(crate) fn new(max: Level, write: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        Self {
-            max,
-            started: Instant::now(),
-            next_span: AtomicU64::new(1),
-            write: Box::new(write),
-        }
-    }
-}
-
-/// Collects an event's fields: the message first, the rest as `k=v`.
-#[derive(Default)]
-struct Fields {
-    message: String,
-    rest: String,
-}
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.message.push_str(value);
-        } else {
-            let _ = write!(self.rest, " {}={value}", field.name());
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.message, "{value:?}");
-        } else {
-            let _ = write!(self.rest, " {}={value:?}", field.name());
-        }
-    }
-}
-
-impl Subscriber for LineSubscriber {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        // tracing orders levels by verbosity: TRACE > DEBUG > … > ERROR.
-        *metadata.level() <= self.max
-    }
-
-    fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(LevelFilter::from_level(self.max))
-    }
-
-    fn new_span(&self, _span: &Attributes<'_>) -> Id {
-        // Ids must be non-zero and distinct while in use; nothing else
-        // is done with spans.
-        Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed).max(1))
-    }
-
-    fn record(&self, _span: &Id, _values: &Record<'_>) {}
-
-    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
-
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        let meta = event.metadata();
-        (self.write)(&format!(
-            "keylatch [{:.3}s] {} {}: {}{}",
-            self.started.elapsed().as_secs_f64(),
-            meta.level(),
-            meta.target(),
-            fields.message,
-            fields.rest
-        ));
-    }
-
-    fn enter(&self, _span: &Id) {}
-
-    fn exit(&self, _span: &Id) {}
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
@@ -164,32 +114,36 @@ mod tests {
         assert_eq!(take_flags(strings(&["-vx"])).0, 0);
     }
 
+    /// What a filter lets through, read the way tracing asks it: the most
+    /// verbose level it enables anywhere.
+    fn hint(f: &EnvFilter) -> Option<tracing::level_filters::LevelFilter> {
+        tracing_subscriber::layer::Layer::<tracing_subscriber::Registry>::max_level_hint(f)
+    }
+
     #[test]
-    fn events_at_or_above_the_level_become_one_line_each() {
-        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-        let sink = Arc::clone(&lines);
-        let sub = LineSubscriber::new(Level::INFO, move |l| {
-            sink.lock().unwrap().push(l.to_owned())
-        });
-        tracing::subscriber::with_default(sub, || {
-            tracing::warn!(lock = "orders", error = %"NOPERM", "waiting by polling");
-            tracing::info!(n = 3, "an info");
-            tracing::debug!("hidden at -v");
-            let span = tracing::info_span!("ignored");
-            let _in = span.enter();
-            tracing::error!("inside a span");
-        });
-        let lines = lines.lock().unwrap();
-        assert_eq!(lines.len(), 3, "{lines:?}");
-        assert!(
-            lines[0].contains("WARN")
-                && lines[0].ends_with("waiting by polling lock=orders error=NOPERM"),
-            "{}",
-            lines[0]
+    fn flags_and_rust_log_combine() {
+        use tracing::level_filters::LevelFilter;
+        assert!(filter(0, None).is_none());
+        assert!(filter(0, Some("  ")).is_none());
+        assert_eq!(hint(&filter(1, None).unwrap()), Some(LevelFilter::INFO));
+        assert_eq!(hint(&filter(3, None).unwrap()), Some(LevelFilter::TRACE));
+        assert_eq!(
+            hint(&filter(0, Some("warn")).unwrap()),
+            Some(LevelFilter::WARN)
         );
-        assert!(lines[1].contains("INFO") && lines[1].ends_with("an info n=3"));
-        assert!(lines[2].contains("ERROR"));
-        assert_eq!(max_level(0), None);
-        assert_eq!(max_level(2), Some(Level::DEBUG));
+        // A target's directive stays beside the flag's level.
+        let f = filter(1, Some("keylatch_cluster=trace")).unwrap();
+        assert_eq!(hint(&f), Some(LevelFilter::TRACE));
+        let shown = f.to_string();
+        assert!(
+            shown.contains("keylatch_cluster=trace") && shown.contains("info"),
+            "{shown}"
+        );
+        // The flag raises RUST_LOG's bare level.
+        let f = filter(2, Some("warn")).unwrap();
+        assert_eq!(hint(&f), Some(LevelFilter::DEBUG));
+        // A directive that cannot be read is skipped, the rest apply.
+        let f = filter(0, Some("keylatch_lock=debug,=[bad")).unwrap();
+        assert_eq!(hint(&f), Some(LevelFilter::DEBUG));
     }
 }
