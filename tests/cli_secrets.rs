@@ -176,6 +176,9 @@ async fn library_errors_debug_and_panics_hold_no_password() {
         for text in [e.to_string(), format!("{e:?}"), format!("{e:#?}")] {
             assert!(!text.contains(WRONG_PW), "{text}");
         }
+        // What a user's `Locks::connect(url).await.expect("connecting")`
+        // prints when it fails.
+        #[allow(clippy::unnecessary_literal_unwrap)]
         let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             Err::<(), _>(e).expect("connecting");
         }))
