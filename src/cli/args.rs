@@ -94,7 +94,8 @@ pub(crate) fn client_config(urls: &[String]) -> Result<keylatch::ClientConfig, F
 /// [`MIN_CONNECT_TIMEOUT`], since it also bounds the reconnects of a
 /// command that runs for hours), so the library's message, which says
 /// whether the connection or the handshake was waited for, usually comes
-/// first. Returns the connected value and the time connecting took.
+/// first. A wait below [`MIN_CONNECT_TIMEOUT`] (`--wait 0s`: try once)
+/// still gets that long to connect.
 pub(crate) async fn connect_within<T, E, Fut>(
     urls: &[String],
     cfg: &mut keylatch::ClientConfig,
@@ -112,6 +113,15 @@ where
     for seed in &mut cfg.seeds {
         seed.connect_timeout = seed.connect_timeout.min(per_seed);
     }
+    // A zero or tiny wait means "do not wait for the lock", not "do not
+    // connect": connecting gets at least MIN_CONNECT_TIMEOUT.
+    let asked = bound;
+    let bound = bound.max(MIN_CONNECT_TIMEOUT);
+    let what = if asked < bound {
+        format!("{} (connecting gets at least that)", show(bound))
+    } else {
+        format!("--wait {}", show(bound))
+    };
     let started = std::time::Instant::now();
     match tokio::time::timeout(bound, connect(cfg.clone())).await {
         Ok(r) => r.map_err(|e| {
@@ -123,9 +133,8 @@ where
         Err(_) => Err(connect_failure(
             urls,
             format_args!(
-                "no connection within --wait {} (spent {}: the server did not complete the \
+                "no connection within {what} (spent {}: the server did not complete the \
                  connection and handshake in time)",
-                show(bound),
                 spent(started.elapsed())
             ),
         )),

@@ -78,9 +78,19 @@ fn filter(verbosity: u8, rust_log: Option<&str>) -> Option<EnvFilter> {
     Some(filter)
 }
 
+/// Each line starts `keylatch [0.123s]`: `exec`'s command writes to the
+/// same stderr, and its lines and ours must tell themselves apart.
+struct Uptime(std::time::Instant);
+
+impl tracing_subscriber::fmt::time::FormatTime for Uptime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "keylatch [{:.3}s]", self.0.elapsed().as_secs_f64())
+    }
+}
+
 /// Installs the stderr subscriber for this verbosity and `$RUST_LOG`
 /// (nothing when neither asks). Lines look like
-/// `   0.012s  INFO keylatch_cluster::connection: connected node=…`; a write
+/// `keylatch [0.012s]  INFO keylatch_cluster::connection: connected node=…`; a write
 /// to a closed stderr is dropped by the formatter, never a panic.
 pub(crate) fn install(verbosity: u8) {
     let rust_log = std::env::var("RUST_LOG").ok();
@@ -89,7 +99,7 @@ pub(crate) fn install(verbosity: u8) {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_ansi(false)
-            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .with_timer(Uptime(std::time::Instant::now()))
             .finish();
         // Fails only if a subscriber is already set: then that one wins.
         let _ = tracing::subscriber::set_global_default(sub);
