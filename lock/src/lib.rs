@@ -81,7 +81,8 @@ pub use types::latch::CountDownLatch;
 pub use types::multilock::{MultiGuard, MultiLock};
 pub use types::rwlock::RwLock;
 pub use types::semaphore::{
-    BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, MAX_LEASED_PERMITS,
+    BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphorePermits,
+    MAX_LEASED_PERMITS,
 };
 
 /// The client layer the locks are built on.
