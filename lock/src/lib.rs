@@ -74,7 +74,8 @@ pub use lease::{LossReason, RENEW_BATCH};
 pub use lock::{Lock, LockGuard, LostToken, ReplicaSync};
 pub use locks::Locks;
 pub use redlock::{
-    RedLock, RedLockGuard, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE, MAX_RETRY_DELAY,
+    RedLock, RedLockGuard, RedLockHandle, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE,
+    MAX_RETRY_DELAY,
 };
 pub use shape::{ForceUnlocked, KeyShape};
 pub use types::latch::CountDownLatch;

@@ -102,7 +102,8 @@ static UNFENCED: LockKind = LockKind {
 /// let redlock = RedLock::connect(&[
 ///     "redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379",
 /// ]).await?;
-/// if let Some(guard) = redlock.try_acquire("payouts", Duration::from_secs(5), None).await? {
+/// let payouts = redlock.lock("payouts");
+/// if let Some(guard) = payouts.try_acquire(Duration::from_secs(5), None).await? {
 ///     // … valid for guard.validity() at most unless renewed …
 ///     guard.unlock().await?;
 /// }
@@ -193,58 +194,26 @@ impl RedLock {
         self.nodes.len()
     }
 
-    /// Waits as long as it takes (in rounds), under each master's watchdog.
+    /// The RedLock's handle on one lock name, as [`Locks::lock`] is a
+    /// deployment's: [`acquire`](RedLockHandle::acquire) and
+    /// [`try_acquire`](RedLockHandle::try_acquire) on it. Cheap: nothing is
+    /// sent until an acquire.
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// r.acquire("payouts").await?.unlock().await?;
+    /// let payouts = r.lock("payouts");
+    /// assert_eq!(payouts.name(), "payouts");
+    /// payouts.acquire().await?.unlock().await?;
     /// # Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    /// See [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Cancel safety
-    /// See [`try_acquire`](Self::try_acquire).
-    pub async fn acquire(&self, name: &str) -> LockResult<RedLockGuard> {
-        loop {
-            if let Some(g) = self
-                .try_acquire(name, Duration::from_secs(86_400), None)
-                .await?
-            {
-                return Ok(g);
-            }
+    pub fn lock(&self, name: &str) -> RedLockHandle {
+        RedLockHandle {
+            redlock: self.clone(),
+            name: Arc::from(name),
         }
     }
 
-    /// Tries for up to `wait`: rounds of asking every master in parallel,
-    /// each round released everywhere when it falls short, a random pause
-    /// between rounds. `lease: None` keeps each master's hold under its
-    /// watchdog; `Some(d)` holds for `d`. `Ok(None)` when no round reached
-    /// a quorum in time.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// if let Some(g) = r.try_acquire("payouts", Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
-    ///     g.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::Quorum`] when fewer than a quorum of masters answered at
-    /// all in the last round (errors or timeouts, not a held lock): the
-    /// lock cannot be had until they are back. Nothing is left held.
-    /// [`LockError::WrongType`] at once when so many masters hold something
-    /// else than a lock at the name (a list, a string) that no quorum can
-    /// form.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropped mid-round, member holds taken are released in
-    /// the background (guards dropped; replies in flight settled by their
-    /// finishers).
-    pub async fn try_acquire(
+    async fn try_acquire_name(
         &self,
         name: &str,
         wait: Duration,
@@ -339,7 +308,8 @@ impl RedLock {
                     members,
                     quorum: self.quorum(),
                     masters: self.nodes.len(),
-                    valid_until: started.checked_add(validity).unwrap_or(started),
+                    started,
+                    valid_for: AtomicU64::new(nanos_of(validity)),
                     node_timeout: self.node_timeout,
                 });
             }
@@ -366,21 +336,134 @@ impl RedLock {
     /// time the round took and the clock drift allowance; `None` when
     /// nothing is left.
     fn validity(&self, lease: Option<Duration>, started: Instant) -> Option<Duration> {
-        let lease_d = clamp_span(lease.unwrap_or_else(|| {
+        let lease_d = lease.unwrap_or_else(|| {
             self.nodes
                 .iter()
                 .map(|l| l.config().watchdog_timeout)
                 .min()
                 .unwrap_or_default()
-        }));
-        let drift = (lease_d / 1000)
-            .checked_mul(DRIFT_PERMILLE)
-            .unwrap_or(lease_d)
-            + DRIFT_FLOOR;
-        lease_d
-            .checked_sub(started.elapsed())
-            .and_then(|v| v.checked_sub(drift))
+        });
+        validity(lease_d, started)
     }
+}
+
+/// What a `lease` asked for at `started` leaves: lease − elapsed − drift
+/// ([`DRIFT_PERMILLE`] ‰ of the lease + [`DRIFT_FLOOR`]); `None` when
+/// nothing.
+fn validity(lease: Duration, started: Instant) -> Option<Duration> {
+    let lease = clamp_span(lease);
+    let drift = (lease / 1000).checked_mul(DRIFT_PERMILLE).unwrap_or(lease) + DRIFT_FLOOR;
+    lease
+        .checked_sub(started.elapsed())
+        .and_then(|v| v.checked_sub(drift))
+}
+
+/// A [`RedLock`]'s handle on one lock name ([`RedLock::lock`]): the same
+/// calls as a [`Lock`](crate::Lock)'s, over a quorum of masters.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+/// let payouts = r.lock("payouts");
+/// if let Some(g) = payouts.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+///     g.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedLockHandle {
+    redlock: RedLock,
+    name: Arc<str>,
+}
+
+impl RedLockHandle {
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// assert_eq!(r.lock("payouts").name(), "payouts");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The RedLock this handle asks.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// assert_eq!(r.lock("payouts").redlock().quorum(), r.quorum());
+    /// # }
+    /// ```
+    pub fn redlock(&self) -> &RedLock {
+        &self.redlock
+    }
+
+    /// Waits as long as it takes (in rounds), under each master's watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// r.lock("payouts").acquire().await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self) -> LockResult<RedLockGuard> {
+        loop {
+            if let Some(g) = self
+                .redlock
+                .try_acquire_name(&self.name, Duration::from_secs(86_400), None)
+                .await?
+            {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// Tries for up to `wait`: rounds of asking every master in parallel,
+    /// each round released everywhere when it falls short, a random pause
+    /// between rounds. `lease: None` keeps each master's hold under its
+    /// watchdog; `Some(d)` holds for `d`. `Ok(None)` when no round reached
+    /// a quorum in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let payouts = r.lock("payouts");
+    /// if let Some(g) = payouts.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     g.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Quorum`] when fewer than a quorum of masters answered at
+    /// all in the last round (errors or timeouts, not a held lock): the
+    /// lock cannot be had until they are back. Nothing is left held.
+    /// [`LockError::WrongType`] at once when so many masters hold something
+    /// else than a lock at the name (a list, a string) that no quorum can
+    /// form.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped mid-round, member holds taken are released in
+    /// the background (guards dropped; replies in flight settled by their
+    /// finishers).
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<RedLockGuard>> {
+        self.redlock.try_acquire_name(&self.name, wait, lease).await
+    }
+}
+
+/// A span in nanoseconds, saturating.
+fn nanos_of(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 enum Round {
@@ -397,7 +480,7 @@ enum Round {
 ///
 /// ```no_run
 /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-/// let g = r.acquire("payouts").await?;
+/// let g = r.lock("payouts").acquire().await?;
 /// tokio::select! {
 ///     why = g.lost() => eprintln!("quorum lost: {why:?}"),
 ///     () = async { /* work */ } => {}
@@ -411,8 +494,11 @@ pub struct RedLockGuard {
     members: Vec<LockGuard>,
     quorum: usize,
     masters: usize,
-    /// The validity the acquire computed (start + lease − elapsed − drift).
-    valid_until: Instant,
+    /// When the acquire's round began.
+    started: Instant,
+    /// The validity from `started`, in nanoseconds: the acquire's (lease −
+    /// elapsed − drift), moved later by an `extend`, never earlier.
+    valid_for: AtomicU64,
     /// How long one master's release is waited for.
     node_timeout: Duration,
 }
@@ -423,7 +509,7 @@ impl RedLockGuard {
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
+    /// let g = r.lock("payouts").acquire().await?;
     /// assert!(g.holding() >= r.quorum());
     /// g.unlock().await?;
     /// # Ok(()) }
@@ -438,19 +524,23 @@ impl RedLockGuard {
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.try_acquire("payouts", std::time::Duration::ZERO, Some(std::time::Duration::from_secs(10))).await?;
+    /// let g = r.lock("payouts").try_acquire(std::time::Duration::ZERO, Some(std::time::Duration::from_secs(10))).await?;
     /// if let Some(g) = g { println!("valid for {:?}", g.validity()); }
     /// # Ok(()) }
     /// ```
     pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        let until = self
+            .started
+            .checked_add(Duration::from_nanos(self.valid_for.load(Ordering::Acquire)))
+            .unwrap_or(self.started);
+        until.saturating_duration_since(Instant::now())
     }
 
     /// Whether fewer than a quorum of masters hold it now.
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
+    /// let g = r.lock("payouts").acquire().await?;
     /// assert!(!g.is_lost());
     /// g.unlock().await?;
     /// # Ok(()) }
@@ -464,7 +554,7 @@ impl RedLockGuard {
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
+    /// let g = r.lock("payouts").acquire().await?;
     /// let lost = g.lost();
     /// g.unlock().await?;
     /// # Ok(()) }
@@ -487,7 +577,7 @@ impl RedLockGuard {
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
+    /// let g = r.lock("payouts").acquire().await?;
     /// assert_eq!(g.masters(), r.masters());
     /// g.unlock().await?;
     /// # Ok(()) }
@@ -496,11 +586,74 @@ impl RedLockGuard {
         self.masters
     }
 
+    /// Extends a RedLock taken with a fixed lease on every master that
+    /// holds it (in parallel, each waited for at most the node timeout),
+    /// as [`LockGuard::extend`] does on one: no master's key is shortened.
+    /// When a quorum extended, [`validity`](Self::validity) becomes `lease`
+    /// − the call's time − drift (never less than it was).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let payouts = r.lock("payouts");
+    /// if let Some(g) = payouts.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     g.extend(Duration::from_secs(30)).await?;
+    ///     g.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::WatchdogLease`] when it was taken under the watchdogs
+    /// (nothing sent). [`LockError::Expired`] when fewer than a quorum of
+    /// masters extended it (the others' holds had ended, or did not answer
+    /// in time): the validity is left as it was, and [`lost`](Self::lost)
+    /// tells when too few hold it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have extended some masters
+    /// (the validity then stays where it was, the safe side).
+    pub async fn extend(&self, lease: Duration) -> LockResult<()> {
+        let name = || {
+            self.members
+                .first()
+                .map(|g| g.lock().name().to_owned())
+                .unwrap_or_default()
+        };
+        let started = Instant::now();
+        let t = self.node_timeout;
+        let outs = JoinAll::new(
+            self.members
+                .iter()
+                .map(|g| tokio::time::timeout(t, g.extend(lease))),
+        )
+        .await;
+        let mut extended = 0;
+        for out in outs {
+            match out {
+                Ok(Ok(())) => extended += 1,
+                Ok(Err(LockError::WatchdogLease { .. })) => {
+                    return Err(LockError::WatchdogLease { name: name() })
+                }
+                _ => {}
+            }
+        }
+        if extended < self.quorum {
+            return Err(LockError::Expired { name: name() });
+        }
+        if let Some(v) = validity(lease, started) {
+            let from_start = started.saturating_duration_since(self.started) + v;
+            self.valid_for
+                .fetch_max(nanos_of(from_start), Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
     /// Releases it on every master that holds it (in parallel).
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// r.acquire("payouts").await?.unlock().await?;
+    /// r.lock("payouts").acquire().await?.unlock().await?;
     /// # Ok(()) }
     /// ```
     ///

@@ -144,9 +144,7 @@ pub(crate) async fn extend_one(
     };
     let token = hold.token.to_string();
     let args: [&str; 4] = [&lease_ms, idle_ms, hold.key.owner(), &token];
-    let reply = client
-        .eval_script(hold.renewal.slot, &keys, &args)
-        .await?;
+    let reply = client.eval_script(hold.renewal.slot, &keys, &args).await?;
     Ok(parse(Ok(reply), 1).and_then(|v| v.first().copied()))
 }
 

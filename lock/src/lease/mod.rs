@@ -37,9 +37,9 @@ mod signal;
 mod table;
 mod tuning;
 
+pub(crate) use calls::extend_one;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use calls::{found, parse as verdicts};
-pub(crate) use calls::extend_one;
 pub use reason::LossReason;
 pub(crate) use renewal::Renewal;
 pub(crate) use tuning::INVALIDATION_QUEUE;

@@ -80,9 +80,9 @@ up); waiters are told.",
 above what they ask. Returns the permits available after, which may be
 negative; the key's expiry is kept.",
         available: "Permits available now (0 when the semaphore does not exist; negative
-after a [`reduce_permits`](Self::reduce_permits) below zero).",
+    after a [`reduce_permits`](Self::reduce_permits) below zero).",
         drain: "Takes every available permit at once; returns how many (0 when the count
-was zero or below, which is then set to 0, as Redisson's `drainPermits` does).",
+    was zero or below, which is then set to 0, as Redisson's `drainPermits` does).",
     }
 
     /// Gives `permits` back and tells waiters; returns the permits
