@@ -14,8 +14,9 @@ use super::counter::{give_back, Counter};
 ///
 /// Dropping the guard (an early return, a `?`, a panic unwinding) never
 /// blocks: it sends the release on the current tokio runtime in the
-/// background (queued on the connection before the dropping task's next
-/// request, and counted by [`Locks::settle`](crate::Locks::settle)).
+/// background (polled once at the drop, so it is usually on the connection
+/// before the dropping task's next request; counted by
+/// [`Locks::settle`](crate::Locks::settle)).
 /// Without a runtime (dropped after the runtime shut down, or on a thread
 /// outside it) nothing is sent and the permits stay taken: plain permits
 /// have no lease that would bring them back (use an
@@ -149,8 +150,9 @@ impl Drop for SemaphorePermits {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (c, n) = (self.c.clone(), self.permits);
             let ticket = c.inner.background.ticket();
-            // Queued before this task's next request (an `available()`, a
-            // re-acquire), as a lock guard's release is.
+            // Polled once here, so it is usually queued before this task's
+            // next request (an `available()`, a re-acquire), as a lock
+            // guard's release is.
             spawn_queued(&rt, async move {
                 let _ = give_back(&c, n).await;
                 drop(ticket);
