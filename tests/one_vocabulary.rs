@@ -42,7 +42,7 @@ async fn pttl(client: &Client, key: &str) -> i64 {
 /// What a job under a permit fails with: a lock error or its own.
 #[derive(Debug)]
 enum JobError {
-    Lock(LockError),
+    Lock(#[allow(dead_code)] LockError),
     Failed,
 }
 
