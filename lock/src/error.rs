@@ -45,9 +45,9 @@ pub enum LockError {
     /// it in time; it has been released again.
     ReplicaSync {
         /// Replicas that acknowledged.
-        acked: i64,
+        acked: u64,
         /// Replicas required.
-        wanted: i64,
+        wanted: u64,
     },
     /// A non-reentrant lock's holder tried to acquire it again. Nothing
     /// changed: the first hold stands.

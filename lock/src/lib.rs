@@ -42,9 +42,12 @@
 //! dropping a guard releases in the background); `extend(lease)` lengthens
 //! a fixed lease and never shortens a key ([`LockError::WatchdogLease`] for
 //! a hold the watchdog renews already, [`LockError::Expired`] when the hold
-//! is gone). Counts of permits asked, given or taken are `u64`; the one
-//! signed count is a semaphore's available permits, which
-//! `reduce_permits` may take below zero, as in Redisson.
+//! is gone). Every count is `u64` (permits asked, given or taken, a latch's
+//! count, hold counts, replicas in [`LockError::ReplicaSync`]); the one
+//! signed count is a semaphore's available permits (`available()`, and what
+//! `add_permits`, `reduce_permits` and [`Semaphore::release`] return),
+//! which `reduce_permits` may take below zero, as in Redisson. (An
+//! [`Inspection`] shows the server's values as read.)
 //!
 //! | type | constructor | acquire | try_acquire | guard | `lost()` | end | `extend` |
 //! |---|---|---|---|---|---|---|---|

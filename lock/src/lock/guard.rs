@@ -208,7 +208,9 @@ impl LockGuard {
     ///
     /// A hold taken under the watchdog (`acquire()`, or a `None` lease) is
     /// renewed already while the guard lives; extending it is refused with
-    /// [`LockError::WatchdogLease`].
+    /// [`LockError::WatchdogLease`]: the longer lease would become the
+    /// watchdog's for every later renewal, so a crashed holder would keep
+    /// the lock that long.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -222,10 +224,10 @@ impl LockGuard {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::WatchdogLease`] for a hold under the watchdog (nothing
-    /// sent). [`LockError::Expired`] when the hold had ended: lost, past its
-    /// local deadline, or found gone by the script (the loss signal then
-    /// fires). [`LockError::Client`] when the call failed (a server error
+    /// [`LockError::Expired`] when the hold had ended: lost, past its local
+    /// deadline, or found gone by the script (the loss signal then fires).
+    /// [`LockError::WatchdogLease`] for a live hold under the watchdog
+    /// (nothing sent). [`LockError::Client`] when the call failed (a server error
     /// `TRYAGAIN` when the key is served by another node mid-migration):
     /// the hold's expiry may or may not have moved; the local deadline has
     /// not.
@@ -235,11 +237,11 @@ impl LockGuard {
     /// local deadline then stays where it was, which is on the safe side).
     pub async fn extend(&self, lease: Duration) -> LockResult<()> {
         let name = || self.lock.name().to_owned();
-        if self.renew {
-            return Err(LockError::WatchdogLease { name: name() });
-        }
         if self.done || self.is_lost() {
             return Err(LockError::Expired { name: name() });
+        }
+        if self.renew {
+            return Err(LockError::WatchdogLease { name: name() });
         }
         let lease = clamp_span(lease);
         let inner = &self.lock.inner;

@@ -137,9 +137,12 @@ impl PermitGuard {
         )
     }
 
-    /// Extends the permits: each now expires at least `lease` from the
-    /// server's now (never sooner than it did), and the local deadline
-    /// moves with it. For fixed-lease permits that need longer.
+    /// Extends fixed-lease permits: each now expires at least `lease` from
+    /// the server's now (never sooner than it did), and the local deadline
+    /// moves with it. Permits under the watchdog are refused
+    /// ([`LockError::WatchdogLease`]): they are renewed already, and a
+    /// longer lease would become the watchdog's for every later renewal, so
+    /// a crashed holder would keep them that long.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -152,12 +155,21 @@ impl PermitGuard {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Expired`] when a permit is gone or had expired (the
-    /// loss signal fires); [`LockError::Client`].
+    /// [`LockError::Expired`] when the permits were lost already, or a
+    /// permit is found gone or expired (the loss signal fires);
+    /// [`LockError::WatchdogLease`] for permits under the watchdog (nothing
+    /// sent); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have extended.
     pub async fn extend(&self, lease: Duration) -> LockResult<()> {
+        let name = || self.c.names.key.to_string();
+        if self.done || self.hold.is_lost() {
+            return Err(LockError::Expired { name: name() });
+        }
+        if self.renew {
+            return Err(LockError::WatchdogLease { name: name() });
+        }
         let lease = clamp_span(lease);
         let c = &self.c;
         let ids = &**self.hold.key.owner();
