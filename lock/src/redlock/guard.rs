@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
 use crate::lock::LockGuard;
-use crate::types::losses::{JoinAll, Losses};
-
 use crate::span::clamp_span;
+use crate::types::losses::{JoinAll, Losses};
 
 /// Parts per thousand of the lease allowed for clock drift between the
 /// masters and this process (the RedLock paper's 0.01).
 pub const DRIFT_PERMILLE: u32 = 10;
 /// Drift allowed on top, for the resolution of the masters' expiry timers.
 pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+
 /// A RedLock held by a quorum of masters. Dropping it releases every
 /// member in the background.
 ///
