@@ -11,14 +11,14 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
 use std::time::Duration;
 
 use common::Soon;
-use keylatch_cluster::{Client, Commands};
-use keylatch_harness::{Masters, RedisServer};
+use keylatch_cluster::{Client, ClientConfig, Commands};
+use keylatch_harness::{Masters, RedisCluster, RedisServer};
 use keylatch_lock::{LockError, Locks, LocksConfig, LossReason, RedLock, Semaphore};
 use keylatch_resp::{Cmd, Frame};
 
@@ -168,6 +168,15 @@ async fn permits_guard_release_forget_and_raw_calls() {
 static SHUTDOWN_PANICS: AtomicUsize = AtomicUsize::new(0);
 static SHUTDOWN_THREAD: OnceLock<ThreadId> = OnceLock::new();
 
+/// Set when the task holding a permit is dropped.
+static TASK_DROPPED: AtomicBool = AtomicBool::new(false);
+struct DropFlag;
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        TASK_DROPPED.store(true, Ordering::SeqCst);
+    }
+}
+
 #[test]
 fn dropping_permits_while_the_runtime_shuts_down_never_panics() {
     SHUTDOWN_THREAD.set(std::thread::current().id()).unwrap();
@@ -192,16 +201,23 @@ fn dropping_permits_while_the_runtime_shuts_down_never_panics() {
         sem.try_set_permits(3).await.unwrap();
         let held = sem.acquire(1).await.unwrap();
         // A task holding a permit when the runtime shuts down: the guard
-        // is dropped during the shutdown.
+        // is dropped during the shutdown (the flag shows it was).
+        let flag = DropFlag;
         tokio::spawn(async move {
             let _held = held;
+            let _flag = flag;
             std::future::pending::<()>().await;
         });
         tokio::task::yield_now().await;
         // One carried out of the runtime, dropped after it is gone.
         sem.acquire(1).await.unwrap()
     });
+    assert!(!TASK_DROPPED.load(Ordering::SeqCst));
     drop(rt);
+    assert!(
+        TASK_DROPPED.load(Ordering::SeqCst),
+        "the holding task was dropped by the shutdown"
+    );
     // No runtime at all: nothing can be sent; no panic either.
     drop(outside);
     assert_eq!(SHUTDOWN_PANICS.load(Ordering::SeqCst), 0);
@@ -399,4 +415,40 @@ async fn redlock_handle_and_extend() {
         Err(LockError::WatchdogLease { .. })
     ));
     w.unlock().await.unwrap();
+}
+
+/// On a cluster: extend goes to the hold's slot (the lock's key and its
+/// counter share it), for a lock and a read side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let urls = cluster.seed_urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
+    let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
+        .await
+        .unwrap();
+    assert!(client.is_cluster());
+    let locks = Locks::new(client.clone(), config());
+    let fixed = Some(Duration::from_millis(1000));
+    for name in ["ext-c1", "ext-c2", "{tag}ext-c3"] {
+        let g = locks
+            .lock(name)
+            .try_acquire(Duration::ZERO, fixed)
+            .await
+            .unwrap()
+            .unwrap();
+        g.extend(Duration::from_secs(5)).await.unwrap();
+        assert!(pttl(&client, name).await > 4000, "{name}");
+        g.unlock().await.unwrap();
+    }
+    let read = locks
+        .rw_lock("ext-crw")
+        .read()
+        .try_acquire(Duration::ZERO, fixed)
+        .await
+        .unwrap()
+        .unwrap();
+    read.extend(Duration::from_secs(5)).await.unwrap();
+    assert!(pttl(&client, "ext-crw").await > 4000);
+    read.unlock().await.unwrap();
 }
