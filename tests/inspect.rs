@@ -140,7 +140,11 @@ async fn read_write(locks: &Locks) {
 async fn expirable_semaphore(locks: &Locks) {
     let sem = locks.expirable_semaphore("inspect-permits");
     assert!(sem.try_set_permits(3).await.unwrap());
-    let leased = sem.acquire(2, Some(Duration::from_secs(20))).await.unwrap();
+    let leased = sem
+        .try_acquire(2, Duration::from_secs(10), Some(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .unwrap();
     let seen = locks.inspect("inspect-permits").await.unwrap();
     assert_eq!(seen.redis_type, "string");
     assert_eq!(seen.value.as_deref(), Some("1"));

@@ -240,7 +240,7 @@ async fn redlock_on_five_masters_rides_out_dead_and_paused_ones() {
     let redlock = redlock_over(&masters).await;
     assert_eq!(redlock.quorum(), 3);
 
-    let g = redlock.acquire("rl-basic").await.unwrap();
+    let g = redlock.lock("rl-basic").acquire().await.unwrap();
     assert_eq!(g.holding(), 5);
     assert!(g.validity() > Duration::from_secs(2));
     assert_eq!(held_on(&masters, "rl-basic").await, 5);
@@ -255,7 +255,8 @@ async fn redlock_on_five_masters_rides_out_dead_and_paused_ones() {
         .unwrap();
     let started = Instant::now();
     let g = redlock
-        .try_acquire("rl-paused", Duration::from_secs(5), None)
+        .lock("rl-paused")
+        .try_acquire(Duration::from_secs(5), None)
         .await
         .unwrap()
         .expect("a quorum without the paused master");
@@ -272,7 +273,8 @@ async fn redlock_on_five_masters_rides_out_dead_and_paused_ones() {
     // One master dead: still a quorum.
     masters.get_mut(0).kill();
     let g = redlock
-        .try_acquire("rl-one-dead", Duration::from_secs(5), None)
+        .lock("rl-one-dead")
+        .try_acquire(Duration::from_secs(5), None)
         .await
         .unwrap()
         .expect("four of five");
@@ -283,7 +285,8 @@ async fn redlock_on_five_masters_rides_out_dead_and_paused_ones() {
     masters.get_mut(1).kill();
     masters.get_mut(2).kill();
     let err = redlock
-        .try_acquire("rl-three-dead", Duration::from_millis(500), None)
+        .lock("rl-three-dead")
+        .try_acquire(Duration::from_millis(500), None)
         .await
         .unwrap_err();
     assert!(
@@ -325,7 +328,8 @@ async fn two_redlock_clients_never_overlap_and_lost_fires_without_a_quorum() {
         tasks.push(tokio::spawn(async move {
             for _ in 0..15 {
                 let g = r
-                    .try_acquire("rl-history", Duration::from_secs(30), None)
+                    .lock("rl-history")
+                    .try_acquire(Duration::from_secs(30), None)
                     .await
                     .unwrap()
                     .unwrap_or_else(|| panic!("task {t}: not in 30 s"));
@@ -353,7 +357,7 @@ async fn two_redlock_clients_never_overlap_and_lost_fires_without_a_quorum() {
 
     // Keys deleted on three masters: renewals find them gone, and the
     // guard is lost once fewer than a quorum stand.
-    let g = a.acquire("rl-lost").await.unwrap();
+    let g = a.lock("rl-lost").acquire().await.unwrap();
     for i in 0..3 {
         let c = Client::connect(&masters.get(i).url()).await.unwrap();
         c.del(["rl-lost"]).await.unwrap();

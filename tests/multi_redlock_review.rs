@@ -454,7 +454,7 @@ async fn redlock_one_and_two_masters() {
         config(Duration::from_secs(5)),
     )]);
     assert_eq!(one.quorum(), 1);
-    let g = tokio::time::timeout(T, one.try_acquire("r1", Duration::ZERO, None))
+    let g = tokio::time::timeout(T, one.lock("r1").try_acquire(Duration::ZERO, None))
         .await
         .unwrap()
         .unwrap()
@@ -464,7 +464,8 @@ async fn redlock_one_and_two_masters() {
         config(Duration::from_secs(5)),
     )]);
     assert!(one_b
-        .try_acquire("r1", Duration::from_millis(300), None)
+        .lock("r1")
+        .try_acquire(Duration::from_millis(300), None)
         .await
         .unwrap()
         .is_none());
@@ -473,16 +474,20 @@ async fn redlock_one_and_two_masters() {
     let two = redlock_over(&masters, Duration::from_secs(5)).await;
     assert_eq!(two.quorum(), 2);
     let g = two
-        .try_acquire("r2", Duration::ZERO, None)
+        .lock("r2")
+        .try_acquire(Duration::ZERO, None)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(g.holding(), 2);
     g.unlock().await.unwrap();
     masters.get_mut(1).kill();
-    let r = tokio::time::timeout(T, two.try_acquire("r2", Duration::from_millis(300), None))
-        .await
-        .unwrap();
+    let r = tokio::time::timeout(
+        T,
+        two.lock("r2").try_acquire(Duration::from_millis(300), None),
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(
             r,
@@ -503,7 +508,7 @@ async fn redlock_one_and_two_masters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_no_masters_errors_without_panic() {
     let r = RedLock::new(Vec::new());
-    let out = tokio::time::timeout(T, r.try_acquire("x", Duration::from_millis(100), None))
+    let out = tokio::time::timeout(T, r.lock("x").try_acquire(Duration::from_millis(100), None))
         .await
         .unwrap();
     assert!(matches!(out, Err(LockError::Quorum { .. })), "{out:?}");
@@ -520,7 +525,8 @@ async fn redlock_late_acquire_on_paused_master_of_a_successful_round_is_released
     let redlock = redlock_over(&masters, Duration::from_secs(30)).await;
     // Warm every master (scripts loaded).
     redlock
-        .acquire("warm")
+        .lock("warm")
+        .acquire()
         .await
         .unwrap()
         .unlock()
@@ -531,7 +537,9 @@ async fn redlock_late_acquire_on_paused_master_of_a_successful_round_is_released
     let cont = Cont(vec![pid]);
     let g = tokio::time::timeout(
         T,
-        redlock.try_acquire("late-ok", Duration::from_secs(5), None),
+        redlock
+            .lock("late-ok")
+            .try_acquire(Duration::from_secs(5), None),
     )
     .await
     .unwrap()
@@ -569,7 +577,7 @@ async fn redlock_late_acquire_on_paused_master_of_a_successful_round_is_released
 async fn redlock_unlock_with_a_paused_master_is_bounded() {
     let masters = Masters::start(5);
     let redlock = redlock_over(&masters, Duration::from_secs(30)).await;
-    let g = redlock.acquire("ul-paused").await.unwrap();
+    let g = redlock.lock("ul-paused").acquire().await.unwrap();
     assert_eq!(g.holding(), 5);
     let pid = masters.get(2).pid().unwrap();
     sig(pid, "-STOP");
@@ -594,7 +602,8 @@ async fn redlock_huge_lease_does_not_panic() {
     let redlock = redlock_over(&masters, Duration::from_secs(5)).await;
     let h = tokio::spawn(async move {
         let r = redlock
-            .try_acquire("huge", Duration::ZERO, Some(Duration::MAX))
+            .lock("huge")
+            .try_acquire(Duration::ZERO, Some(Duration::MAX))
             .await;
         if let Ok(Some(g)) = r {
             let _ = g.unlock().await;
@@ -616,8 +625,7 @@ async fn redlock_tiny_lease_and_node_timeout_beyond_lease() {
     for (name, lease) in [("tiny1", 1u64), ("tiny5", 5), ("tiny20", 20)] {
         let r = tokio::time::timeout(
             T,
-            redlock.try_acquire(
-                name,
+            redlock.lock(name).try_acquire(
                 Duration::from_millis(300),
                 Some(Duration::from_millis(lease)),
             ),
@@ -636,8 +644,7 @@ async fn redlock_tiny_lease_and_node_timeout_beyond_lease() {
     let cont = Cont(vec![pid]);
     let r = tokio::time::timeout(
         T,
-        slow.try_acquire(
-            "slowlease",
+        slow.lock("slowlease").try_acquire(
             Duration::from_millis(1500),
             Some(Duration::from_millis(500)),
         ),
@@ -667,7 +674,7 @@ async fn redlock_wait_zero_while_held_elsewhere() {
         let l = Locks::connect(&masters.get(i).url()).await.unwrap();
         holds.push(l.lock("w0").try_acquire_now(None).await.unwrap().unwrap());
     }
-    let r = tokio::time::timeout(T, redlock.try_acquire("w0", Duration::ZERO, None))
+    let r = tokio::time::timeout(T, redlock.lock("w0").try_acquire(Duration::ZERO, None))
         .await
         .unwrap()
         .unwrap();
@@ -687,13 +694,13 @@ async fn redlock_wait_zero_while_held_elsewhere() {
 async fn redlock_guard_dropped_is_released() {
     let masters = Masters::start(5);
     let redlock = redlock_over(&masters, Duration::from_secs(30)).await;
-    let g = redlock.acquire("dropped").await.unwrap();
+    let g = redlock.lock("dropped").acquire().await.unwrap();
     drop(g);
     SOON.eventually("released on every master", || async {
         held_on(&masters, "dropped").await.is_empty()
     })
     .await;
-    let g = tokio::time::timeout(T, redlock.try_acquire("dropped", Duration::ZERO, None))
+    let g = tokio::time::timeout(T, redlock.lock("dropped").try_acquire(Duration::ZERO, None))
         .await
         .unwrap()
         .unwrap();
@@ -707,7 +714,7 @@ async fn redlock_guard_dropped_is_released() {
 async fn redlock_masters_paused_during_hold_and_resumed_after_lease() {
     let masters = Masters::start(5);
     let redlock = redlock_over(&masters, Duration::from_secs(2)).await;
-    let g = redlock.acquire("ph").await.unwrap();
+    let g = redlock.lock("ph").acquire().await.unwrap();
     let pids: Vec<u32> = (0..3).map(|i| masters.get(i).pid().unwrap()).collect();
     // Only one paused first: not lost.
     sig(pids[0], "-STOP");
@@ -730,11 +737,14 @@ async fn redlock_masters_paused_during_hold_and_resumed_after_lease() {
         held_on(&masters, "ph").await.is_empty()
     })
     .await;
-    let g = tokio::time::timeout(T, redlock.try_acquire("ph", Duration::from_secs(5), None))
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("free again");
+    let g = tokio::time::timeout(
+        T,
+        redlock.lock("ph").try_acquire(Duration::from_secs(5), None),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .expect("free again");
     assert_eq!(g.holding(), 5);
     g.unlock().await.unwrap();
 }
@@ -745,7 +755,7 @@ async fn redlock_masters_paused_during_hold_and_resumed_after_lease() {
 async fn redlock_lost_counts_quorum() {
     let masters = Masters::start(5);
     let redlock = redlock_over(&masters, Duration::from_secs(2)).await;
-    let g = redlock.acquire("lq").await.unwrap();
+    let g = redlock.lock("lq").acquire().await.unwrap();
     for i in 0..2 {
         let c = Client::connect(&masters.get(i).url()).await.unwrap();
         c.del(["lq"]).await.unwrap();

@@ -255,8 +255,12 @@ async fn force_unlock_expirable_semaphore(admin: &Locks, holders: &Locks, p: &st
     let name = format!("{p}force-permits");
     let sem = holders.expirable_semaphore(&name);
     assert!(sem.try_set_permits(3).await.unwrap());
-    let g = sem.acquire(1, None).await.unwrap();
-    let fixed = sem.acquire(1, Some(Duration::from_secs(60))).await.unwrap();
+    let g = sem.acquire(1).await.unwrap();
+    let fixed = sem
+        .try_acquire(1, Duration::from_secs(10), Some(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(sem.available().await.unwrap(), 1);
     assert_eq!(
         admin.force_unlock(&name).await.unwrap(),
@@ -276,7 +280,7 @@ async fn force_unlock_expirable_semaphore(admin: &Locks, holders: &Locks, p: &st
     assert_eq!(sem.available().await.unwrap(), 3, "still a semaphore of 3");
     // Its count deleted by hand (the old force unlock): a release after
     // that must not make a semaphore of 1 out of it.
-    let g = sem.acquire(1, None).await.unwrap();
+    let g = sem.acquire(1).await.unwrap();
     send(admin.client(), &["DEL", &name]).await;
     lost_soon(g.lost(), "permit whose count was deleted").await;
     assert!(matches!(g.release().await, Err(LockError::Expired { .. })));
@@ -291,7 +295,7 @@ async fn force_unlock_counts_refused(admin: &Locks, p: &str) {
     let name = format!("{p}force-sem");
     let sem = admin.semaphore(&name);
     assert!(sem.try_set_permits(3).await.unwrap());
-    assert!(sem.try_acquire(1, Duration::ZERO).await.unwrap());
+    assert!(sem.try_acquire_raw(1, Duration::ZERO).await.unwrap());
     let r = admin.force_unlock(&name).await;
     assert!(
         matches!(
@@ -391,7 +395,7 @@ async fn non_locks_refused(locks: &Locks, p: &str) {
         let t = Instant::now();
         let r = locks
             .semaphore(&name)
-            .try_acquire(1, Duration::from_secs(10))
+            .try_acquire_raw(1, Duration::from_secs(10))
             .await;
         assert!(
             matches!(r, Err(LockError::WrongType { found, .. }) if found == shape),
@@ -480,7 +484,7 @@ async fn non_locks_refused(locks: &Locks, p: &str) {
         .unwrap();
     let r = locks
         .semaphore(&name)
-        .try_acquire(1, Duration::from_secs(5))
+        .try_acquire_raw(1, Duration::from_secs(5))
         .await;
     assert!(
         matches!(
@@ -587,7 +591,7 @@ async fn reused_permits(locks: &Locks, holders: &Locks, p: &str) {
     let name = format!("{p}reused-permits");
     let sem = holders.expirable_semaphore(&name);
     sem.try_set_permits(3).await.unwrap();
-    let g = sem.acquire(1, None).await.unwrap();
+    let g = sem.acquire(1).await.unwrap();
     reuse(admin, &name, "list").await;
     lost_soon(g.lost(), "permits").await;
     assert!(matches!(
@@ -656,7 +660,8 @@ async fn redlock_members() {
     };
     let red = RedLock::new(nodes);
     let g = red
-        .try_acquire("payouts", Duration::from_secs(5), None)
+        .lock("payouts")
+        .try_acquire(Duration::from_secs(5), None)
         .await
         .unwrap()
         .expect("free");
@@ -675,7 +680,8 @@ async fn redlock_members() {
     }
     let t = Instant::now();
     let r = red
-        .try_acquire("queue", Duration::from_secs(10), None)
+        .lock("queue")
+        .try_acquire(Duration::from_secs(10), None)
         .await;
     assert!(
         matches!(

@@ -142,7 +142,7 @@ async fn zero_permits_and_negative_counts() {
     assert!(matches!(e, LockError::NoSuchSemaphore { .. }), "{e:?}");
     let e = locks
         .semaphore("zmiss")
-        .try_acquire(1, Duration::ZERO)
+        .try_acquire_raw(1, Duration::ZERO)
         .await
         .unwrap_err();
     assert!(matches!(e, LockError::NoSuchSemaphore { .. }), "{e:?}");
@@ -152,7 +152,7 @@ async fn zero_permits_and_negative_counts() {
     // once and whatever the wait.
     let x = locks.expirable_semaphore("zx");
     x.try_set_permits(1).await.unwrap();
-    let e = tokio::time::timeout(T, x.acquire(0, None))
+    let e = tokio::time::timeout(T, x.acquire(0))
         .await
         .unwrap()
         .unwrap_err();
@@ -165,15 +165,18 @@ async fn zero_permits_and_negative_counts() {
     // Huge n on the plain semaphore: no panic, no change.
     let s = locks.semaphore("zs");
     s.try_set_permits(3).await.unwrap();
-    assert!(!s.try_acquire(u64::MAX, Duration::ZERO).await.unwrap());
+    assert!(!s.try_acquire_raw(u64::MAX, Duration::ZERO).await.unwrap());
     assert_eq!(s.available().await.unwrap(), 3);
 
     // Below zero: a waiter for one permit waits until the count is back.
-    assert_eq!(s.add_permits(-5).await.unwrap(), -2);
-    assert!(!s.try_acquire(1, Duration::from_millis(300)).await.unwrap());
+    assert_eq!(s.reduce_permits(5).await.unwrap(), -2);
+    assert!(!s
+        .try_acquire_raw(1, Duration::from_millis(300))
+        .await
+        .unwrap());
     let waiter = {
         let s = s.clone();
-        tokio::spawn(async move { s.try_acquire(1, Duration::from_secs(15)).await.unwrap() })
+        tokio::spawn(async move { s.try_acquire_raw(1, Duration::from_secs(15)).await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     s.release(3).await.unwrap();
@@ -189,9 +192,9 @@ async fn acquiring_zero_permits_never_waits() {
     let locks = locks_with(&server.url(), config()).await;
     let s = locks.semaphore("zero-neg");
     s.try_set_permits(0).await.unwrap();
-    s.add_permits(-1).await.unwrap();
+    s.reduce_permits(1).await.unwrap();
     let started = Instant::now();
-    let ok = tokio::time::timeout(T, s.try_acquire(0, Duration::from_secs(2)))
+    let ok = tokio::time::timeout(T, s.try_acquire_raw(0, Duration::from_secs(2)))
         .await
         .unwrap()
         .unwrap();
@@ -211,8 +214,9 @@ async fn drain_leaves_the_count_at_zero() {
     let admin = locks.client().clone();
     let s = locks.semaphore("drain-neg");
     s.try_set_permits(1).await.unwrap();
-    assert_eq!(s.add_permits(-3).await.unwrap(), -2);
+    assert_eq!(s.reduce_permits(3).await.unwrap(), -2);
     let drained = s.drain().await.unwrap();
+    assert_eq!(drained, 0, "no permit was taken from a count below zero");
     let after = get_i64(&admin, "drain-neg").await;
     assert_eq!(
         after,
@@ -263,7 +267,7 @@ async fn reclaimed_behind_the_back(locks: &Locks, name: &str) {
 
     // (b) A watchdog guard whose permit is made expired on the server (a
     // paused process): reclaimed by another acquire; g1 learns it.
-    let g1 = sem.acquire(1, None).await.unwrap();
+    let g1 = sem.acquire(1).await.unwrap();
     let raw = g1.ids()[0].as_bytes().to_vec();
     assert_eq!(
         int(
@@ -328,10 +332,13 @@ async fn dropped_guards_give_back_and_are_not_renewed() {
     let admin = locks.client().clone();
     let sem = locks.expirable_semaphore("x-drop");
     sem.try_set_permits(3).await.unwrap();
-    let g = sem.acquire(2, None).await.unwrap();
-    // extend on a watchdog guard: longer on the server; the watchdog goes on.
-    g.extend(Duration::from_secs(30)).await.unwrap();
-    g.extend(Duration::from_millis(1)).await.unwrap();
+    let g = sem.acquire(2).await.unwrap();
+    // extend on a watchdog guard is refused (the watchdog would renew with
+    // the longer lease from then on); the watchdog goes on.
+    assert!(matches!(
+        g.extend(Duration::from_secs(30)).await,
+        Err(LockError::WatchdogLease { .. })
+    ));
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert!(!g.is_lost());
     let ids = g.ids().to_vec();
@@ -370,7 +377,7 @@ async fn the_counters_ttl_while_permits_are_out() {
         .send(Cmd::new("PEXPIRE").key("x-ttl").arg("2500"))
         .await
         .unwrap();
-    let g = sem.acquire(1, None).await.unwrap();
+    let g = sem.acquire(1).await.unwrap();
     let zttl = int(&admin, Cmd::new("PTTL").key("{x-ttl}:timeout")).await;
     assert!(zttl > 0 && zttl <= 2500, "zset pttl {zttl}");
     tokio::time::timeout(Duration::from_secs(10), g.lost())
@@ -406,7 +413,7 @@ async fn cancelled_waiting_acquires_leak_nothing() {
         tokio::spawn(async move {
             for _ in 0..60 {
                 if b.semaphore("c-plain")
-                    .try_acquire(1, Duration::from_millis(50))
+                    .try_acquire_raw(1, Duration::from_millis(50))
                     .await
                     .unwrap()
                 {
@@ -433,13 +440,12 @@ async fn cancelled_waiting_acquires_leak_nothing() {
                 let cut = Duration::from_micros((i * 397 + t * 131) % 4000);
                 if (i + t) % 2 == 0 {
                     let s = a.semaphore("c-plain");
-                    if let Ok(Ok(())) = tokio::time::timeout(cut, s.acquire(2)).await {
+                    if let Ok(Ok(())) = tokio::time::timeout(cut, s.acquire_raw(2)).await {
                         s.release(2).await.unwrap();
                     }
                 } else {
                     let _ =
-                        tokio::time::timeout(cut, a.expirable_semaphore("c-x").acquire(2, None))
-                            .await;
+                        tokio::time::timeout(cut, a.expirable_semaphore("c-x").acquire(2)).await;
                 }
             }
         }));
@@ -479,14 +485,14 @@ async fn latch_below_zero_and_reset() {
     let locks = locks_with(&server.url(), config()).await;
     let admin = locks.client().clone();
     let l = locks.latch("l1");
-    assert_eq!(l.count_down().await.unwrap(), -1);
+    assert_eq!(l.count_down().await.unwrap(), 0);
     assert_eq!(exists(&admin, "l1").await, 0);
     assert_eq!(l.count().await.unwrap(), 0);
     assert!(l.try_set_count(2).await.unwrap());
     assert_eq!(l.count().await.unwrap(), 2);
     assert_eq!(l.count_down().await.unwrap(), 1);
     assert_eq!(l.count_down().await.unwrap(), 0);
-    assert_eq!(l.count_down().await.unwrap(), -1);
+    assert_eq!(l.count_down().await.unwrap(), 0);
     assert!(l.wait_zero_for(Duration::ZERO).await.unwrap());
     assert!(l.try_set_count(1).await.unwrap(), "re-set after open");
     // A waiter across a delete and re-set: not opened by the re-set, opened
@@ -720,13 +726,7 @@ async fn cluster_permits_renewal_and_wake() {
     }
     let mut guards = Vec::new();
     for name in ["{t}xs-1", "xs-2", "{t}xs-3"] {
-        guards.push(
-            locks
-                .expirable_semaphore(name)
-                .acquire(1, None)
-                .await
-                .unwrap(),
-        );
+        guards.push(locks.expirable_semaphore(name).acquire(1).await.unwrap());
     }
     let waiter = tokio::spawn({
         let other = other.clone();

@@ -63,7 +63,7 @@ async fn plain_operations(locks: &Locks, name: &str) {
     // A wait on a missing semaphore says so at once.
     let started = Instant::now();
     let err = sem
-        .try_acquire(1, Duration::from_secs(20))
+        .try_acquire_raw(1, Duration::from_secs(20))
         .await
         .unwrap_err();
     assert!(
@@ -76,12 +76,12 @@ async fn plain_operations(locks: &Locks, name: &str) {
     assert!(sem.try_set_permits(3).await.unwrap());
     assert!(!sem.try_set_permits(9).await.unwrap(), "set only once");
     assert_eq!(sem.available().await.unwrap(), 3);
-    assert!(sem.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert!(sem.try_acquire_raw(2, Duration::ZERO).await.unwrap());
     assert!(
-        !sem.try_acquire(2, Duration::ZERO).await.unwrap(),
+        !sem.try_acquire_raw(2, Duration::ZERO).await.unwrap(),
         "one left"
     );
-    sem.acquire(1).await.unwrap();
+    sem.acquire_raw(1).await.unwrap();
     assert_eq!(sem.available().await.unwrap(), 0);
     assert_eq!(sem.release(3).await.unwrap(), 3);
     // add_permits keeps the key's expiry (Redisson's SET drops it).
@@ -90,7 +90,7 @@ async fn plain_operations(locks: &Locks, name: &str) {
         .await
         .unwrap();
     assert_eq!(sem.add_permits(2).await.unwrap(), 5);
-    assert_eq!(sem.add_permits(-1).await.unwrap(), 4);
+    assert_eq!(sem.reduce_permits(1).await.unwrap(), 4);
     assert!(pttl(admin, name).await > 0, "the expiry stays");
     assert_eq!(sem.drain().await.unwrap(), 4);
     assert_eq!(sem.available().await.unwrap(), 0);
@@ -111,7 +111,7 @@ async fn expirable_operations(locks: &Locks, name: &str) {
     assert!(matches!(err, LockError::NoSuchSemaphore { .. }), "{err:?}");
 
     assert!(sem.try_set_permits(3).await.unwrap());
-    let g = sem.acquire(2, None).await.unwrap();
+    let g = sem.acquire(2).await.unwrap();
     assert_eq!(g.ids().len(), 2);
     assert_eq!(zcard(admin, &timeouts).await, 2, "two leased permits");
     assert_eq!(sem.available().await.unwrap(), 1);
@@ -199,7 +199,7 @@ async fn every_semaphore_operation_on_a_cluster() {
     for i in 0..12 {
         let sem = locks.expirable_semaphore(&format!("xsem-many-{i}"));
         sem.try_set_permits(1).await.unwrap();
-        guards.push(sem.acquire(1, None).await.unwrap());
+        guards.push(sem.acquire(1).await.unwrap());
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     for g in guards {
@@ -230,7 +230,9 @@ async fn waiters_wake_on_the_message_and_without_it() {
                         .unwrap();
                     g.map(drop).is_some()
                 } else {
-                    sem.try_acquire(1, Duration::from_secs(30)).await.unwrap()
+                    sem.try_acquire_raw(1, Duration::from_secs(30))
+                        .await
+                        .unwrap()
                 }
             })
         };
@@ -261,7 +263,9 @@ async fn waiters_wake_on_the_message_and_without_it() {
                     .map(drop)
                     .is_some()
             } else {
-                sem.try_acquire(1, Duration::from_secs(30)).await.unwrap()
+                sem.try_acquire_raw(1, Duration::from_secs(30))
+                    .await
+                    .unwrap()
             }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -302,15 +306,9 @@ async fn at_most_n_holders_at_once_and_nothing_leaks() {
             tasks.push(tokio::spawn(async move {
                 for _ in 0..10 {
                     let permit = if expirable {
-                        Some(
-                            locks
-                                .expirable_semaphore(&name)
-                                .acquire(1, None)
-                                .await
-                                .unwrap(),
-                        )
+                        Some(locks.expirable_semaphore(&name).acquire(1).await.unwrap())
                     } else {
-                        locks.semaphore(&name).acquire(1).await.unwrap();
+                        locks.semaphore(&name).acquire_raw(1).await.unwrap();
                         None
                     };
                     let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
@@ -351,7 +349,7 @@ async fn at_most_n_holders_at_once_and_nothing_leaks() {
         if i % 2 == 0 {
             // Finished in time: ours to give back.
             if let Ok(Ok(true)) =
-                tokio::time::timeout(wait, sem.try_acquire(1, Duration::from_secs(5))).await
+                tokio::time::timeout(wait, sem.try_acquire_raw(1, Duration::from_secs(5))).await
             {
                 sem.release(1).await.unwrap();
             }
@@ -385,7 +383,7 @@ async fn a_crashed_holders_leased_permits_come_back_within_a_lease() {
             let locks = locks_with(&crash_url, config()).await;
             let g = locks
                 .expirable_semaphore("xsem-crash")
-                .acquire(2, None)
+                .acquire(2)
                 .await
                 .unwrap();
             std::mem::forget(g);
@@ -441,7 +439,11 @@ async fn redisson_semaphore_scripts_share_the_counters_with_ours() {
     assert_eq!(sem.available().await.unwrap(), 0);
     let waiter = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.try_acquire(1, Duration::from_secs(30)).await.unwrap() })
+        tokio::spawn(async move {
+            sem.try_acquire_raw(1, Duration::from_secs(30))
+                .await
+                .unwrap()
+        })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     admin

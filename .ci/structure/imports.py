@@ -89,7 +89,7 @@ LAYERS = [
     ("3 lock handle + guard", ["lock/"]),
     ("4 types", ["types/"]),
     ("5 Locks", ["locks.rs", "force.rs", "inspect.rs"]),
-    ("6 over several Locks", ["redlock.rs"]),
+    ("6 over several Locks", ["redlock.rs", "redlock/"]),
 ]
 def layer(p):
     for i, (_, pats) in enumerate(LAYERS):

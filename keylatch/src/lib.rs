@@ -43,7 +43,7 @@ pub use keylatch_cluster::{
 pub use keylatch_lock::{
     CountDownLatch, ExpirableSemaphore, ForceUnlocked, Holder, Inspection, KeyShape, LeasedPermit,
     Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, MultiGuard,
-    MultiLock, PermitGuard, PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard, ReplicaSync,
-    RwLock, Semaphore, WaitingWriter,
+    MultiLock, PermitGuard, PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard, RedLockHandle,
+    ReplicaSync, RwLock, Semaphore, SemaphorePermits, WaitingWriter,
 };
 pub use keylatch_resp::{Attributed, Cmd, Frame};

@@ -22,15 +22,17 @@ pub type LockResult<T> = std::result::Result<T, LockError>;
 pub enum LockError {
     /// The client failed (connection, routing, server error).
     Client(keylatch_cluster::Error),
-    /// Unlock or extend by an owner that does not hold the lock (it expired,
+    /// Unlock by an owner that does not hold the lock (it expired,
     /// was force-unlocked, its name now holds another type, or it was never
     /// held by this owner). Nothing changed.
     NotOwner {
         /// The lock's name.
         name: String,
     },
-    /// [`LockGuard::unlock`](crate::LockGuard::unlock) of a hold that had
-    /// already ended: its lease ran out, or it was lost
+    /// [`LockGuard::unlock`](crate::LockGuard::unlock) or
+    /// [`extend`](crate::LockGuard::extend) (or a permit guard's `release`
+    /// or `extend`) of a hold that had already ended: its lease ran out, it
+    /// is gone from the server, or it was lost
     /// ([`LockGuard::lost`](crate::LockGuard::lost) fired or was due).
     /// Nothing changed. (A hold that ended otherwise, e.g. force-unlocked or
     /// released through another handle of its owner, is
@@ -43,9 +45,9 @@ pub enum LockError {
     /// it in time; it has been released again.
     ReplicaSync {
         /// Replicas that acknowledged.
-        acked: i64,
+        acked: u64,
         /// Replicas required.
-        wanted: i64,
+        wanted: u64,
     },
     /// A non-reentrant lock's holder tried to acquire it again. Nothing
     /// changed: the first hold stands.
@@ -114,6 +116,15 @@ pub enum LockError {
         /// What the key holds.
         found: crate::KeyShape,
     },
+    /// `extend` of a hold taken under the watchdog: its lease is renewed
+    /// already for as long as the guard lives, so a fixed extension would
+    /// mean nothing until the guard is dropped (and then keep the key past
+    /// its release's intent). Nothing changed. Take the hold with a fixed
+    /// lease (`try_acquire(wait, Some(lease))`) to extend it.
+    WatchdogLease {
+        /// The lock's name.
+        name: String,
+    },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
 }
@@ -178,6 +189,10 @@ impl fmt::Display for LockError {
                     "force unlock of {name:?} refused: it holds {found}, not a lock (nothing changed)"
                 ),
             },
+            LockError::WatchdogLease { name } => write!(
+                f,
+                "lock {name:?} is held under the watchdog, which renews it: extend applies to fixed leases only (nothing changed)"
+            ),
             LockError::Protocol(s) => write!(f, "unexpected script reply: {s}"),
         }
     }

@@ -258,8 +258,8 @@ impl Locks {
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
     /// let sem = locks.semaphore("api-quota");
     /// sem.try_set_permits(10).await?;
-    /// sem.acquire(1).await?;
-    /// sem.release(1).await?;
+    /// let permit = sem.acquire(1).await?; // given back if dropped
+    /// permit.release().await?;
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: &str) -> Semaphore {
@@ -275,7 +275,7 @@ impl Locks {
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
     /// let sem = locks.expirable_semaphore("gpu");
     /// sem.try_set_permits(2).await?;
-    /// let permit = sem.acquire(1, None).await?;
+    /// let permit = sem.acquire(1).await?;
     /// permit.release().await?;
     /// # Ok(()) }
     /// ```

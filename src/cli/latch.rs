@@ -116,7 +116,7 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
             }
             Action::CountDown => {
                 let left = latch.count_down().await.map_err(fail)?;
-                outln!("{}", left.max(0));
+                outln!("{left}");
                 Ok(0)
             }
             Action::Count => {

@@ -37,7 +37,8 @@ fn main() {
         // Warm both (connections, scripts).
         for i in 0..50 {
             let name = format!("warm:{i}");
-            ours.acquire(&name)
+            ours.lock(&name)
+                .acquire()
                 .await
                 .expect("acquire")
                 .unlock()
@@ -56,13 +57,14 @@ fn main() {
             for _ in 0..100 {
                 let name = format!("k:{i}");
                 let t = Instant::now();
-                let g = ours.acquire(&name).await.expect("acquire");
+                let g = ours.lock(&name).acquire().await.expect("acquire");
                 g.unlock().await.expect("release");
                 k.push(t.elapsed());
                 let name = format!("f:{i}");
                 let t = Instant::now();
                 let g = ours
-                    .try_acquire(&name, Duration::ZERO, Some(Duration::from_secs(30)))
+                    .lock(&name)
+                    .try_acquire(Duration::ZERO, Some(Duration::from_secs(30)))
                     .await
                     .expect("acquire")
                     .expect("free");

@@ -61,7 +61,7 @@ async fn pairs(
             Kind::Expirable => {
                 let s = locks.expirable_semaphore(&name);
                 s.try_set_permits(1).await.expect("set");
-                s.acquire(1, None)
+                s.acquire(1)
                     .await
                     .expect("warm")
                     .release()
@@ -84,11 +84,11 @@ async fn pairs(
                 while !stopped(&stop) {
                     match kind {
                         Kind::Semaphore => {
-                            sem.acquire(1).await.expect("acquire");
+                            sem.acquire_raw(1).await.expect("acquire");
                             sem.release(1).await.expect("release");
                         }
                         Kind::Expirable => {
-                            xsem.acquire(1, None)
+                            xsem.acquire(1)
                                 .await
                                 .expect("acquire")
                                 .release()
@@ -240,7 +240,7 @@ async fn handoff(locks: &Locks, kind: Kind, seconds: u64, name: &str) -> (f64, f
                 let wait = Duration::from_secs(5);
                 match kind {
                     Kind::Semaphore => {
-                        if !sem.try_acquire(1, wait).await.expect("acquire") {
+                        if !sem.try_acquire_raw(1, wait).await.expect("acquire") {
                             continue;
                         }
                         log.lock().expect("log").push((Instant::now(), c, 1));

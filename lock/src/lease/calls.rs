@@ -124,6 +124,30 @@ async fn node_call(client: &Client, batch: &Batch, lease: &str, idle_ms: &str) -
     parse(reply, batch.holds.len())
 }
 
+/// One hold renewed by its lease's slot script with `lease` (a guard's
+/// `extend`): the script's verdict, 1 stands (its key now lives at least
+/// `lease` from the server's now; a longer expiry is kept), 0 gone, -1
+/// unknown (its key is served elsewhere now); `None` for a reply of
+/// another shape.
+pub(crate) async fn extend_one(
+    client: &Client,
+    hold: &Hold,
+    lease: Duration,
+    idle_ms: &str,
+) -> keylatch_cluster::Result<Option<i64>> {
+    let keys: [&str; 2] = [hold.key.name(), &hold.counter];
+    // "0" only checks, as for the engine's fixed-lease checks.
+    let lease_ms = if lease.is_zero() {
+        "0".to_owned()
+    } else {
+        millis(lease).to_string()
+    };
+    let token = hold.token.to_string();
+    let args: [&str; 4] = [&lease_ms, idle_ms, hold.key.owner(), &token];
+    let reply = client.eval_script(hold.renewal.slot, &keys, &args).await?;
+    Ok(parse(Ok(reply), 1).and_then(|v| v.first().copied()))
+}
+
 /// A renew script's verdicts for `n` holds: an array of exactly `n`
 /// integers, or `None` (every hold unknown).
 pub(crate) fn parse(reply: keylatch_cluster::Result<Frame>, n: usize) -> Option<Vec<i64>> {

@@ -37,6 +37,7 @@ mod signal;
 mod table;
 mod tuning;
 
+pub(crate) use calls::extend_one;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use calls::{found, parse as verdicts};
 pub use reason::LossReason;

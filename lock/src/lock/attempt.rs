@@ -287,7 +287,7 @@ impl Lock {
     async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
         let (wanted, timeout) = match self.replica_sync {
             ReplicaSync::None => return Ok(guard),
-            ReplicaSync::AtLeast { replicas, timeout } => (i64::from(replicas), timeout),
+            ReplicaSync::AtLeast { replicas, timeout } => (u64::from(replicas), timeout),
             ReplicaSync::AllReplicas { timeout } => {
                 let conn = self
                     .inner
@@ -302,7 +302,7 @@ impl Lock {
                     .into_iter()
                     .find(|s| s.master == addr)
                     .map_or(0, |s| s.replicas.len());
-                (i64::try_from(n).unwrap_or(i64::MAX), timeout)
+                (u64::try_from(n).unwrap_or(u64::MAX), timeout)
             }
         };
         if wanted == 0 {
@@ -318,6 +318,8 @@ impl Lock {
         let acked = conn
             .wait(u32::try_from(wanted).unwrap_or(u32::MAX), timeout)
             .await?;
+        // A count of replicas: never below zero.
+        let acked = u64::try_from(acked).unwrap_or(0);
         if acked >= wanted {
             return Ok(guard);
         }

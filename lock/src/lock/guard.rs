@@ -4,9 +4,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keylatch_cluster::Error as ClientError;
+
 use crate::error::{LockError, LockResult};
-use crate::lease::hold::Hold;
-use crate::lease::LossReason;
+use crate::lease::hold::{clamp_span, Hold};
+use crate::lease::{extend_one, LossReason};
 
 use super::base::Lock;
 use super::release::{release, spawn_queued, Detached, Retry};
@@ -192,6 +194,88 @@ impl LockGuard {
         match outcome {
             Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
             other => other.map(drop),
+        }
+    }
+
+    /// Extends a hold taken with a fixed lease: its key now lives at least
+    /// `lease` from the server's now (an expiry already longer is kept: an
+    /// extend never shortens a hold), and the local deadline moves with it
+    /// ([`remaining_lease`](Self::remaining_lease), [`lost`](Self::lost)).
+    /// It goes through the lock type's own renewal script, which judges the
+    /// hold as the watchdog does (owner present, token current), so it can
+    /// never extend someone else's hold. `Duration::ZERO` only checks that
+    /// the hold stands.
+    ///
+    /// A hold taken under the watchdog (`acquire()`, or a `None` lease) is
+    /// renewed already while the guard lives; extending it is refused with
+    /// [`LockError::WatchdogLease`]: the longer lease would become the
+    /// watchdog's for every later renewal, so a crashed holder would keep
+    /// the lock that long.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// if let Some(guard) = lock.try_acquire(Duration::from_secs(1), Some(Duration::from_secs(10))).await? {
+    ///     // … the work takes longer than planned …
+    ///     guard.extend(Duration::from_secs(30)).await?;
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Expired`] when the hold had ended: lost, past its local
+    /// deadline, or found gone by the script (the loss signal then fires).
+    /// [`LockError::WatchdogLease`] for a live hold under the watchdog
+    /// (nothing sent). [`LockError::Client`] when the call failed (a server error
+    /// `TRYAGAIN` when the key is served by another node mid-migration):
+    /// the hold's expiry may or may not have moved; the local deadline has
+    /// not.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have extended the key (the
+    /// local deadline then stays where it was, which is on the safe side).
+    pub async fn extend(&self, lease: Duration) -> LockResult<()> {
+        let name = || self.lock.name().to_owned();
+        if self.done || self.is_lost() {
+            return Err(LockError::Expired { name: name() });
+        }
+        if self.renew {
+            return Err(LockError::WatchdogLease { name: name() });
+        }
+        let lease = clamp_span(lease);
+        let inner = &self.lock.inner;
+        let sent_at = Instant::now();
+        let verdict = extend_one(
+            &inner.client,
+            &self.hold,
+            lease,
+            &inner.script_args.token_ttl_ms,
+        )
+        .await?;
+        match verdict {
+            Some(1) => {
+                if !lease.is_zero() {
+                    self.hold.extend(sent_at, lease);
+                }
+                // Fired meanwhile (its old deadline passed on the way):
+                // the loss stands, as the holder may have stopped already.
+                if self.hold.lost.get().is_some() {
+                    return Err(LockError::Expired { name: name() });
+                }
+                Ok(())
+            }
+            Some(0) => {
+                self.hold.fire(LossReason::Gone);
+                Err(LockError::Expired { name: name() })
+            }
+            Some(_) => Err(LockError::Client(ClientError::from_server_error(
+                b"TRYAGAIN the lock's key is served by another node now; extend not applied",
+            ))),
+            None => Err(LockError::Protocol(format!(
+                "extend of {:?}: a reply that is no verdict",
+                self.lock.name()
+            ))),
         }
     }
 

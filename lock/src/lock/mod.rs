@@ -33,5 +33,5 @@ pub use guard::{LockGuard, LostToken};
 pub(crate) use kind::{
     owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
 };
-pub(crate) use release::{retriable, Detached};
+pub(crate) use release::{retriable, spawn_queued, Detached};
 pub(crate) use rlock_hash::{hash_acquire, hash_release, HASH_LEASE};

@@ -127,8 +127,10 @@ impl CountDownLatch {
         }
     }
 
-    /// Counts down by one; returns the count after (0 or less: open; the
-    /// key is gone, and reaching exactly 0 wakes every waiter).
+    /// Counts down by one; returns the count after: 0 once open (the key
+    /// is gone; reaching 0 from 1 wakes every waiter), also when the latch
+    /// was open or never set already (a count never goes below zero, as
+    /// Redisson's `getCount` never shows one).
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
@@ -142,7 +144,7 @@ impl CountDownLatch {
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have counted down.
-    pub async fn count_down(&self) -> LockResult<i64> {
+    pub async fn count_down(&self) -> LockResult<u64> {
         let reply = self
             .inner
             .client
@@ -153,7 +155,8 @@ impl CountDownLatch {
             )
             .await?;
         match reply.into_value() {
-            Frame::Integer(n) => Ok(n),
+            // Below zero: it was open already (the script deleted the key).
+            Frame::Integer(n) => Ok(n.max(0).unsigned_abs()),
             // The key holds something else than a count (a name reused).
             Frame::Null => Err(wrong_type(&self.inner, &self.key).await),
             other => Err(LockError::Protocol(other.to_string())),

@@ -24,7 +24,7 @@ use crate::lock::LockGuard;
 use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
 use crate::span::{clamp_span, millis};
-use crate::types::losses::Losses;
+use crate::types::losses::{JoinAll, Losses};
 use crate::wake::Wake;
 
 /// All of several locks or none. Members may be locks of any kind, on any
@@ -446,6 +446,34 @@ impl MultiGuard {
     /// ```
     pub fn is_lost(&self) -> bool {
         self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Extends every member taken with a fixed lease, as
+    /// [`LockGuard::extend`] does (no key shortened; in parallel). All must
+    /// succeed: the multi-lock is held only while every member is.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let m = locks.multi_lock(&["a", "b"]);
+    /// if let Some(g) = m.try_acquire(Duration::from_secs(1), Some(Duration::from_secs(10))).await? {
+    ///     g.extend(Duration::from_secs(30)).await?;
+    ///     g.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The first member's error, in canonical order:
+    /// [`LockError::WatchdogLease`] for members under the watchdog (nothing
+    /// sent for them), [`LockError::Expired`] for a member that had ended,
+    /// [`LockError::Client`]. The other members are extended all the same.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may still have extended some members.
+    pub async fn extend(&self, lease: Duration) -> LockResult<()> {
+        let outs = JoinAll::new(self.guards.iter().map(|g| g.extend(lease))).await;
+        outs.into_iter().collect::<LockResult<Vec<()>>>().map(drop)
     }
 
     /// Releases every member (in reverse order). Every member is released

@@ -255,8 +255,9 @@ pub(super) async fn acquire_redlock(
     };
     // Dropped on a signal: member holds taken are released in the
     // background, replies in flight settled when they come.
+    let handle = redlock.lock(&a.name);
     let acquired = tokio::select! {
-        r = redlock.try_acquire(&a.name, a.remaining(), a.lease) => Ok(r),
+        r = handle.try_acquire(a.remaining(), a.lease) => Ok(r),
         stop = signals.recv() => Err(stop),
     };
     match acquired {

@@ -65,8 +65,14 @@ pub(crate) fn force_keys(name: &str) -> (String, String) {
     (n.timeouts.to_string(), n.channel)
 }
 
+/// A permit count as the scripts' signed delta: `u64` counts past
+/// `i64::MAX` are capped (no server holds more).
+pub(super) fn signed(permits: u64) -> i64 {
+    i64::try_from(permits).unwrap_or(i64::MAX)
+}
+
 /// The calls both semaphores make on their counter (the name, set, add,
-/// count, drain), written once: each type gives its constructor and a name
+/// reduce, count, drain), written once: each type gives its constructor and a name
 /// for the examples, and its own words for what each call does.
 macro_rules! count_methods {
     (
@@ -74,6 +80,7 @@ macro_rules! count_methods {
         name: $name:literal,
         set: $set:literal,
         add: $add:literal,
+        reduce: $reduce:literal,
         available: $available:literal,
         drain: $drain:literal $(,)?
     ) => {
@@ -122,8 +129,27 @@ macro_rules! count_methods {
         ///
         /// # Cancel safety
         /// Cancel safe; a cancelled call may still have added them.
-        pub async fn add_permits(&self, delta: i64) -> LockResult<i64> {
-            self.c.change(delta).await
+        pub async fn add_permits(&self, permits: u64) -> LockResult<i64> {
+            self.c.change(super::counter::signed(permits)).await
+        }
+
+        #[doc = $reduce]
+        ///
+        /// ```no_run
+        /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+        #[doc = concat!("let now = locks.", $ctor, "(\"", $name, "\").reduce_permits(1).await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// [`LockError::WrongType`](crate::LockError::WrongType) when the
+        /// key holds something else than a count (the name reused by another
+        /// type); [`LockError::Client`](crate::LockError::Client).
+        ///
+        /// # Cancel safety
+        /// Cancel safe; a cancelled call may still have removed them.
+        pub async fn reduce_permits(&self, permits: u64) -> LockResult<i64> {
+            self.c.change(-super::counter::signed(permits)).await
         }
 
         #[doc = $available]
@@ -160,8 +186,10 @@ macro_rules! count_methods {
         ///
         /// # Cancel safety
         /// Cancel safe; a cancelled call may still have drained.
-        pub async fn drain(&self) -> LockResult<i64> {
-            self.c.drain(false).await
+        pub async fn drain(&self) -> LockResult<u64> {
+            // A count below zero is set to 0 as well (Redisson's
+            // drainPermits), but no permit was taken then.
+            Ok(self.c.drain(false).await?.max(0).unsigned_abs())
         }
     };
 }
@@ -354,6 +382,24 @@ impl Counter {
             )
             .await?;
         self.count_or_wrong_type(&reply).await
+    }
+}
+
+/// Gives `permits` back to the pool by count (a plain semaphore's release),
+/// returning the permits available after. Retried, as [`release_ids`] is,
+/// only while it surely did not run: a count given twice would create a
+/// permit.
+pub(super) async fn give_back(c: &Counter, permits: u64) -> LockResult<i64> {
+    let until = Instant::now() + c.inner.config.attempt_timeout.max(Duration::from_secs(1));
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match c.change(signed(permits)).await {
+            Err(LockError::Client(e)) if retriable(&e) && Instant::now() + pause < until => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            other => return other,
+        }
     }
 }
 

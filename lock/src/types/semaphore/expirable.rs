@@ -30,7 +30,7 @@ use super::permit_id::PermitId;
 /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
 /// let sem = locks.expirable_semaphore("render-slots");
 /// sem.try_set_permits(4).await?;
-/// let permits = sem.acquire(1, None).await?; // renewed while held
+/// let permits = sem.acquire(1).await?; // renewed while held
 /// println!("holding {:?}", permits.ids());
 /// permits.release().await?;
 /// # Ok(()) }
@@ -64,20 +64,26 @@ impl ExpirableSemaphore {
         name: "render-slots",
         set: "Sets the available permits when the semaphore does not exist yet;
     `true` when set.",
-        add: "Adds `delta` available permits (negative: removes), keeping the
-    key's expiry; returns the available permits after.",
+        add: "Adds `permits` available permits, keeping the key's expiry; returns
+the available permits after (negative while a reduction below zero is not
+made up).",
+        reduce: "Removes `permits` available permits, even below zero (Redisson's
+`reducePermits`; leased permits stay out until released or expired).
+Returns the available permits after, which may be negative.",
         available: "Permits available now, after expired ones went back to the pool.",
         drain: "Takes every available permit (after expired ones went back); returns
 how many. They are not leased: they come back only by
 [`add_permits`](Self::add_permits).",
     }
 
-    /// Waits as long as it takes for `permits` leased permits; `lease:
-    /// None` renews them through the watchdog while the guard lives.
+    /// Waits as long as it takes for `permits` leased permits, renewed by
+    /// the watchdog while the guard lives (as a lock's `acquire()` holds
+    /// under the watchdog). For a fixed lease, use
+    /// [`try_acquire`](Self::try_acquire) with `Some(lease)`.
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let g = locks.expirable_semaphore("render-slots").acquire(2, None).await?;
+    /// let g = locks.expirable_semaphore("render-slots").acquire(2).await?;
     /// g.release().await?;
     /// # Ok(()) }
     /// ```
@@ -87,11 +93,11 @@ how many. They are not leased: they come back only by
     ///
     /// # Cancel safety
     /// See [`try_acquire`](Self::try_acquire).
-    pub async fn acquire(&self, permits: u64, lease: Option<Duration>) -> LockResult<PermitGuard> {
+    pub async fn acquire(&self, permits: u64) -> LockResult<PermitGuard> {
         loop {
             // A day per round keeps the deadline arithmetic finite.
             if let Some(g) = self
-                .try_acquire(permits, Duration::from_secs(86_400), lease)
+                .try_acquire(permits, Duration::from_secs(86_400), None)
                 .await?
             {
                 return Ok(g);

@@ -1,7 +1,8 @@
 //! Semaphores in Redisson's layouts: [`Semaphore`] (`RSemaphore`: one
 //! string, the available permits) and [`ExpirableSemaphore`]
 //! (`RPermitExpirableSemaphore`: the same string plus a zset of leased
-//! permit ids), with [`PermitGuard`] for the leased permits.
+//! permit ids), with their guards: [`SemaphorePermits`] for plain permits
+//! (given back on drop), [`PermitGuard`] for the leased ones.
 //!
 //! Waiting is the locks' (`wake.rs`): subscribe to `redisson_sc:{name}`
 //! (every release publishes the new count), try again on a message, a gap,
@@ -26,6 +27,7 @@ mod expirable;
 mod inspect;
 mod permit_guard;
 mod permit_id;
+mod permits;
 mod plain;
 
 pub(crate) use counter::force_keys;
@@ -36,6 +38,7 @@ pub use expirable::ExpirableSemaphore;
 pub(crate) use inspect::permits as inspect_permits;
 pub use permit_guard::PermitGuard;
 pub use permit_id::{BadPermitId, PermitId};
+pub use permits::SemaphorePermits;
 pub use plain::Semaphore;
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use super::permit_id::PermitId;
 ///
 /// ```no_run
 /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-/// let g = locks.expirable_semaphore("render-slots").acquire(1, None).await?;
+/// let g = locks.expirable_semaphore("render-slots").acquire(1).await?;
 /// tokio::select! {
 ///     why = g.lost() => eprintln!("permit lost: {why:?}; stop"),
 ///     () = async { /* work under the permit */ } => {}
@@ -56,7 +56,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let g = locks.expirable_semaphore("render-slots").acquire(2, None).await?;
+    /// let g = locks.expirable_semaphore("render-slots").acquire(2).await?;
     /// assert_eq!(g.ids().len(), 2);
     /// g.release().await?;
     /// # Ok(()) }
@@ -72,9 +72,10 @@ impl PermitGuard {
     /// use std::time::Duration;
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
     /// let sem = locks.expirable_semaphore("render-slots");
-    /// let g = sem.acquire(1, Some(Duration::from_secs(60))).await?;
-    /// assert_eq!(g.lease(), Duration::from_secs(60));
-    /// g.release().await?;
+    /// if let Some(g) = sem.try_acquire(1, Duration::from_secs(5), Some(Duration::from_secs(60))).await? {
+    ///     assert_eq!(g.lease(), Duration::from_secs(60));
+    ///     g.release().await?;
+    /// }
     /// # Ok(()) }
     /// ```
     pub fn lease(&self) -> Duration {
@@ -89,7 +90,7 @@ impl PermitGuard {
     /// use std::time::Duration;
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
     /// let sem = locks.expirable_semaphore("render-slots");
-    /// let g = sem.acquire(1, Some(Duration::from_millis(200))).await?;
+    /// let Some(g) = sem.try_acquire(1, Duration::from_secs(5), Some(Duration::from_millis(200))).await? else { return Ok(()) };
     /// g.lost().await; // the fixed lease runs out
     /// assert!(g.is_lost());
     /// # Ok(()) }
@@ -106,7 +107,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let g = locks.expirable_semaphore("render-slots").acquire(1, None).await?;
+    /// let g = locks.expirable_semaphore("render-slots").acquire(1).await?;
     /// assert!(!g.is_lost());
     /// g.release().await?;
     /// # Ok(()) }
@@ -120,7 +121,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let g = locks.expirable_semaphore("render-slots").acquire(1, None).await?;
+    /// let g = locks.expirable_semaphore("render-slots").acquire(1).await?;
     /// assert!(g.remaining_lease().is_some());
     /// g.release().await?;
     /// # Ok(()) }
@@ -136,27 +137,39 @@ impl PermitGuard {
         )
     }
 
-    /// Extends the permits: each now expires at least `lease` from the
-    /// server's now (never sooner than it did), and the local deadline
-    /// moves with it. For fixed-lease permits that need longer.
+    /// Extends fixed-lease permits: each now expires at least `lease` from
+    /// the server's now (never sooner than it did), and the local deadline
+    /// moves with it. Permits under the watchdog are refused
+    /// ([`LockError::WatchdogLease`]): they are renewed already, and a
+    /// longer lease would become the watchdog's for every later renewal, so
+    /// a crashed holder would keep them that long.
     ///
     /// ```no_run
     /// use std::time::Duration;
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
     /// let sem = locks.expirable_semaphore("render-slots");
-    /// let g = sem.acquire(1, Some(Duration::from_secs(10))).await?;
+    /// let Some(g) = sem.try_acquire(1, Duration::from_secs(5), Some(Duration::from_secs(10))).await? else { return Ok(()) };
     /// g.extend(Duration::from_secs(60)).await?;
     /// g.release().await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Expired`] when a permit is gone or had expired (the
-    /// loss signal fires); [`LockError::Client`].
+    /// [`LockError::Expired`] when the permits were lost already, or a
+    /// permit is found gone or expired (the loss signal fires);
+    /// [`LockError::WatchdogLease`] for permits under the watchdog (nothing
+    /// sent); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have extended.
     pub async fn extend(&self, lease: Duration) -> LockResult<()> {
+        let name = || self.c.names.key.to_string();
+        if self.done || self.hold.is_lost() {
+            return Err(LockError::Expired { name: name() });
+        }
+        if self.renew {
+            return Err(LockError::WatchdogLease { name: name() });
+        }
         let lease = clamp_span(lease);
         let c = &self.c;
         let ids = &**self.hold.key.owner();
@@ -186,7 +199,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// locks.expirable_semaphore("render-slots").acquire(1, None).await?.release().await?;
+    /// locks.expirable_semaphore("render-slots").acquire(1).await?.release().await?;
     /// # Ok(()) }
     /// ```
     ///

@@ -10,8 +10,10 @@ use crate::scripts::SEMAPHORE_ACQUIRE;
 use crate::shape::wrong_type;
 
 use super::counter::{
-    bound, count_methods, sem_reply, wait_deadline, wait_for, Counter, SemNames, SemReply, Try,
+    bound, count_methods, sem_reply, signed, wait_deadline, wait_for, Counter, SemNames, SemReply,
+    Try,
 };
+use super::permits::SemaphorePermits;
 
 /// A semaphore in Redisson's `RSemaphore` layout: the key named after it
 /// holds the available permits; releases publish the new count on
@@ -19,14 +21,24 @@ use super::counter::{
 /// never gives its permits back (see [`ExpirableSemaphore`](crate::ExpirableSemaphore) for permits
 /// that come back by themselves).
 ///
+/// Two ways to take permits:
+/// - guarded, [`acquire`](Self::acquire) / [`try_acquire`](Self::try_acquire):
+///   a [`SemaphorePermits`] that gives them back when dropped (an early
+///   return or a `?` cannot leak them) or by its
+///   [`release`](SemaphorePermits::release), which reports errors;
+/// - raw, Redisson's way, [`acquire_raw`](Self::acquire_raw) /
+///   [`try_acquire_raw`](Self::try_acquire_raw) and
+///   [`release`](Self::release): nothing gives them back but a `release`,
+///   which anyone may call, in this process or another.
+///
 /// ```no_run
 /// use std::time::Duration;
 /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
 /// let sem = locks.semaphore("downloads");
 /// sem.try_set_permits(3).await?; // only when not set yet
-/// if sem.try_acquire(1, Duration::from_secs(5)).await? {
-///     // … one of at most three …
-///     sem.release(1).await?;
+/// if let Some(permit) = sem.try_acquire(1, Duration::from_secs(5)).await? {
+///     // … one of at most three; a `?` here gives the permit back …
+///     permit.release().await?;
 /// }
 /// # Ok(()) }
 /// ```
@@ -59,15 +71,26 @@ impl Semaphore {
         name: "downloads",
         set: "Sets the permits when the semaphore does not exist yet; `true` when
     set (the count is published), `false` when it existed (unchanged).",
-        add: "Adds `delta` permits (negative: takes them away, even below zero),
-keeping the key's expiry (Redisson's `addPermits` drops it). Returns
-the permits available after; waiters are told.",
-        available: "Permits available now (0 when the semaphore does not exist).",
-        drain: "Takes every available permit at once; returns how many.",
+        add: "Adds `permits` permits, keeping the key's expiry (Redisson's
+`addPermits` drops it). Returns the permits available after (negative
+while a [`reduce_permits`](Self::reduce_permits) below zero is not made
+up); waiters are told.",
+        reduce: "Takes `permits` permits away, even below zero (Redisson's
+`reducePermits`): acquires then wait until releases bring the count back
+above what they ask. Returns the permits available after, which may be
+negative; the key's expiry is kept.",
+        available: "Permits available now (0 when the semaphore does not exist; negative
+    after a [`reduce_permits`](Self::reduce_permits) below zero).",
+        drain: "Takes every available permit at once; returns how many (0 when the count
+    was zero or below, which is then set to 0, as Redisson's `drainPermits` does).",
     }
 
     /// Gives `permits` back and tells waiters; returns the permits
-    /// available after. (Anyone may release: permits have no owner.)
+    /// available after (negative while a reduction below zero is not made
+    /// up). The raw release, for permits taken with
+    /// [`acquire_raw`](Self::acquire_raw) (anyone may release, in any
+    /// process: permits have no owner). A [`SemaphorePermits`] guard
+    /// releases its own.
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
@@ -82,18 +105,16 @@ the permits available after; waiters are told.",
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
     pub async fn release(&self, permits: u64) -> LockResult<i64> {
-        self.c
-            .change(i64::try_from(permits).unwrap_or(i64::MAX))
-            .await
+        self.c.change(signed(permits)).await
     }
 
-    /// Waits as long as it takes for `permits`.
+    /// Waits as long as it takes for `permits`, and hands them out under a
+    /// guard that gives them back when dropped.
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
-    /// let sem = locks.semaphore("downloads");
-    /// sem.acquire(1).await?;
-    /// sem.release(1).await?;
+    /// let permits = locks.semaphore("downloads").acquire(1).await?;
+    /// permits.release().await?;
     /// # Ok(()) }
     /// ```
     ///
@@ -102,17 +123,72 @@ the permits available after; waiters are told.",
     ///
     /// # Cancel safety
     /// See [`try_acquire`](Self::try_acquire).
-    pub async fn acquire(&self, permits: u64) -> LockResult<()> {
-        self.wait(permits, None).await.map(drop)
+    pub async fn acquire(&self, permits: u64) -> LockResult<SemaphorePermits> {
+        self.acquire_raw(permits).await?;
+        Ok(SemaphorePermits::new(self.c.clone(), permits))
     }
 
-    /// Tries for up to `wait` to take `permits`; `false` when not in time.
+    /// Tries for up to `wait` to take `permits`; `Ok(None)` when not in
+    /// time. Plain permits have no lease (nothing expires them), so there
+    /// is no `lease` argument: a holder that dies keeps them for good (use
+    /// an [`ExpirableSemaphore`](crate::ExpirableSemaphore) for that).
     ///
     /// ```no_run
     /// use std::time::Duration;
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
     /// let sem = locks.semaphore("downloads");
-    /// if sem.try_acquire(2, Duration::from_secs(1)).await? {
+    /// if let Some(permits) = sem.try_acquire(2, Duration::from_secs(1)).await? {
+    ///     permits.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire_raw`](Self::try_acquire_raw).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire_raw`](Self::try_acquire_raw).
+    pub async fn try_acquire(
+        &self,
+        permits: u64,
+        wait: Duration,
+    ) -> LockResult<Option<SemaphorePermits>> {
+        Ok(self
+            .try_acquire_raw(permits, wait)
+            .await?
+            .then(|| SemaphorePermits::new(self.c.clone(), permits)))
+    }
+
+    /// Waits as long as it takes for `permits`, without a guard (Redisson's
+    /// `acquire`): they stay taken until someone calls
+    /// [`release`](Self::release), here or in another process.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.semaphore("downloads");
+    /// sem.acquire_raw(1).await?;
+    /// sem.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire_raw`](Self::try_acquire_raw).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire_raw`](Self::try_acquire_raw).
+    pub async fn acquire_raw(&self, permits: u64) -> LockResult<()> {
+        self.wait(permits, None).await.map(drop)
+    }
+
+    /// Tries for up to `wait` to take `permits` without a guard (Redisson's
+    /// `tryAcquire`); `false` when not in time. Give them back with
+    /// [`release`](Self::release).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let sem = locks.semaphore("downloads");
+    /// if sem.try_acquire_raw(2, Duration::from_secs(1)).await? {
     ///     sem.release(2).await?;
     /// }
     /// # Ok(()) }
@@ -127,7 +203,7 @@ the permits available after; waiters are told.",
     /// # Cancel safety
     /// Cancel safe: permits taken by an attempt whose reply comes after the
     /// caller left are given back in the background.
-    pub async fn try_acquire(&self, permits: u64, wait: Duration) -> LockResult<bool> {
+    pub async fn try_acquire_raw(&self, permits: u64, wait: Duration) -> LockResult<bool> {
         Ok(self.wait(permits, wait_deadline(wait)).await?.is_some())
     }
 
@@ -151,7 +227,7 @@ the permits available after; waiters are told.",
                     if let Ok(rt) = tokio::runtime::Handle::try_current() {
                         let c = c.clone();
                         rt.spawn(async move {
-                            let _ = c.change(i64::try_from(permits).unwrap_or(i64::MAX)).await;
+                            let _ = c.change(signed(permits)).await;
                         });
                     }
                 }

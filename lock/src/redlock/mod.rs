@@ -34,8 +34,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod guard;
+
+use guard::{nanos_of, validity};
+pub use guard::{RedLockGuard, DRIFT_FLOOR, DRIFT_PERMILLE};
+
 use crate::error::{LockError, LockResult};
-use crate::lease::LossReason;
 use crate::lock::{
     hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockGuard, LockKind,
     Tokens, Waiting, HASH_LEASE,
@@ -43,14 +47,8 @@ use crate::lock::{
 use crate::locks::Locks;
 use crate::names::LockNames;
 use crate::scripts::{REENTRANT_RELEASE, UNFENCED_ACQUIRE};
-use crate::span::clamp_span;
-use crate::types::losses::{JoinAll, Losses};
+use crate::types::losses::JoinAll;
 
-/// Parts per thousand of the lease allowed for clock drift between the
-/// masters and this process (the RedLock paper's 0.01).
-pub const DRIFT_PERMILLE: u32 = 10;
-/// Drift allowed on top, for the resolution of the masters' expiry timers.
-pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 /// Default bound of one master's attempt (see [`RedLock::node_timeout`]).
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Longest random pause between two rounds of a waiting acquire.
@@ -102,7 +100,8 @@ static UNFENCED: LockKind = LockKind {
 /// let redlock = RedLock::connect(&[
 ///     "redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379",
 /// ]).await?;
-/// if let Some(guard) = redlock.try_acquire("payouts", Duration::from_secs(5), None).await? {
+/// let payouts = redlock.lock("payouts");
+/// if let Some(guard) = payouts.try_acquire(Duration::from_secs(5), None).await? {
 ///     // … valid for guard.validity() at most unless renewed …
 ///     guard.unlock().await?;
 /// }
@@ -193,58 +192,26 @@ impl RedLock {
         self.nodes.len()
     }
 
-    /// Waits as long as it takes (in rounds), under each master's watchdog.
+    /// The RedLock's handle on one lock name, as [`Locks::lock`] is a
+    /// deployment's: [`acquire`](RedLockHandle::acquire) and
+    /// [`try_acquire`](RedLockHandle::try_acquire) on it. Cheap: nothing is
+    /// sent until an acquire.
     ///
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// r.acquire("payouts").await?.unlock().await?;
+    /// let payouts = r.lock("payouts");
+    /// assert_eq!(payouts.name(), "payouts");
+    /// payouts.acquire().await?.unlock().await?;
     /// # Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    /// See [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Cancel safety
-    /// See [`try_acquire`](Self::try_acquire).
-    pub async fn acquire(&self, name: &str) -> LockResult<RedLockGuard> {
-        loop {
-            if let Some(g) = self
-                .try_acquire(name, Duration::from_secs(86_400), None)
-                .await?
-            {
-                return Ok(g);
-            }
+    pub fn lock(&self, name: &str) -> RedLockHandle {
+        RedLockHandle {
+            redlock: self.clone(),
+            name: Arc::from(name),
         }
     }
 
-    /// Tries for up to `wait`: rounds of asking every master in parallel,
-    /// each round released everywhere when it falls short, a random pause
-    /// between rounds. `lease: None` keeps each master's hold under its
-    /// watchdog; `Some(d)` holds for `d`. `Ok(None)` when no round reached
-    /// a quorum in time.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// if let Some(g) = r.try_acquire("payouts", Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
-    ///     g.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::Quorum`] when fewer than a quorum of masters answered at
-    /// all in the last round (errors or timeouts, not a held lock): the
-    /// lock cannot be had until they are back. Nothing is left held.
-    /// [`LockError::WrongType`] at once when so many masters hold something
-    /// else than a lock at the name (a list, a string) that no quorum can
-    /// form.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropped mid-round, member holds taken are released in
-    /// the background (guards dropped; replies in flight settled by their
-    /// finishers).
-    pub async fn try_acquire(
+    async fn try_acquire_name(
         &self,
         name: &str,
         wait: Duration,
@@ -339,7 +306,8 @@ impl RedLock {
                     members,
                     quorum: self.quorum(),
                     masters: self.nodes.len(),
-                    valid_until: started.checked_add(validity).unwrap_or(started),
+                    started,
+                    valid_for: AtomicU64::new(nanos_of(validity)),
                     node_timeout: self.node_timeout,
                 });
             }
@@ -366,20 +334,117 @@ impl RedLock {
     /// time the round took and the clock drift allowance; `None` when
     /// nothing is left.
     fn validity(&self, lease: Option<Duration>, started: Instant) -> Option<Duration> {
-        let lease_d = clamp_span(lease.unwrap_or_else(|| {
+        let lease_d = lease.unwrap_or_else(|| {
             self.nodes
                 .iter()
                 .map(|l| l.config().watchdog_timeout)
                 .min()
                 .unwrap_or_default()
-        }));
-        let drift = (lease_d / 1000)
-            .checked_mul(DRIFT_PERMILLE)
-            .unwrap_or(lease_d)
-            + DRIFT_FLOOR;
-        lease_d
-            .checked_sub(started.elapsed())
-            .and_then(|v| v.checked_sub(drift))
+        });
+        validity(lease_d, started)
+    }
+}
+
+/// A [`RedLock`]'s handle on one lock name ([`RedLock::lock`]): the same
+/// calls as a [`Lock`](crate::Lock)'s, over a quorum of masters.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+/// let payouts = r.lock("payouts");
+/// if let Some(g) = payouts.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+///     g.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedLockHandle {
+    redlock: RedLock,
+    name: Arc<str>,
+}
+
+impl RedLockHandle {
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// assert_eq!(r.lock("payouts").name(), "payouts");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The RedLock this handle asks.
+    ///
+    /// ```no_run
+    /// # fn demo(r: keylatch_lock::RedLock) {
+    /// assert_eq!(r.lock("payouts").redlock().quorum(), r.quorum());
+    /// # }
+    /// ```
+    pub fn redlock(&self) -> &RedLock {
+        &self.redlock
+    }
+
+    /// Waits as long as it takes (in rounds), under each master's watchdog.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// r.lock("payouts").acquire().await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// See [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    /// See [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self) -> LockResult<RedLockGuard> {
+        loop {
+            if let Some(g) = self
+                .redlock
+                .try_acquire_name(&self.name, Duration::from_secs(86_400), None)
+                .await?
+            {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// Tries for up to `wait`: rounds of asking every master in parallel,
+    /// each round released everywhere when it falls short, a random pause
+    /// between rounds. `lease: None` keeps each master's hold under its
+    /// watchdog; `Some(d)` holds for `d`. `Ok(None)` when no round reached
+    /// a quorum in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let payouts = r.lock("payouts");
+    /// if let Some(g) = payouts.try_acquire(Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     g.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Quorum`] when fewer than a quorum of masters answered at
+    /// all in the last round (errors or timeouts, not a held lock): the
+    /// lock cannot be had until they are back. Nothing is left held.
+    /// [`LockError::WrongType`] at once when so many masters hold something
+    /// else than a lock at the name (a list, a string) that no quorum can
+    /// form.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped mid-round, member holds taken are released in
+    /// the background (guards dropped; replies in flight settled by their
+    /// finishers).
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> LockResult<Option<RedLockGuard>> {
+        self.redlock.try_acquire_name(&self.name, wait, lease).await
     }
 }
 
@@ -390,148 +455,4 @@ enum Round {
     Short {
         answered: usize,
     },
-}
-
-/// A RedLock held by a quorum of masters. Dropping it releases every
-/// member in the background.
-///
-/// ```no_run
-/// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-/// let g = r.acquire("payouts").await?;
-/// tokio::select! {
-///     why = g.lost() => eprintln!("quorum lost: {why:?}"),
-///     () = async { /* work */ } => {}
-/// }
-/// g.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "dropping a RedLock guard releases it in the background"]
-#[derive(Debug)]
-pub struct RedLockGuard {
-    members: Vec<LockGuard>,
-    quorum: usize,
-    masters: usize,
-    /// The validity the acquire computed (start + lease − elapsed − drift).
-    valid_until: Instant,
-    /// How long one master's release is waited for.
-    node_timeout: Duration,
-}
-
-impl RedLockGuard {
-    /// How many masters hold it now (by their holds' loss signals and
-    /// local deadlines).
-    ///
-    /// ```no_run
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
-    /// assert!(g.holding() >= r.quorum());
-    /// g.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn holding(&self) -> usize {
-        self.members.iter().filter(|g| !g.is_lost()).count()
-    }
-
-    /// What the acquire's validity left, from now: lease − elapsed − drift
-    /// at acquire time, not extended by renewals (for a fixed lease, the
-    /// time the lock is surely held).
-    ///
-    /// ```no_run
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.try_acquire("payouts", std::time::Duration::ZERO, Some(std::time::Duration::from_secs(10))).await?;
-    /// if let Some(g) = g { println!("valid for {:?}", g.validity()); }
-    /// # Ok(()) }
-    /// ```
-    pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
-    }
-
-    /// Whether fewer than a quorum of masters hold it now.
-    ///
-    /// ```no_run
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
-    /// assert!(!g.is_lost());
-    /// g.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.holding() < self.quorum
-    }
-
-    /// Resolves once fewer than a quorum of masters hold it (renewals that
-    /// no longer reach a quorum, deadlines passed, keys deleted).
-    ///
-    /// ```no_run
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
-    /// let lost = g.lost();
-    /// g.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
-        // Lost once more members are gone than the quorum can spare.
-        let spare = self.members.len().saturating_sub(self.quorum);
-        let signals = self
-            .members
-            .iter()
-            .map(|g| Box::pin(g.lost()) as _)
-            .collect();
-        Losses::new(signals, spare + 1)
-    }
-
-    /// Masters the RedLock counts.
-    ///
-    /// ```no_run
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// let g = r.acquire("payouts").await?;
-    /// assert_eq!(g.masters(), r.masters());
-    /// g.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn masters(&self) -> usize {
-        self.masters
-    }
-
-    /// Releases it on every master that holds it (in parallel).
-    ///
-    /// ```no_run
-    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
-    /// r.acquire("payouts").await?.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`LockError::Expired`] when fewer than a quorum still held it (it
-    /// was lost before the release); the members are released anyway.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: members not released yet are released in the
-    /// background.
-    pub async fn unlock(self) -> LockResult<()> {
-        let lost = self.is_lost();
-        let name = self
-            .members
-            .first()
-            .map(|g| g.lock().name().to_owned())
-            .unwrap_or_default();
-        // Every member at once, each waited for at most the node timeout (a
-        // paused master must not hold the caller for a lease); a release
-        // not answered in time still goes out (written once queued), and
-        // the lease ends it otherwise.
-        let t = self.node_timeout;
-        let _ = JoinAll::new(
-            self.members
-                .into_iter()
-                .map(|g| tokio::time::timeout(t, g.unlock())),
-        )
-        .await;
-        if lost {
-            return Err(LockError::Expired { name });
-        }
-        Ok(())
-    }
 }
