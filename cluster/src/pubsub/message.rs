@@ -68,6 +68,8 @@ impl SubscriptionKind {
 ///         // Messages may have been lost: re-read whatever state they announce.
 ///         Event::Gap => {}
 ///         Event::Lagged(n) => eprintln!("{n} messages dropped: this listener is too slow"),
+///         // `Event` is non-exhaustive: later versions may add kinds.
+///         _ => {}
 ///     }
 /// }
 /// # handle(Event::Gap);

@@ -273,6 +273,7 @@ impl Subscription {
     /// match sub.recv().await {
     ///     Some(Event::Message { payload, .. }) => println!("{payload:?}"),
     ///     Some(Event::Gap | Event::Lagged(_)) => { /* re-check state */ }
+    ///     Some(_) => { /* a kind added later */ }
     ///     None => { /* no more events: fall back to polling */ }
     /// }
     /// # }
