@@ -39,7 +39,9 @@ pub(crate) async fn reconnect<T>(
     mut meanwhile: impl FnMut(T),
     mut on_failure: impl FnMut(),
 ) -> Option<Established> {
+    let mut attempts: u32 = 0;
     loop {
+        attempts = attempts.saturating_add(1);
         let attempt = establish(config);
         tokio::pin!(attempt);
         let outcome = loop {
@@ -53,7 +55,12 @@ pub(crate) async fn reconnect<T>(
             return Some(io);
         }
         on_failure();
-        let sleep = tokio::time::sleep(backoff.next_delay());
+        // `establish` logged why this attempt failed (warn); this says
+        // when the next one comes.
+        let delay = backoff.next_delay();
+        tracing::debug!(node = %config.addr(), attempt = attempts, retry_in = ?delay,
+            "reconnect attempt failed; retrying");
+        let sleep = tokio::time::sleep(delay);
         tokio::pin!(sleep);
         loop {
             tokio::select! {

@@ -38,6 +38,18 @@ impl Script {
         }
     }
 
+    /// The event of a `NOSCRIPT` reload: the node lost its script cache (a
+    /// restart, a failover, `SCRIPT FLUSH`), so the script is loaded again
+    /// and the command resent. Rare, and an operator wants to see it.
+    pub(crate) fn log_reload(&self, node: Option<&str>) {
+        tracing::info!(
+            script = self.name(),
+            sha1 = self.sha1(),
+            node = node.unwrap_or("?"),
+            "NOSCRIPT: loading the script again"
+        );
+    }
+
     /// The script's name.
     ///
     /// ```

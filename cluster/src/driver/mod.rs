@@ -176,8 +176,28 @@ impl Driver {
             self.shared.set_connected(None);
             self.shared.stalled.store(false, Ordering::Relaxed);
             match exit {
-                Exit::Done => return,
-                Exit::Failed(e) => conn.fail_all(&e),
+                Exit::Done => {
+                    tracing::debug!(node = %self.shared.config.addr(),
+                        "connection closed: every handle dropped");
+                    return;
+                }
+                Exit::Failed(e) => {
+                    // Why the old connection died, and what it cost: the
+                    // requests written and unanswered fail with `e`.
+                    let reason = if conn.demoted {
+                        "READONLY reply: the node was demoted to replica"
+                    } else {
+                        why_lost(&e)
+                    };
+                    tracing::warn!(
+                        node = %self.shared.config.addr(),
+                        reason,
+                        error = %e,
+                        pending = conn.pending.iter().filter(|p| p.tx.is_some()).count(),
+                        "connection lost; reconnecting"
+                    );
+                    conn.fail_all(&e);
+                }
             }
             timer = Some(conn.timer);
         }
@@ -205,8 +225,22 @@ impl Driver {
             || {},
         )
         .await?;
-        self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
+        let n = self.shared.reconnects.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::info!(node = %self.shared.config.addr(), reconnects = n, "reconnected");
         Some(io)
+    }
+}
+
+/// Why a connection was given up, in words for the `connection lost` event
+/// (the error itself goes beside it).
+fn why_lost(e: &Error) -> &'static str {
+    match e {
+        Error::ConnectionClosed => "the server closed the connection",
+        Error::Io(_) => "socket error",
+        Error::Protocol(_) => "the server sent invalid RESP",
+        Error::Timeout => "the node stopped answering",
+        Error::UnexpectedReply(_) => "a reply nobody asked for",
+        _ => "connection failed",
     }
 }
 
@@ -464,8 +498,11 @@ impl Connected {
                         h.read();
                     }
                     if self.stalled {
+                        // Only on the stalled → answering change, never per read.
                         self.stalled = false;
                         self.shared.stalled.store(false, Ordering::Relaxed);
+                        tracing::info!(node = %self.shared.config.addr(),
+                            "node answering again");
                     }
                 }
                 Poll::Ready(Err(e)) => return Err(Error::io(e)),

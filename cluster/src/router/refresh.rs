@@ -42,6 +42,9 @@ impl Router {
             None => Err(Error::ConnectionClosed),
         };
         *last_done = Instant::now();
+        if let Err(e) = &result {
+            tracing::warn!(error = %e, "cluster topology refresh failed: no node answered with slots");
+        }
         self.install(result?);
         Ok(())
     }
