@@ -429,3 +429,52 @@ fn no_event_carries_a_password() {
         }
     });
 }
+
+#[test]
+fn a_cluster_logs_its_topology_a_redirect_and_the_change() {
+    let cluster = keylatch_harness::RedisCluster::builder()
+        .masters(3)
+        .replicas(0)
+        .start()
+        .unwrap();
+    let capture = Capture::default();
+    run(&capture, || async {
+        let client = common::client_for(&cluster).await;
+        let first = capture
+            .wait_for("cluster topology changed", |e| e.field("masters") == Some("3"))
+            .await;
+        assert_eq!(first.level, Level::INFO, "{}", first.line());
+        assert_eq!(first.field("slots"), Some("16384"), "{}", first.line());
+
+        // Give an empty slot to another master behind the client's back:
+        // the next command on it meets MOVED.
+        let key = keylatch_harness::RedisCluster::key_for_slot(1234);
+        let from = cluster.master_for_slot(1234);
+        let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
+        let id = cluster.node(to).node_id().to_owned();
+        for m in cluster.masters() {
+            let out = cluster
+                .node(m)
+                .cli(&["CLUSTER", "SETSLOT", "1234", "NODE", &id])
+                .unwrap();
+            assert_eq!(out.trim(), "OK");
+        }
+        Soon::new(Duration::from_secs(10), Duration::from_millis(50))
+            .until(|| async { client.set(&key, "v").await.map_err(|e| e.to_string()) })
+            .await;
+        let moved = capture
+            .wait_for("redirected", |e| e.field("redirect") == Some("MOVED"))
+            .await;
+        assert_eq!(moved.level, Level::DEBUG, "{}", moved.line());
+        assert_eq!(moved.field("slot"), Some("1234"), "{}", moved.line());
+        let to_addr = format!("127.0.0.1:{}", cluster.node(to).port());
+        assert_eq!(moved.field("to"), Some(to_addr.as_str()), "{}", moved.line());
+        // The MOVED patched the table (debug); the refresh it asked for
+        // finds it already so, or reports the one slot moved.
+        capture
+            .wait_for("slot moved: table patched from MOVED", |e| {
+                e.field("slot") == Some("1234")
+            })
+            .await;
+    });
+}
