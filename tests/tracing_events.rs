@@ -85,7 +85,8 @@ impl Visit for Fields<'_> {
         if field.name() == "message" {
             value.clone_into(self.message);
         } else {
-            self.fields.push((field.name().to_owned(), value.to_owned()));
+            self.fields
+                .push((field.name().to_owned(), value.to_owned()));
         }
     }
 }
@@ -187,12 +188,19 @@ fn connect_logs_address_protocol_and_handshake() {
         assert_eq!(e.field("tls"), Some("false"), "{}", e.line());
 
         // A refused connect says where and why, at warn.
-        let closed = format!("redis://127.0.0.1:{}", keylatch_harness::free_port().unwrap());
+        let closed = format!(
+            "redis://127.0.0.1:{}",
+            keylatch_harness::free_port().unwrap()
+        );
         assert!(Connection::connect(&closed).await.is_err());
         let e = capture.wait_for("connect failed", |_| true).await;
         assert_eq!(e.level, Level::WARN, "{}", e.line());
         assert_eq!(e.field("step"), Some("connect"), "{}", e.line());
-        assert!(e.field("error").is_some_and(|v| !v.is_empty()), "{}", e.line());
+        assert!(
+            e.field("error").is_some_and(|v| !v.is_empty()),
+            "{}",
+            e.line()
+        );
     });
 }
 
@@ -247,8 +255,18 @@ fn a_deleted_lock_key_logs_the_loss_with_its_reason() {
             .wait_for("acquire", |e| e.field("lock") == Some("traced-loss"))
             .await;
         assert_eq!(acquired.level, Level::DEBUG, "{}", acquired.line());
-        assert_eq!(acquired.field("kind"), Some("reentrant"), "{}", acquired.line());
-        assert_eq!(acquired.field("outcome"), Some("acquired"), "{}", acquired.line());
+        assert_eq!(
+            acquired.field("kind"),
+            Some("reentrant"),
+            "{}",
+            acquired.line()
+        );
+        assert_eq!(
+            acquired.field("outcome"),
+            Some("acquired"),
+            "{}",
+            acquired.line()
+        );
         assert!(acquired.field("waited_ms").is_some(), "{}", acquired.line());
         // Past the tracked read's start, so the key is tracked.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -289,7 +307,13 @@ fn renewals_log_one_event_per_round_with_counts() {
         let locks = Locks::new(client, cfg);
         let mut guards = Vec::new();
         for i in 0..5 {
-            guards.push(locks.lock(&format!("traced-renew-{i}")).acquire().await.unwrap());
+            guards.push(
+                locks
+                    .lock(&format!("traced-renew-{i}"))
+                    .acquire()
+                    .await
+                    .unwrap(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let rounds = capture.with_message("renew round");
@@ -351,9 +375,7 @@ fn a_flushed_script_cache_logs_the_reload() {
         server.cli(&["SCRIPT", "FLUSH"]).unwrap();
         lock.acquire().await.unwrap().unlock().await.unwrap();
         let node = format!("127.0.0.1:{}", server.port());
-        let e = capture
-            .wait_for(RELOAD, |_| true)
-            .await;
+        let e = capture.wait_for(RELOAD, |_| true).await;
         assert_eq!(e.level, Level::INFO, "{}", e.line());
         assert_eq!(e.field("node"), Some(node.as_str()), "{}", e.line());
         assert!(
@@ -389,13 +411,21 @@ fn no_event_carries_a_password() {
             .wait_for("connected", |e| e.field("auth") == Some("password"))
             .await;
         assert!(
-            e.field("handshake").is_some_and(|h| h.starts_with("HELLO 3")),
+            e.field("handshake")
+                .is_some_and(|h| h.starts_with("HELLO 3")),
             "{}",
             e.line()
         );
         // A reconnect (handshake again) and a script reload, with credentials.
         admin
-            .send(Cmd::new("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes"))
+            .send(
+                Cmd::new("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .arg("SKIPME")
+                    .arg("yes"),
+            )
             .await
             .unwrap();
         capture.wait_for("reconnected", |_| true).await;
@@ -414,9 +444,7 @@ fn no_event_carries_a_password() {
             })
             .await;
         guard.unlock().await.unwrap();
-        capture
-            .wait_for(RELOAD, |_| true)
-            .await;
+        capture.wait_for(RELOAD, |_| true).await;
 
         let all = capture.all();
         assert!(all.len() > 5, "events captured:\n{}", capture.dump());
@@ -441,7 +469,9 @@ fn a_cluster_logs_its_topology_a_redirect_and_the_change() {
     run(&capture, || async {
         let client = common::client_for(&cluster).await;
         let first = capture
-            .wait_for("cluster topology changed", |e| e.field("masters") == Some("3"))
+            .wait_for("cluster topology changed", |e| {
+                e.field("masters") == Some("3")
+            })
             .await;
         assert_eq!(first.level, Level::INFO, "{}", first.line());
         assert_eq!(first.field("slots"), Some("16384"), "{}", first.line());
@@ -468,7 +498,12 @@ fn a_cluster_logs_its_topology_a_redirect_and_the_change() {
         assert_eq!(moved.level, Level::DEBUG, "{}", moved.line());
         assert_eq!(moved.field("slot"), Some("1234"), "{}", moved.line());
         let to_addr = format!("127.0.0.1:{}", cluster.node(to).port());
-        assert_eq!(moved.field("to"), Some(to_addr.as_str()), "{}", moved.line());
+        assert_eq!(
+            moved.field("to"),
+            Some(to_addr.as_str()),
+            "{}",
+            moved.line()
+        );
         // The MOVED patched the table (debug); the refresh it asked for
         // finds it already so, or reports the one slot moved.
         capture

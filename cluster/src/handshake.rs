@@ -30,19 +30,18 @@ pub(crate) struct Established {
 pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
     let started = std::time::Instant::now();
     let mut step = Step::Connect;
-    let result = match tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg, &mut step))
-        .await
-    {
-        Ok(r) => r,
-        Err(_) => Err(Error::io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!(
-                "connect to {} timed out after {:?}",
-                cfg.addr(),
-                cfg.connect_timeout
-            ),
-        ))),
-    };
+    let result =
+        match tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg, &mut step)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "connect to {} timed out after {:?}",
+                    cfg.addr(),
+                    cfg.connect_timeout
+                ),
+            ))),
+        };
     match &result {
         Ok(io) => tracing::info!(
             node = %cfg.addr(),

@@ -46,8 +46,7 @@ impl Script {
     /// operator wants to see that. The set of (script, node) pairs seen is
     /// touched only here, on the rare `NOSCRIPT` path.
     pub(crate) fn log_reload(&self, node: Option<&str>) {
-        static LOADED: OnceLock<Mutex<HashSet<(&'static str, String)>>> =
-            OnceLock::new();
+        static LOADED: OnceLock<Mutex<HashSet<(&'static str, String)>>> = OnceLock::new();
         let node = node.unwrap_or("?");
         let first = LOADED
             .get_or_init(Mutex::default)
@@ -55,11 +54,19 @@ impl Script {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert((self.name(), node.to_owned()));
         if first {
-            tracing::debug!(script = self.name(), sha1 = self.sha1(), node,
-                "loading the script (first use on this node)");
+            tracing::debug!(
+                script = self.name(),
+                sha1 = self.sha1(),
+                node,
+                "loading the script (first use on this node)"
+            );
         } else {
-            tracing::info!(script = self.name(), sha1 = self.sha1(), node,
-                "NOSCRIPT: the node lost its script cache; loading the script again");
+            tracing::info!(
+                script = self.name(),
+                sha1 = self.sha1(),
+                node,
+                "NOSCRIPT: the node lost its script cache; loading the script again"
+            );
         }
     }
 

@@ -406,8 +406,12 @@ fn log_topology(old: &Table, new: &Table, changed: bool) {
     let covered = new.topo.slots.iter().filter(|&&i| i != NO_NODE).count();
     let replicas: usize = new.topo.shards.iter().map(|s| s.replicas.len()).sum();
     if !changed {
-        tracing::debug!(masters = new.masters.len(), replicas, slots = covered,
-            "cluster topology refreshed: unchanged");
+        tracing::debug!(
+            masters = new.masters.len(),
+            replicas,
+            slots = covered,
+            "cluster topology refreshed: unchanged"
+        );
         return;
     }
     let moved = (0..crate::slot::SLOT_COUNT)
