@@ -28,6 +28,13 @@ pub(crate) struct Established {
 /// went, never a credential), `connect failed` at warn with the step that
 /// failed and why.
 pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
+    establish_logged(cfg, true).await
+}
+
+/// [`establish`], its failure logged at warn only when `warn` (else at
+/// debug): a reconnect loop warns on some attempts, not on every one of
+/// an outage that lasts.
+pub(crate) async fn establish_logged(cfg: &ConnectionConfig, warn: bool) -> Result<Established> {
     let started = std::time::Instant::now();
     let mut step = Step::Connect;
     let result =
@@ -59,7 +66,14 @@ pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
         // The error says what the server or the socket said; the address
         // is host:port only, and no command's arguments (AUTH's password)
         // are ever part of an error.
-        Err(e) => tracing::warn!(
+        Err(e) if warn => tracing::warn!(
+            node = %cfg.addr(),
+            step = step.label(),
+            error = %e,
+            took_ms = elapsed_ms(started),
+            "connect failed"
+        ),
+        Err(e) => tracing::debug!(
             node = %cfg.addr(),
             step = step.label(),
             error = %e,

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::backoff::Backoff;
 use crate::config::ConnectionConfig;
-use crate::handshake::{establish, Established};
+use crate::handshake::{establish_logged, Established};
 
 /// Where a task's work arrives while it has no socket.
 pub(crate) trait Inbox<T> {
@@ -42,7 +42,10 @@ pub(crate) async fn reconnect<T>(
     let mut attempts: u32 = 0;
     loop {
         attempts = attempts.saturating_add(1);
-        let attempt = establish(config);
+        // Attempts 1, 2, 4, 8, … of an outage warn, the others are debug:
+        // a node down for minutes (backoff capped at `reconnect_max`) must
+        // not fill the log, yet it is still said now and then.
+        let attempt = establish_logged(config, attempts.is_power_of_two());
         tokio::pin!(attempt);
         let outcome = loop {
             tokio::select! {
@@ -55,8 +58,8 @@ pub(crate) async fn reconnect<T>(
             return Some(io);
         }
         on_failure();
-        // `establish` logged why this attempt failed (warn); this says
-        // when the next one comes.
+        // `establish_logged` said why this attempt failed; this says when
+        // the next one comes.
         let delay = backoff.next_delay();
         tracing::debug!(node = %config.addr(), attempt = attempts, retry_in = ?delay,
             "reconnect attempt failed; retrying");
