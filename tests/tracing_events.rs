@@ -513,3 +513,35 @@ fn a_cluster_logs_its_topology_a_redirect_and_the_change() {
             .await;
     });
 }
+
+#[test]
+fn an_outage_warns_on_some_reconnect_attempts_not_all() {
+    let mut server = RedisServer::start();
+    let capture = Capture::default();
+    run(&capture, || async {
+        let conn = Connection::connect(&server.url()).await.unwrap();
+        conn.ping().await.unwrap();
+        server.kill();
+        capture
+            .wait_for("connection lost; reconnecting", |_| true)
+            .await;
+        // Backoff 10 ms doubling to 2 s: about 9 attempts in 3 s.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        server.restart().unwrap();
+        capture.wait_for("reconnected", |_| true).await;
+        let failed = capture.with_message("connect failed");
+        let warned = failed.iter().filter(|e| e.level == Level::WARN).count();
+        assert!(
+            warned >= 2 && warned < failed.len(),
+            "{warned} of {} failed attempts at warn:\n{}",
+            failed.len(),
+            capture.dump()
+        );
+        let retries = capture.with_message("reconnect attempt failed; retrying");
+        assert_eq!(retries.len(), failed.len(), "{}", capture.dump());
+        assert!(retries.iter().all(|e| e.level == Level::DEBUG
+            && e.field("attempt").is_some()
+            && e.field("retry_in").is_some()));
+        conn.ping().await.unwrap();
+    });
+}
