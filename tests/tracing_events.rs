@@ -545,3 +545,51 @@ fn an_outage_warns_on_some_reconnect_attempts_not_all() {
         conn.ping().await.unwrap();
     });
 }
+
+#[test]
+fn pubsub_logs_subscribe_the_lost_connection_and_the_resubscribe() {
+    let server = RedisServer::start();
+    let capture = Capture::default();
+    run(&capture, || async {
+        let cfg = keylatch_cluster::ConnectionConfig::from_url(&server.url()).unwrap();
+        let hub =
+            keylatch_cluster::PubSub::connect_with(cfg, keylatch_cluster::PubSubConfig::default())
+                .await
+                .unwrap();
+        let mut subs = Vec::new();
+        for ch in ["traced-a", "traced-b"] {
+            subs.push(hub.subscribe(ch).await.unwrap());
+        }
+        let sub = capture
+            .wait_for("pub/sub", |e| e.field("command") == Some("SUBSCRIBE"))
+            .await;
+        assert_eq!(sub.level, Level::DEBUG, "{}", sub.line());
+        server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
+        let lost = capture
+            .wait_for(
+                "pub/sub connection lost; reconnecting to resubscribe",
+                |_| true,
+            )
+            .await;
+        assert_eq!(lost.level, Level::WARN, "{}", lost.line());
+        assert_eq!(
+            lost.field("reason"),
+            Some("the server closed the connection"),
+            "{}",
+            lost.line()
+        );
+        assert_eq!(lost.field("names"), Some("2"), "{}", lost.line());
+        let back = capture
+            .wait_for("pub/sub reconnected; resubscribing", |_| true)
+            .await;
+        assert_eq!(back.level, Level::INFO, "{}", back.line());
+        assert_eq!(back.field("names"), Some("2"), "{}", back.line());
+        // The resubscribe is one command for both names.
+        capture
+            .wait_for("pub/sub", |e| {
+                e.field("command") == Some("SUBSCRIBE") && e.field("names") == Some("2")
+            })
+            .await;
+        drop(subs);
+    });
+}
