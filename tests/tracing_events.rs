@@ -593,3 +593,42 @@ fn pubsub_logs_subscribe_the_lost_connection_and_the_resubscribe() {
         drop(subs);
     });
 }
+
+#[test]
+fn a_semaphore_acquire_and_a_timed_out_wait_are_logged() {
+    let server = RedisServer::start();
+    let capture = Capture::default();
+    run(&capture, || async {
+        let locks = Locks::connect(&server.url()).await.unwrap();
+        let sem = locks.semaphore("traced-sem");
+        assert!(sem.try_set_permits(1).await.unwrap());
+        sem.acquire(1).await.unwrap();
+        let got = capture
+            .wait_for("acquire", |e| e.field("lock") == Some("traced-sem"))
+            .await;
+        assert_eq!(got.field("kind"), Some("semaphore"), "{}", got.line());
+        assert_eq!(got.field("outcome"), Some("acquired"), "{}", got.line());
+        // No permit left: a 300 ms wait subscribes, then gives up.
+        assert!(!sem
+            .try_acquire(1, Duration::from_millis(300))
+            .await
+            .unwrap());
+        let waiting = capture
+            .wait_for("waiting", |e| e.field("lock") == Some("traced-sem"))
+            .await;
+        assert_eq!(
+            waiting.field("via"),
+            Some("subscription"),
+            "{}",
+            waiting.line()
+        );
+        let timed_out = capture
+            .wait_for("acquire", |e| {
+                e.field("lock") == Some("traced-sem")
+                    && e.field("outcome") == Some("not acquired in time")
+            })
+            .await;
+        let waited: u64 = timed_out.field("waited_ms").unwrap().parse().unwrap();
+        assert!(waited >= 250, "{}", timed_out.line());
+    });
+}
