@@ -53,7 +53,9 @@ pub(crate) async fn run_group(conn: &Connection, entries: &[Entry]) -> Vec<Resul
         }
     }
     let mut batch = Pipeline::with_capacity(scripts.len() + failed.len());
+    let node = conn.config().addr();
     for s in &scripts {
+        s.log_reload(Some(&node));
         batch.add(s.load_cmd());
     }
     for &j in &failed {

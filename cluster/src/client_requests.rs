@@ -123,6 +123,7 @@ impl Client {
                         // Load, then the command again, settled too and
                         // within what is left of the caller's bound.
                         Box::pin(async {
+                            script.log_reload(Some(&conn.config().addr()));
                             conn.send(script.load_cmd()).await?;
                             let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
                             conn.send_settled(Arc::clone(cmd), left, late).await

@@ -5,7 +5,6 @@
 //! request/response exchange: nothing else can be in flight yet.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::BytesMut;
 use keylatch_resp::{Cmd, Decoder, Frame, Limits, ProtocolError};
@@ -24,35 +23,121 @@ pub(crate) struct Established {
     pub(crate) protocol: Negotiated,
 }
 
-/// Connects and runs the handshake within `cfg.connect_timeout`. A timeout
-/// says which step was still waiting: the connection itself, or a server
-/// that accepted it and never answered (a stopped process, a port that
-/// serves something waiting for its own protocol).
+/// Connects and runs the handshake within `cfg.connect_timeout`.
+///
+/// Every connect and reconnect passes here, so this is where an operator
+/// sees them: `connected` at info (address, protocol, how the handshake
+/// went, never a credential), `connect failed` at warn with the step that
+/// failed and why.
 pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
-    let connected = AtomicBool::new(false);
-    match tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg, &connected)).await {
+    establish_logged(cfg, true).await
+}
+
+/// [`establish`], its failure logged at warn only when `warn` (else at
+/// debug): a reconnect loop warns on some attempts, not on every one of
+/// an outage that lasts.
+pub(crate) async fn establish_logged(cfg: &ConnectionConfig, warn: bool) -> Result<Established> {
+    let started = std::time::Instant::now();
+    let mut step = Step::Connect;
+    let outcome = tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg, &mut step)).await;
+    let result = match outcome {
         Ok(r) => r,
-        Err(_) => {
-            let what = if connected.load(Ordering::Relaxed) {
-                "the server accepted the connection but did not answer the handshake"
-            } else {
-                "no connection was made"
-            };
-            Err(Error::io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "connect to {} timed out after {:?}: {what}",
-                    cfg.addr(),
-                    cfg.connect_timeout
-                ),
-            )))
+        // Which step was still waiting: the connection itself, or a
+        // server that accepted it and never answered (a stopped
+        // process, a port that serves something else).
+        Err(_) => Err(Error::io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "connect to {} timed out after {:?}: {}",
+                cfg.addr(),
+                cfg.connect_timeout,
+                match step {
+                    Step::Connect => "no connection was made",
+                    _ => "the server accepted the connection but did not answer the handshake",
+                }
+            ),
+        ))),
+    };
+    match &result {
+        Ok(io) => tracing::info!(
+            node = %cfg.addr(),
+            tls = cfg.tls.is_some(),
+            protocol = match io.protocol {
+                Negotiated::Resp2 => 2u8,
+                Negotiated::Resp3 => 3u8,
+            },
+            handshake = step.label(),
+            auth = auth_label(cfg),
+            db = cfg.db,
+            took_ms = elapsed_ms(started),
+            "connected"
+        ),
+        // The error says what the server or the socket said; the address
+        // is host:port only, and no command's arguments (AUTH's password)
+        // are ever part of an error.
+        Err(e) if warn => tracing::warn!(
+            node = %cfg.addr(),
+            step = step.label(),
+            error = %e,
+            took_ms = elapsed_ms(started),
+            "connect failed"
+        ),
+        Err(e) => tracing::debug!(
+            node = %cfg.addr(),
+            step = step.label(),
+            error = %e,
+            took_ms = elapsed_ms(started),
+            "connect failed"
+        ),
+    }
+    result
+}
+
+/// How far a connect got: the step that failed, or how the handshake went.
+#[derive(Clone, Copy)]
+enum Step {
+    /// TCP (and TLS) connect.
+    Connect,
+    /// `HELLO 3` (with AUTH and SETNAME) sent.
+    Hello,
+    /// HELLO answered; SELECT / CLIENT TRACKING after it.
+    HelloSetup,
+    /// HELLO done, nothing after it.
+    HelloDone,
+    /// HELLO refused as unknown: AUTH / SELECT / SETNAME the RESP2 way.
+    Resp2Fallback,
+    /// RESP2 asked for: AUTH / SELECT / SETNAME.
+    Resp2,
+}
+
+impl Step {
+    fn label(self) -> &'static str {
+        match self {
+            Step::Connect => "connect",
+            Step::Hello => "HELLO 3",
+            Step::HelloSetup => "HELLO 3, then SELECT/CLIENT TRACKING",
+            Step::HelloDone => "HELLO 3",
+            Step::Resp2Fallback => "HELLO refused, RESP2 AUTH/SELECT/SETNAME",
+            Step::Resp2 => "RESP2 AUTH/SELECT/SETNAME",
         }
     }
 }
 
-async fn establish_inner(cfg: &ConnectionConfig, connected: &AtomicBool) -> Result<Established> {
+/// Which credentials were presented (never the credentials).
+fn auth_label(cfg: &ConnectionConfig) -> &'static str {
+    match (&cfg.username, &cfg.password) {
+        (_, None) => "none",
+        (None, Some(_)) => "password",
+        (Some(_), Some(_)) => "user and password",
+    }
+}
+
+fn elapsed_ms(since: std::time::Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+async fn establish_inner(cfg: &ConnectionConfig, step: &mut Step) -> Result<Established> {
     let stream = Stream::connect(cfg).await?;
-    connected.store(true, Ordering::Relaxed);
     let mut ex = Exchange {
         stream,
         buf: BytesMut::with_capacity(4096),
@@ -61,10 +146,12 @@ async fn establish_inner(cfg: &ConnectionConfig, connected: &AtomicBool) -> Resu
     };
     let protocol = match cfg.protocol {
         Protocol::Resp2 => {
+            *step = Step::Resp2;
             resp2_setup(&mut ex, cfg).await?;
             Negotiated::Resp2
         }
         Protocol::Auto | Protocol::Resp3 => {
+            *step = Step::Hello;
             let reply = ex.round_trip(&[hello(cfg)]).await?;
             match reply.into_iter().next().map(check) {
                 Some(Ok(f)) if matches!(f.value(), Frame::Map(_) | Frame::Array(_)) => {
@@ -82,7 +169,10 @@ async fn establish_inner(cfg: &ConnectionConfig, connected: &AtomicBool) -> Resu
                         setup.push(on);
                     }
                     if !setup.is_empty() {
+                        *step = Step::HelloSetup;
                         expect_ok(ex.round_trip(&setup).await?)?;
+                    } else {
+                        *step = Step::HelloDone;
                     }
                     Negotiated::Resp3
                 }
@@ -93,6 +183,7 @@ async fn establish_inner(cfg: &ConnectionConfig, connected: &AtomicBool) -> Resu
                             Some(ServerErrorKind::UnknownCommand | ServerErrorKind::NoProto)
                         ) =>
                 {
+                    *step = Step::Resp2Fallback;
                     resp2_setup(&mut ex, cfg).await?;
                     Negotiated::Resp2
                 }

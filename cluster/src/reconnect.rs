@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::backoff::Backoff;
 use crate::config::ConnectionConfig;
-use crate::handshake::{establish, Established};
+use crate::handshake::{establish_logged, Established};
 
 /// Where a task's work arrives while it has no socket.
 pub(crate) trait Inbox<T> {
@@ -39,8 +39,13 @@ pub(crate) async fn reconnect<T>(
     mut meanwhile: impl FnMut(T),
     mut on_failure: impl FnMut(),
 ) -> Option<Established> {
+    let mut attempts: u32 = 0;
     loop {
-        let attempt = establish(config);
+        attempts = attempts.saturating_add(1);
+        // Attempts 1, 2, 4, 8, … of an outage warn, the others are debug:
+        // a node down for minutes (backoff capped at `reconnect_max`) must
+        // not fill the log, yet it is still said now and then.
+        let attempt = establish_logged(config, attempts.is_power_of_two());
         tokio::pin!(attempt);
         let outcome = loop {
             tokio::select! {
@@ -53,7 +58,12 @@ pub(crate) async fn reconnect<T>(
             return Some(io);
         }
         on_failure();
-        let sleep = tokio::time::sleep(backoff.next_delay());
+        // `establish_logged` said why this attempt failed; this says when
+        // the next one comes.
+        let delay = backoff.next_delay();
+        tracing::debug!(node = %config.addr(), attempt = attempts, retry_in = ?delay,
+            "reconnect attempt failed; retrying");
+        let sleep = tokio::time::sleep(delay);
         tokio::pin!(sleep);
         loop {
             tokio::select! {

@@ -199,6 +199,16 @@ impl Router {
                 // every shard subscription with it): wait, with backoff,
                 // for the nodes and a refresh to settle it.
                 let ping_pong = retry.tried.contains(&to);
+                // Per redirected request, so debug: a migration can redirect
+                // many of them, and the table change itself is logged once.
+                tracing::debug!(
+                    redirect = if kind == ServerErrorKind::Ask { "ASK" } else { "MOVED" },
+                    slot = s,
+                    from = %addr,
+                    to = %to,
+                    ping_pong,
+                    "redirected"
+                );
                 if kind == ServerErrorKind::Ask {
                     retry.ask = Some(self.node(&to));
                 } else if !ping_pong {
@@ -339,6 +349,7 @@ pub(crate) async fn run(
     };
     match (first, script) {
         (Err(e), Some(script)) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
+            script.log_reload(Some(&conn.config().addr()));
             let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
             let mut batch = Vec::with_capacity(4);
             if asking {

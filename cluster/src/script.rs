@@ -1,6 +1,7 @@
 //! Lua scripts named by their SHA-1, for EVALSHA with a NOSCRIPT fallback.
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 
 use keylatch_resp::{Cmd, ToArg};
 
@@ -35,6 +36,37 @@ impl Script {
             name,
             source,
             sha1: OnceLock::new(),
+        }
+    }
+
+    /// The event of a `NOSCRIPT` load. Scripts are loaded on first use (the
+    /// first EVALSHA answers `NOSCRIPT`), so the first load of a script on
+    /// a node is routine (debug); a second one means the node lost its
+    /// script cache (a restart, a failover, `SCRIPT FLUSH`): info, as an
+    /// operator wants to see that. The set of (script, node) pairs seen is
+    /// touched only here, on the rare `NOSCRIPT` path.
+    pub(crate) fn log_reload(&self, node: Option<&str>) {
+        static LOADED: OnceLock<Mutex<HashSet<(&'static str, String)>>> = OnceLock::new();
+        let node = node.unwrap_or("?");
+        let first = LOADED
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((self.name(), node.to_owned()));
+        if first {
+            tracing::debug!(
+                script = self.name(),
+                sha1 = self.sha1(),
+                node,
+                "loading the script (first use on this node)"
+            );
+        } else {
+            tracing::info!(
+                script = self.name(),
+                sha1 = self.sha1(),
+                node,
+                "NOSCRIPT: the node lost its script cache; loading the script again"
+            );
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use keylatch_cluster::Subscription;
+use keylatch_cluster::{Event, Subscription};
 
 use crate::context::Inner;
 
@@ -17,6 +17,9 @@ pub(crate) struct Wake {
     sub: Option<Subscription>,
     poll: Duration,
     recheck: Duration,
+    /// The lock's name, for the wake events (a wait is the slow path: the
+    /// copy is cheap next to the subscription).
+    name: Box<str>,
 }
 
 impl Wake {
@@ -77,10 +80,13 @@ impl Wake {
                     "unlock subscription not ready in time; waiting by polling instead");
                 None
             });
+        tracing::debug!(lock = %name, channel,
+            via = if sub.is_some() { "subscription" } else { "polling" }, "waiting");
         Self {
             sub,
             poll: FIRST_POLL,
             recheck,
+            name: name.into(),
         }
     }
 
@@ -88,17 +94,26 @@ impl Wake {
     /// runs out, all of which lead to another try. Polling, it sleeps the
     /// shorter of `nap` and a poll interval that doubles up to the re-check.
     pub(crate) async fn pause(&mut self, nap: Duration) {
-        match self.sub.as_mut() {
-            Some(s) => {
-                if let Ok(None) = tokio::time::timeout(nap, s.recv()).await {
+        let by = match self.sub.as_mut() {
+            Some(s) => match tokio::time::timeout(nap, s.recv()).await {
+                Ok(Some(Event::Message { .. })) => "unlock message",
+                Ok(Some(Event::Gap)) => "resubscribed (gap)",
+                Ok(Some(_)) => "messages dropped (lagged)",
+                Ok(None) => {
                     // The subscription ended: poll from now on.
+                    tracing::warn!(lock = %self.name,
+                        "unlock subscription ended; waiting by polling instead");
                     self.sub = None;
+                    "subscription ended"
                 }
-            }
+                Err(_) => "timer (lease end or re-check)",
+            },
             None => {
                 tokio::time::sleep(nap.min(self.poll)).await;
                 self.poll = (self.poll * 2).min(self.recheck);
+                "poll"
             }
-        }
+        };
+        tracing::debug!(lock = %self.name, by, "woken; trying again");
     }
 }

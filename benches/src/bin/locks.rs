@@ -32,6 +32,11 @@
 //! here; with `--url`, pass `--server-pid N` (a local server) or the server
 //! columns read n/a. Client CPU is this process's, the same way.
 //!
+//! With `KEYLATCH_BENCH_TRACING=info` (any level), a `tracing` formatting
+//! subscriber at that level writes every event to a sink: the figures with
+//! and without it show what the library's events cost when an application
+//! has a subscriber on.
+//!
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin locks -- [--rounds 3] [--seconds 3]
 //!     [--url redis://127.0.0.1:PORT [--server-pid N]]
@@ -356,7 +361,29 @@ struct Summary {
     capacity: Option<f64>,
 }
 
+/// `KEYLATCH_BENCH_TRACING=<level>` (e.g. `info`): installs the formatting
+/// subscriber an embedder would (tracing-subscriber's `fmt`, at that
+/// level), writing to `std::io::sink`, so a run with and one without show
+/// what the library's events cost with a subscriber installed. Events
+/// below the level must cost only their disabled-callsite check; events at
+/// or above it are formatted in full and thrown away. Said on stderr.
+fn install_tracing() {
+    let Ok(level) = std::env::var("KEYLATCH_BENCH_TRACING") else {
+        return;
+    };
+    let Ok(level) = level.parse::<tracing::Level>() else {
+        eprintln!("KEYLATCH_BENCH_TRACING={level}: not a level (error, warn, info, debug, trace)");
+        std::process::exit(2);
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::sink)
+        .init();
+    eprintln!("tracing: fmt subscriber at {level}, writing to a sink");
+}
+
 fn main() {
+    install_tracing();
     let rounds = arg("--rounds", 3) as usize;
     let seconds = arg("--seconds", 3);
     if let Some(binaries) = arg_text("--servers") {

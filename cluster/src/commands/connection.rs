@@ -46,6 +46,7 @@ impl Connection {
     /// Heals `NOSCRIPT`: `SCRIPT LOAD` and the script command again, in one
     /// write.
     pub(crate) async fn load_and_run(&self, script: &Script, cmd: Cmd) -> Result<Frame> {
+        script.log_reload(Some(&self.config().addr()));
         let p: Pipeline = [script.load_cmd(), cmd].into_iter().collect();
         let mut replies = self.pipeline(p).await?;
         let retry = replies.pop().unwrap_or(Err(Error::ConnectionClosed));

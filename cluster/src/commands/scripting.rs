@@ -38,6 +38,7 @@ pub(super) async fn load_on_noscript<C: Commands + ?Sized, F: Fn() -> Cmd + Send
         Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
             // Load, then run again: two round trips on this rare path
             // (Connection and Client override this with one write).
+            script.log_reload(None);
             client.send(script.load_cmd()).await?;
             client.send(make()).await
         }

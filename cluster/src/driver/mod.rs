@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
 use crate::backoff::Backoff;
+use crate::config::ConnectionConfig;
 use crate::connection::Shared;
 use crate::error::{Error, Result};
 use crate::handshake::Established;
@@ -153,31 +154,20 @@ impl Driver {
                     .map_or(cfg.connect_timeout, |rt| rt.min(cfg.connect_timeout));
                 conn.watch_health(Health::new(interval, bound, Instant::now()));
             }
-            // Written first, ahead of anything queued since: they were asked
-            // for before it. Past their deadline they are dropped.
-            let now = Instant::now();
-            for mut req in unsent.drain(..) {
-                if req.deadline.is_some_and(|d| d <= now) {
-                    continue;
-                }
-                if let ReplyTx::Written(_, Some(script)) = &req.tx {
-                    // SCRIPT LOAD, then the command: only the last reply
-                    // reaches the (gone) caller's slot.
-                    let load = script.load_cmd();
-                    req.payload = match req.payload {
-                        Payload::One(cmd) => Payload::Many(vec![load, cmd]),
-                        Payload::Shared(cmd) => Payload::Many(vec![load, Cmd::clone(&cmd)]),
-                        many => many,
-                    };
-                }
-                conn.take(req);
-            }
+            write_unsent(&mut conn, &mut unsent);
             let exit = poll_fn(|cx| conn.poll(cx, &mut self.rx)).await;
             self.shared.set_connected(None);
             self.shared.stalled.store(false, Ordering::Relaxed);
             match exit {
-                Exit::Done => return,
-                Exit::Failed(e) => conn.fail_all(&e),
+                Exit::Done => {
+                    tracing::debug!(node = %self.shared.config.addr(),
+                        "connection closed: every handle dropped");
+                    return;
+                }
+                Exit::Failed(e) => {
+                    log_lost(&self.shared.config, &conn, &e);
+                    conn.fail_all(&e);
+                }
             }
             timer = Some(conn.timer);
         }
@@ -205,8 +195,22 @@ impl Driver {
             || {},
         )
         .await?;
-        self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
+        let n = self.shared.reconnects.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::info!(node = %self.shared.config.addr(), reconnects = n, "reconnected");
         Some(io)
+    }
+}
+
+/// Why a connection was given up, in words for the `connection lost` event
+/// (the error itself goes beside it).
+fn why_lost(e: &Error) -> &'static str {
+    match e {
+        Error::ConnectionClosed => "the server closed the connection",
+        Error::Io(_) => "socket error",
+        Error::Protocol(_) => "the server sent invalid RESP",
+        Error::Timeout => "the node stopped answering",
+        Error::UnexpectedReply(_) => "a reply nobody asked for",
+        _ => "connection failed",
     }
 }
 
@@ -464,8 +468,11 @@ impl Connected {
                         h.read();
                     }
                     if self.stalled {
+                        // Only on the stalled → answering change, never per read.
                         self.stalled = false;
                         self.shared.stalled.store(false, Ordering::Relaxed);
+                        tracing::info!(node = %self.shared.config.addr(),
+                            "node answering again");
                     }
                 }
                 Poll::Ready(Err(e)) => return Err(Error::io(e)),
@@ -542,4 +549,44 @@ impl Connected {
         self.rbuf.clear();
         self.decoder.reset();
     }
+}
+
+/// Writes the `Written` requests that met a reconnect unsent, first on the
+/// new socket, ahead of anything queued since: they were asked for before
+/// it. Past their deadline they are dropped.
+fn write_unsent(conn: &mut Connected, unsent: &mut Vec<Request>) {
+    let now = Instant::now();
+    for mut req in unsent.drain(..) {
+        if req.deadline.is_some_and(|d| d <= now) {
+            continue;
+        }
+        if let ReplyTx::Written(_, Some(script)) = &req.tx {
+            // SCRIPT LOAD, then the command: only the last reply
+            // reaches the (gone) caller's slot.
+            let load = script.load_cmd();
+            req.payload = match req.payload {
+                Payload::One(cmd) => Payload::Many(vec![load, cmd]),
+                Payload::Shared(cmd) => Payload::Many(vec![load, Cmd::clone(&cmd)]),
+                many => many,
+            };
+        }
+        conn.take(req);
+    }
+}
+
+/// Why the old connection died, and what it cost: the requests written and
+/// unanswered, which fail with `e`.
+fn log_lost(config: &ConnectionConfig, conn: &Connected, e: &Error) {
+    let reason = if conn.demoted {
+        "READONLY reply: the node was demoted to replica"
+    } else {
+        why_lost(e)
+    };
+    tracing::warn!(
+        node = %config.addr(),
+        reason,
+        error = %e,
+        pending = conn.pending.iter().filter(|p| p.tx.is_some()).count(),
+        "connection lost; reconnecting"
+    );
 }

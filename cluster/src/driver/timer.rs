@@ -36,10 +36,18 @@ impl Connected {
         if stalled != self.stalled {
             self.stalled = stalled;
             self.shared.stalled.store(stalled, Ordering::Relaxed);
+            if stalled {
+                tracing::warn!(node = %self.shared.config.addr(), pending = self.pending.len(),
+                    "node stalled: requests pending and nothing read for a health interval");
+            }
         }
         match check {
             Check::Quiet => None,
-            Check::GiveUp => Some(Error::Timeout),
+            Check::GiveUp => {
+                tracing::warn!(node = %self.shared.config.addr(),
+                    "health PING unanswered; giving the connection up");
+                Some(Error::Timeout)
+            }
             Check::Ping => {
                 health.pinged(now);
                 Cmd::new("PING").encode(&mut self.wbuf);
@@ -113,6 +121,8 @@ impl Connected {
                 // Blocked for a whole request timeout with callers queued:
                 // the server is not answering. Rebuild; pending callers get
                 // Timeout (unknown outcome), queued ones Disconnected.
+                tracing::warn!(node = %self.shared.config.addr(), pending = self.pending.len(),
+                    "no request taken for a whole request timeout; giving the connection up");
                 return Some(Error::Timeout);
             }
             if now >= until {

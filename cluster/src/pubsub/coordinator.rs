@@ -69,11 +69,13 @@ pub(crate) async fn run(
                 // rules out; stop watching rather than spin.
                 watching = changed.is_ok();
                 let Some(h) = hub.upgrade() else { return };
+                tracing::debug!("pub/sub: slot owners changed; moving shard channels");
                 h.rebalance();
             }
             () = retry => {
                 retry_at = None;
                 let Some(h) = hub.upgrade() else { return };
+                tracing::debug!("pub/sub: a node is down or names are parked; refreshing and placing them again");
                 h.refresh_soon();
                 h.retry_parked();
             }

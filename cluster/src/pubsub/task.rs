@@ -115,6 +115,12 @@ impl Task {
                 Exit::Done => break,
                 Exit::Failed => {
                     self.registry.disconnected();
+                    tracing::warn!(
+                        node = %self.shared.connection.addr(),
+                        reason = %conn.why,
+                        names = self.registry.queued(),
+                        "pub/sub connection lost; reconnecting to resubscribe"
+                    );
                     self.shared.notify_down();
                 }
             }
@@ -141,8 +147,18 @@ impl Task {
         .await?;
         if count {
             shared.count_reconnect();
+            tracing::info!(node = %shared.connection.addr(), names = self.registry.queued(),
+                "pub/sub reconnected; resubscribing");
         }
         Some(io)
+    }
+}
+
+/// The command name of `op` for `kind` (`SUBSCRIBE`, `SUNSUBSCRIBE`, …).
+fn op_command(op: Op, kind: SubscriptionKind) -> &'static str {
+    match op {
+        Op::Subscribe => kind.subscribe_command(),
+        Op::Unsubscribe => kind.unsubscribe_command(),
     }
 }
 
@@ -171,6 +187,9 @@ struct Connected {
     linger_armed: Option<Instant>,
     ping: Option<(Duration, Pin<Box<Sleep>>)>,
     ping_outstanding: bool,
+    /// Why the connection was given up, for the `connection lost` event
+    /// (set only on that path).
+    why: String,
 }
 
 impl Connected {
@@ -195,6 +214,7 @@ impl Connected {
                 )
             }),
             ping_outstanding: false,
+            why: String::new(),
         }
     }
 
@@ -254,10 +274,16 @@ impl Connected {
 
     fn encode(&mut self, planned: Planned) {
         let Planned { op, kind, names } = planned;
-        let command = match op {
-            Op::Subscribe => kind.subscribe_command(),
-            Op::Unsubscribe => kind.unsubscribe_command(),
-        };
+        let command = op_command(op, kind);
+        // One event per command (up to 1,024 names), not per name: a burst
+        // of waiters subscribing together is one line.
+        tracing::debug!(
+            node = %self.shared.connection.addr(),
+            command,
+            names = names.len(),
+            first = %names.first().map(|n| String::from_utf8_lossy(n)).unwrap_or_default(),
+            "pub/sub"
+        );
         let bytes = names.iter().map(|n| n.len() + 16).sum();
         let mut cmd = Cmd::with_capacity(command, bytes);
         for name in &names {
@@ -305,6 +331,7 @@ impl Connected {
             return Ok(false);
         }
         if self.ping_outstanding {
+            "PING unanswered for a whole interval".clone_into(&mut self.why);
             return Err(());
         }
         let next = crate::clock::later(Instant::now(), *interval);
@@ -319,7 +346,14 @@ impl Connected {
         let mut progress = false;
         while !self.wbuf.is_empty() {
             match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
-                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Err(()),
+                Poll::Ready(Ok(0)) => {
+                    "write failed: socket closed".clone_into(&mut self.why);
+                    return Err(());
+                }
+                Poll::Ready(Err(e)) => {
+                    self.why = format!("write failed: {e}");
+                    return Err(());
+                }
                 Poll::Ready(Ok(n)) => {
                     self.wbuf.advance(n);
                     progress = true;
@@ -330,7 +364,8 @@ impl Connected {
         if self.wbuf.is_empty() {
             // TLS may hold encrypted bytes back (see `stream.rs`); a no-op
             // for TCP.
-            if let Poll::Ready(Err(_)) = Pin::new(&mut self.stream).poll_flush(cx) {
+            if let Poll::Ready(Err(e)) = Pin::new(&mut self.stream).poll_flush(cx) {
+                self.why = format!("write failed: {e}");
                 return Err(());
             }
         }
@@ -352,7 +387,10 @@ impl Connected {
                         progress = true;
                     }
                     Ok(None) => break,
-                    Err(_) => return Err(()),
+                    Err(e) => {
+                        self.why = format!("the server sent invalid RESP: {e}");
+                        return Err(());
+                    }
                 }
             }
             let want = self.decoder.needed().max(READ_CHUNK);
@@ -360,7 +398,14 @@ impl Connected {
                 self.rbuf.reserve(want);
             }
             match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.rbuf) {
-                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Err(()),
+                Poll::Ready(Ok(0)) => {
+                    "the server closed the connection".clone_into(&mut self.why);
+                    return Err(());
+                }
+                Poll::Ready(Err(e)) => {
+                    self.why = format!("read failed: {e}");
+                    return Err(());
+                }
                 Poll::Ready(Ok(_)) => progress = true,
                 Poll::Pending => return Ok(progress),
             }
@@ -419,32 +464,50 @@ impl Connected {
             }
             Incoming::Error(line) => {
                 let err = Error::Server(ServerError::parse(line));
-                match self.inflight.pop_front() {
-                    Some(InFlight::Names {
-                        op,
-                        kind,
-                        names,
-                        next,
-                    }) => {
-                        let names = names.get(next..).unwrap_or_default();
-                        match self.relocation(op, kind, &err) {
-                            Some(why) => {
-                                let moving = names.iter().filter_map(|n| registry.refused(kind, n));
-                                self.shared.hand_off(why, moving.collect());
-                            }
-                            None => {
-                                for name in names {
-                                    registry.failed(kind, name, op, &err);
-                                }
-                            }
-                        }
-                    }
-                    // PING refused, or an error nobody asked for: the
-                    // connection is in a state this task does not know.
-                    Some(InFlight::Ping) | None => return Err(()),
-                }
+                self.refused(err, registry)?;
             }
             Incoming::Other => {}
+        }
+        Ok(())
+    }
+
+    /// An error reply: the refusal of the command in flight (its names fail
+    /// or move to another node), or, for a PING or nothing in flight, a
+    /// connection in a state this task does not know (`Err`: reconnect).
+    fn refused(&mut self, err: Error, registry: &mut Registry) -> std::result::Result<(), ()> {
+        match self.inflight.pop_front() {
+            Some(InFlight::Names {
+                op,
+                kind,
+                names,
+                next,
+            }) => {
+                let names = names.get(next..).unwrap_or_default();
+                match self.relocation(op, kind, &err) {
+                    Some(why) => {
+                        let moving = names.iter().filter_map(|n| registry.refused(kind, n));
+                        self.shared.hand_off(why, moving.collect());
+                    }
+                    None => {
+                        tracing::warn!(
+                            node = %self.shared.connection.addr(),
+                            command = op_command(op, kind),
+                            names = names.len(),
+                            error = %err,
+                            "pub/sub command refused"
+                        );
+                        for name in names {
+                            registry.failed(kind, name, op, &err);
+                        }
+                    }
+                }
+            }
+            // PING refused, or an error nobody asked for: the
+            // connection is in a state this task does not know.
+            Some(InFlight::Ping) | None => {
+                self.why = format!("unexpected error reply: {err}");
+                return Err(());
+            }
         }
         Ok(())
     }

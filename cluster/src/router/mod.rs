@@ -168,6 +168,9 @@ pub(crate) struct Router {
     nodes: Mutex<HashMap<String, Arc<Node>>>,
     refresh_lock: tokio::sync::Mutex<Instant>,
     refreshing: AtomicBool,
+    /// The last refresh failed: the next failure is logged at debug, not
+    /// warn (the watch retries every 250 ms while a master looks sick).
+    refresh_failing: AtomicBool,
     /// The nodes know `CLUSTER SHARDS`, so Redis 7+ or Valkey: sharded
     /// pub/sub and script flags too. Learnt from every refresh.
     modern: AtomicBool,
@@ -201,6 +204,7 @@ impl Router {
             nodes: Mutex::new(HashMap::new()),
             refresh_lock: tokio::sync::Mutex::new(Instant::now()),
             refreshing: AtomicBool::new(false),
+            refresh_failing: AtomicBool::new(false),
             modern: AtomicBool::new(true),
             next_any: AtomicUsize::new(0),
             owners: watch::Sender::new(0),
@@ -228,17 +232,18 @@ impl Router {
 
     fn store(&self, table: Table) {
         let table = Arc::new(table);
-        let changed = {
+        let (changed, previous) = {
             let mut current = self.table.write().unwrap_or_else(|p| p.into_inner());
             // Compared under the write lock: two refreshes racing cannot
             // both miss the change.
             let changed = !current.same_owners(&table);
-            *current = table;
-            changed
+            let previous = std::mem::replace(&mut *current, Arc::clone(&table));
+            (changed, previous)
         };
         if changed {
             self.owners.send_modify(|generation| *generation += 1);
         }
+        log_topology(&previous, &table, changed);
     }
 
     /// A receiver that is marked changed whenever a slot gets another master.
@@ -371,6 +376,7 @@ impl Router {
             changed
         };
         if changed {
+            tracing::debug!(slot, node = %addr, "slot moved: table patched from MOVED");
             self.owners.send_modify(|generation| *generation += 1);
         }
     }
@@ -394,6 +400,40 @@ impl Router {
     fn self_arc(&self) -> Option<Arc<Self>> {
         self.me.upgrade()
     }
+}
+
+/// The topology event of a refresh: at info when a slot changed master
+/// (with what changed), at debug when the reload found the same table.
+/// Runs once per refresh, off the request path; the slot comparison is
+/// 16,384 lookups, done only when something changed.
+fn log_topology(old: &Table, new: &Table, changed: bool) {
+    // Closures: the macros evaluate fields only for an enabled event, so
+    // an unchanged refresh under an info subscriber scans nothing.
+    let covered = || new.topo.slots.iter().filter(|&&i| i != NO_NODE).count();
+    let replicas = || -> usize { new.topo.shards.iter().map(|s| s.replicas.len()).sum() };
+    if !changed {
+        tracing::debug!(
+            masters = new.masters.len(),
+            replicas = replicas(),
+            slots = covered(),
+            "cluster topology refreshed: unchanged"
+        );
+        return;
+    }
+    let moved = (0..crate::slot::SLOT_COUNT)
+        .filter(|&slot| old.owner(slot) != new.owner(slot))
+        .count();
+    let added: Vec<&str> = new.masters().filter(|m| !old.is_master(m)).collect();
+    let removed: Vec<&str> = old.masters().filter(|m| !new.is_master(m)).collect();
+    tracing::info!(
+        masters = new.masters.len(),
+        replicas = replicas(),
+        slots = covered(),
+        slots_moved = moved,
+        added = ?added,
+        removed = ?removed,
+        "cluster topology changed"
+    );
 }
 
 /// The slot of a command's keys; `None` for keyless commands.

@@ -42,6 +42,17 @@ impl Router {
             None => Err(Error::ConnectionClosed),
         };
         *last_done = Instant::now();
+        match &result {
+            // The first failure of a streak at warn, the rest at debug.
+            Err(e) if !self.refresh_failing.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(error = %e, "cluster topology refresh failed: no node answered with slots");
+            }
+            Err(e) => tracing::debug!(error = %e, "cluster topology refresh failed again"),
+            Ok(_) if self.refresh_failing.swap(false, Ordering::Relaxed) => {
+                tracing::info!("cluster topology refresh succeeded again");
+            }
+            Ok(_) => {}
+        }
         self.install(result?);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! outcomes into its [`Table`], plans, and sends what is due (each call on
 //! its own task, reporting back). Nothing else touches the table.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,65 @@ use super::tuning::{BUSY_LOOK, RENEW_BATCH};
 enum Event {
     /// An invalidation push; `None` once tracking's queue closed.
     Pushed(Option<Invalidation>),
-    Done(Done),
+    Done(Back),
+}
+
+/// What a call's task hands back.
+enum Back {
+    /// A renewal or check batch of round `round`, with its call counts.
+    Judged {
+        done: Done,
+        round: u64,
+        calls: u64,
+        failed: u64,
+        error: Option<String>,
+    },
+    Tracked(Done),
+}
+
+/// One renewal round (the batches one planning pass sent), tallied as
+/// they come back and logged once, when the last has: one event per
+/// round with counts, never one per hold.
+struct Round {
+    started: Instant,
+    batches: usize,
+    holds: usize,
+    renewed: usize,
+    gone: usize,
+    unknown: usize,
+    calls: u64,
+    failed: u64,
+    error: Option<String>,
+}
+
+impl Round {
+    fn log(&self) {
+        let took_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if self.failed > 0 {
+            tracing::warn!(
+                holds = self.holds,
+                renewed = self.renewed,
+                gone = self.gone,
+                unknown = self.unknown,
+                calls = self.calls,
+                failed_calls = self.failed,
+                error = self.error.as_deref().unwrap_or(""),
+                took_ms,
+                "renew round: calls failed; those holds are asked again"
+            );
+        } else {
+            tracing::debug!(
+                holds = self.holds,
+                renewed = self.renewed,
+                gone = self.gone,
+                unknown = self.unknown,
+                calls = self.calls,
+                failed_calls = 0u64,
+                took_ms,
+                "renew round"
+            );
+        }
+    }
 }
 
 pub(super) struct Actor {
@@ -28,10 +87,13 @@ pub(super) struct Actor {
     inbox: mpsc::UnboundedReceiver<Arc<Hold>>,
     touched: mpsc::UnboundedReceiver<Arc<str>>,
     invalidations: Option<Invalidations>,
-    done_tx: mpsc::UnboundedSender<Done>,
-    done_rx: mpsc::UnboundedReceiver<Done>,
+    done_tx: mpsc::UnboundedSender<Back>,
+    done_rx: mpsc::UnboundedReceiver<Back>,
     table: Table,
     idle_ms: Arc<str>,
+    /// Rounds with batches still out, by number.
+    rounds: HashMap<u64, Round>,
+    next_round: u64,
 }
 
 impl Actor {
@@ -55,6 +117,8 @@ impl Actor {
             done_rx,
             table: Table::new(tracking),
             idle_ms: Arc::from(idle_ms),
+            rounds: HashMap::new(),
+            next_round: 0,
         }
     }
 
@@ -95,12 +159,59 @@ impl Actor {
             match event {
                 Some(Event::Pushed(Some(inv))) => self.table.invalidated(&inv),
                 Some(Event::Pushed(None)) => self.invalidations = None,
-                Some(Event::Done(done)) => self.table.apply(done),
+                Some(Event::Done(back)) => self.take_back(back),
                 None => {}
             }
             // Whatever else is ready, at once.
-            while let Ok(done) = self.done_rx.try_recv() {
+            while let Ok(back) = self.done_rx.try_recv() {
+                self.take_back(back);
+            }
+        }
+    }
+
+    /// A call's outcome into the table, and into its round's tally.
+    fn take_back(&mut self, back: Back) {
+        match back {
+            Back::Tracked(done) => self.table.apply(done),
+            Back::Judged {
+                done,
+                round,
+                calls,
+                failed,
+                error,
+            } => {
+                let finished = match self.rounds.get_mut(&round) {
+                    Some(r) => {
+                        if let Done::Judged {
+                            lease, verdicts, ..
+                        } = &done
+                        {
+                            r.holds += verdicts.len();
+                            for v in verdicts {
+                                match v {
+                                    1 if !lease.is_zero() => r.renewed += 1,
+                                    1 => {}
+                                    0 => r.gone += 1,
+                                    _ => r.unknown += 1,
+                                }
+                            }
+                        }
+                        r.calls += calls;
+                        r.failed += failed;
+                        if r.error.is_none() {
+                            r.error = error;
+                        }
+                        r.batches -= 1;
+                        r.batches == 0
+                    }
+                    None => false,
+                };
                 self.table.apply(done);
+                if finished {
+                    if let Some(r) = self.rounds.remove(&round) {
+                        r.log();
+                    }
+                }
             }
         }
     }
@@ -165,11 +276,14 @@ impl Actor {
     }
 
     /// Starts the planned calls; each runs on its own and reports back.
-    fn send(&self, work: Work) {
+    fn send(&mut self, work: Work) {
         let cluster = self.client.is_cluster();
         let mut renewed = false;
+        let round = self.next_round;
+        let mut batches = 0;
         for ((node, _, renewal, lease), holds) in work.groups {
             for chunk in holds.chunks(RENEW_BATCH) {
+                batches += 1;
                 renewed |= !lease.is_zero();
                 let batch = Batch {
                     renewal,
@@ -186,17 +300,40 @@ impl Actor {
                 let idle_ms = Arc::clone(&self.idle_ms);
                 tokio::spawn(async move {
                     let sent_at = Instant::now();
-                    let (verdicts, calls) = run_batch(&client, &batch, &idle_ms).await;
-                    shared.renew_calls.fetch_add(calls, Ordering::Relaxed);
-                    let _ = tx.send(Done::Judged {
-                        lease: batch.lease,
-                        sent_at,
-                        holds: batch.holds,
-                        verdicts,
+                    let out = run_batch(&client, &batch, &idle_ms).await;
+                    shared.renew_calls.fetch_add(out.calls, Ordering::Relaxed);
+                    let _ = tx.send(Back::Judged {
+                        done: Done::Judged {
+                            lease: batch.lease,
+                            sent_at,
+                            holds: batch.holds,
+                            verdicts: out.verdicts,
+                        },
+                        round,
+                        calls: out.calls,
+                        failed: out.failed,
+                        error: out.error,
                     });
                     shared.wake.notify_one();
                 });
             }
+        }
+        if batches > 0 {
+            self.next_round = self.next_round.wrapping_add(1);
+            self.rounds.insert(
+                round,
+                Round {
+                    started: Instant::now(),
+                    batches,
+                    holds: 0,
+                    renewed: 0,
+                    gone: 0,
+                    unknown: 0,
+                    calls: 0,
+                    failed: 0,
+                    error: None,
+                },
+            );
         }
         if renewed {
             self.shared.renew_rounds.fetch_add(1, Ordering::Relaxed);
@@ -207,7 +344,7 @@ impl Actor {
                 let (client, tx) = (self.client.clone(), self.done_tx.clone());
                 tokio::spawn(async move {
                     let found = track(&client, &holds).await;
-                    let _ = tx.send(Done::Tracked { holds, found });
+                    let _ = tx.send(Back::Tracked(Done::Tracked { holds, found }));
                 });
             }
         }

@@ -28,34 +28,68 @@ pub(super) struct Batch {
     pub(super) on_node: bool,
 }
 
-/// Verdicts per hold, in order: 1 stands (renewed), 0 gone, -1 unknown
-/// (the call failed, or the key is served elsewhere now). Returns how many
-/// script calls it took as well.
-pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> (Vec<i64>, u64) {
+/// What one batch's calls found.
+pub(super) struct Outcome {
+    /// Per hold, in order: 1 stands (renewed), 0 gone, -1 unknown (the call
+    /// failed, or the key is served elsewhere now).
+    pub(super) verdicts: Vec<i64>,
+    /// Script calls made.
+    pub(super) calls: u64,
+    /// Calls that failed or answered something unreadable.
+    pub(super) failed: u64,
+    /// The first of those failures, for the renew round's event.
+    pub(super) error: Option<String>,
+}
+
+impl Outcome {
+    fn note(&mut self, r: Result<Vec<i64>, String>) -> Option<Vec<i64>> {
+        self.calls += 1;
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed += 1;
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+}
+
+/// Renews (or checks) a batch of holds: one call on a standalone server;
+/// in a cluster one call on the node, then slot by slot for what it could
+/// not judge.
+pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> Outcome {
     let n = batch.holds.len();
     let lease = if batch.lease.is_zero() {
         "0".to_owned()
     } else {
         millis(batch.lease).to_string()
     };
+    let mut out = Outcome {
+        verdicts: vec![-1; n],
+        calls: 0,
+        failed: 0,
+        error: None,
+    };
     if !batch.cluster {
         let all: Vec<usize> = (0..n).collect();
         let r = slot_call(client, batch, &all, &lease, idle_ms).await;
-        return (r.unwrap_or_else(|| vec![-1; n]), 1);
+        if let Some(v) = out.note(r) {
+            out.verdicts = v;
+        }
+        return out;
     }
-    let mut calls = 0;
-    let mut out = vec![-1; n];
     if batch.on_node {
-        calls += 1;
-        if let Some(r) = node_call(client, batch, &lease, idle_ms).await {
-            out = r;
+        let r = node_call(client, batch, &lease, idle_ms).await;
+        if let Some(v) = out.note(r) {
+            out.verdicts = v;
         }
     }
     // What the node could not judge (or a node that refused the whole
     // call) is asked slot by slot through the router. Every slot stands on
     // its own: one that fails leaves its holds unknown, not the others'.
     let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
-    for (i, v) in out.iter().enumerate() {
+    for (i, v) in out.verdicts.iter().enumerate() {
         if *v == -1 {
             by_slot
                 .entry(batch.holds[i].0.key.slot())
@@ -64,14 +98,22 @@ pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> 
         }
     }
     for idx in by_slot.values() {
-        calls += 1;
-        if let Some(r) = slot_call(client, batch, idx, &lease, idle_ms).await {
+        let r = slot_call(client, batch, idx, &lease, idle_ms).await;
+        if let Some(r) = out.note(r) {
             for (j, &i) in idx.iter().enumerate() {
-                out[i] = r[j];
+                out.verdicts[i] = r[j];
             }
         }
     }
-    (out, calls)
+    out
+}
+
+/// A renew call's verdicts, or why there are none.
+fn judged(reply: keylatch_cluster::Result<Frame>, n: usize) -> Result<Vec<i64>, String> {
+    match reply {
+        Err(e) => Err(e.to_string()),
+        ok => parse(ok, n).ok_or_else(|| format!("renew script: not {n} integers")),
+    }
 }
 
 /// One call of the kind's slot script for the holds at `idx`.
@@ -81,7 +123,7 @@ async fn slot_call(
     idx: &[usize],
     lease: &str,
     idle_ms: &str,
-) -> Option<Vec<i64>> {
+) -> Result<Vec<i64>, String> {
     let mut keys: Vec<&str> = Vec::with_capacity(idx.len() * 2);
     let mut args: Vec<String> = Vec::with_capacity(idx.len() * 2 + 2);
     args.push(lease.to_owned());
@@ -94,16 +136,21 @@ async fn slot_call(
         args.push(h.token.to_string());
     }
     let reply = client.eval_script(batch.renewal.0.slot, &keys, &args).await;
-    parse(reply, idx.len())
+    judged(reply, idx.len())
 }
 
 /// One multi-slot call on the node that serves the first hold's key.
-async fn node_call(client: &Client, batch: &Batch, lease: &str, idle_ms: &str) -> Option<Vec<i64>> {
-    let first = batch.holds.first()?;
+async fn node_call(
+    client: &Client,
+    batch: &Batch,
+    lease: &str,
+    idle_ms: &str,
+) -> Result<Vec<i64>, String> {
+    let first = batch.holds.first().ok_or("empty batch")?;
     let conn = client
         .connection_for_key(&**first.0.key.name())
         .await
-        .ok()?;
+        .map_err(|e| e.to_string())?;
     let tokens: Vec<String> = batch
         .holds
         .iter()
@@ -121,7 +168,7 @@ async fn node_call(client: &Client, batch: &Batch, lease: &str, idle_ms: &str) -
     let reply = conn
         .eval_script(batch.renewal.0.node, &[] as &[&str], &args)
         .await;
-    parse(reply, batch.holds.len())
+    judged(reply, batch.holds.len())
 }
 
 /// One hold renewed by its lease's slot script with `lease` (a guard's

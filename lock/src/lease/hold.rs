@@ -152,7 +152,27 @@ impl Hold {
     /// Fires the loss signal (the first reason wins) and stops counting the
     /// hold as live.
     pub(crate) fn fire(&self, why: LossReason) {
-        self.lost.fire(why);
+        let detail = match why {
+            LossReason::Gone => "the key is gone, overwritten or held by another owner",
+            LossReason::Expired => "no renewal succeeded before the lease deadline",
+            LossReason::MaxHold => "the configured max hold was reached",
+        };
+        self.fire_because(why, detail);
+    }
+
+    /// Signals the loss, and logs it the first time, with what found it
+    /// (`detail`): at warn, as the holder is working without the lock
+    /// from here on; at info for a max hold, which the holder asked for.
+    pub(crate) fn fire_because(&self, why: LossReason, detail: &'static str) {
+        if self.lost.fire(why) {
+            if why == LossReason::MaxHold {
+                tracing::info!(lock = %self.key.name(), token = self.token, reason = ?why,
+                    detail, "lock lost");
+            } else {
+                tracing::warn!(lock = %self.key.name(), token = self.token, reason = ?why,
+                    detail, "lock lost");
+            }
+        }
         self.uncount();
     }
 

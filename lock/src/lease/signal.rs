@@ -22,14 +22,17 @@ pub(crate) struct LossSignal {
 
 impl LossSignal {
     /// Records the loss and wakes every waiter; the first reason wins.
-    pub(crate) fn fire(&self, reason: LossReason) {
+    /// `true` for that first one (the loss is logged once).
+    pub(crate) fn fire(&self, reason: LossReason) -> bool {
         if self
             .reason
             .compare_exchange(0, code(reason), Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
             self.notify.notify_waiters();
+            return true;
         }
+        false
     }
 
     /// The loss, once known.

@@ -162,7 +162,10 @@ impl Table {
                 // This owner holds a newer hold: the older one vanished
                 // behind its guards (deleted, expired, taken and released).
                 if other.is_active() {
-                    other.fire(LossReason::Gone);
+                    other.fire_because(
+                        LossReason::Gone,
+                        "this owner took the lock again: the older hold vanished",
+                    );
                 }
                 return false;
             }
@@ -173,7 +176,10 @@ impl Table {
         });
         if stale {
             // A late reply about a hold already replaced by a newer one.
-            hold.fire(LossReason::Gone);
+            hold.fire_because(
+                LossReason::Gone,
+                "a late acquire reply for a hold already replaced",
+            );
             return;
         }
         entries.push(Entry {
@@ -306,7 +312,7 @@ impl Table {
             Done::Tracked { holds, found } => {
                 for ((h, epoch), found) in holds.iter().zip(found) {
                     if found == Some(false) && h.epoch() == *epoch && h.is_active() {
-                        h.fire(LossReason::Gone);
+                        h.fire_because(LossReason::Gone, "a tracked read found the hold gone");
                     }
                 }
             }
@@ -347,7 +353,10 @@ impl Table {
                         }
                         0 => {
                             if h.is_active() {
-                                h.fire(LossReason::Gone);
+                                h.fire_because(
+                                    LossReason::Gone,
+                                    "the renewal found the key gone, overwritten or held by another owner",
+                                );
                             }
                         }
                         _ => {

@@ -123,20 +123,55 @@ impl Lock {
             // Its first attempt may queue this owner: it runs inside the
             // wait, whose guard takes the owner out of the queue however
             // the wait ends (an error, a drop).
-            return Box::pin(self.wait_in_queue(deadline, lease)).await;
+            let r = Box::pin(self.wait_in_queue(deadline, lease)).await;
+            return self.log_outcome(r, wait, deadline);
         }
-        if let Attempt::Acquired(g) = self.attempt(lease, deadline, false).await? {
-            return Ok(Some(g));
+        match self.attempt(lease, deadline, false).await {
+            Ok(Attempt::Acquired(g)) => return self.log_outcome(Ok(Some(g)), wait, deadline),
+            Ok(Attempt::Held(_)) => {}
+            Err(e) => return self.log_outcome(Err(e), wait, deadline),
         }
         if wait.is_zero() {
-            return Ok(None);
+            return self.log_outcome(Ok(None), wait, deadline);
         }
-        if let Waiting::Backoff = self.handle.kind.waiting {
-            return Box::pin(self.wait_by_backoff(deadline, lease)).await;
+        let r = if let Waiting::Backoff = self.handle.kind.waiting {
+            Box::pin(self.wait_by_backoff(deadline, lease)).await
+        } else {
+            // Boxed: waiting (queue, subscription, timers) is the slow path,
+            // and inline it would enlarge every uncontended acquire's future.
+            Box::pin(self.wait_for_turn(deadline, lease)).await
+        };
+        self.log_outcome(r, wait, deadline)
+    }
+
+    /// The acquire's event, at debug (one per acquire call: per lock, not
+    /// per request, and off unless asked for): the lock, its kind, what
+    /// came of it and how long it waited. The fields, clock read included,
+    /// are evaluated only when a subscriber wants debug events.
+    fn log_outcome(
+        &self,
+        r: LockResult<Option<LockGuard>>,
+        wait: Duration,
+        deadline: Option<Instant>,
+    ) -> LockResult<Option<LockGuard>> {
+        let waited_ms = || {
+            let left = deadline.map_or(Duration::ZERO, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            u64::try_from(wait.saturating_sub(left).as_millis()).unwrap_or(u64::MAX)
+        };
+        let outcome = match &r {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "not acquired in time",
+            Err(_) => "failed",
+        };
+        match &r {
+            Err(e) => tracing::debug!(lock = %self.name(), kind = self.handle.kind.label,
+                outcome, waited_ms = waited_ms(), error = %e, "acquire"),
+            Ok(_) => tracing::debug!(lock = %self.name(), kind = self.handle.kind.label,
+                outcome, waited_ms = waited_ms(), "acquire"),
         }
-        // Boxed: waiting (queue, subscription, timers) is the slow path, and
-        // inline it would enlarge every uncontended acquire's future.
-        Box::pin(self.wait_for_turn(deadline, lease)).await
+        r
     }
 
     /// Releases one hold of this owner without a guard (for holds handed

@@ -364,6 +364,12 @@ impl Registry {
         }
     }
 
+    /// How many names wait to be subscribed (after a reconnect: every name
+    /// with listeners).
+    pub(crate) fn queued(&self) -> usize {
+        self.pending.len()
+    }
+
     /// The connection died: the server forgot every subscription. Names with
     /// listeners are queued to be subscribed again (their listeners get a
     /// `Gap` once live); the rest are forgotten.

@@ -217,13 +217,35 @@ where
     Fut: std::future::Future<Output = LockResult<Try<T>>>,
 {
     let mut wake: Option<Wake> = None;
+    // The acquire event's clock, read only when debug events are wanted.
+    let started = tracing::enabled!(tracing::Level::DEBUG).then(Instant::now);
+    let log = |outcome: &str, error: Option<&LockError>| {
+        let waited_ms = started.map_or(0, |s| {
+            u64::try_from(s.elapsed().as_millis()).unwrap_or(u64::MAX)
+        });
+        match error {
+            Some(e) => tracing::debug!(lock = %name, kind = "semaphore", outcome, waited_ms,
+                error = %e, "acquire"),
+            None => {
+                tracing::debug!(lock = %name, kind = "semaphore", outcome, waited_ms, "acquire")
+            }
+        }
+    };
     loop {
-        let hint = match once().await? {
-            Try::Got(v) => return Ok(Some(v)),
-            Try::Short(hint) => hint,
+        let hint = match once().await {
+            Ok(Try::Got(v)) => {
+                log("acquired", None);
+                return Ok(Some(v));
+            }
+            Ok(Try::Short(hint)) => hint,
+            Err(e) => {
+                log("failed", Some(&e));
+                return Err(e);
+            }
         };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left == Some(Duration::ZERO) {
+            log("not acquired in time", None);
             return Ok(None);
         }
         let wake = match wake.as_mut() {

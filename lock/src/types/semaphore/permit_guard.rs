@@ -187,7 +187,8 @@ impl PermitGuard {
             self.hold.extend(sent_at, lease);
             Ok(())
         } else {
-            self.hold.fire(LossReason::Gone);
+            self.hold
+                .fire_because(LossReason::Gone, "an extend found the permits gone");
             Err(LockError::Expired {
                 name: self.c.names.key.to_string(),
             })
