@@ -108,12 +108,13 @@ impl Hold {
     }
 
     /// A re-entry with this hold's token joins it. Returns true when the
-    /// hold had ended (its last guard left while this re-entry was on its
-    /// way): it is live again and must be handed to the engine anew.
+    /// engine must be told: the hold had ended (its last guard left while
+    /// this re-entry was on its way) and is live again, or this is its
+    /// first watchdog guard (a fixed-lease hold starts renewing: the engine
+    /// looks at a hold when something of it is due, and nothing of a fixed
+    /// lease is due before its deadline).
     pub(crate) fn join(&self, renew: bool, sent_at: Instant, lease: Duration) -> bool {
-        if renew {
-            self.renewers.fetch_add(1, Ordering::AcqRel);
-        }
+        let starts_renewing = renew && self.renewers.fetch_add(1, Ordering::AcqRel) == 0;
         self.extend(sent_at, lease);
         let revived = self.guards.fetch_add(1, Ordering::AcqRel) == 0;
         if revived {
@@ -122,7 +123,7 @@ impl Hold {
                 self.live.fetch_add(1, Ordering::Relaxed);
             }
         }
-        revived
+        revived || starts_renewing
     }
 
     /// A guard leaves. Returns true for the last one: the hold has ended

@@ -12,8 +12,9 @@
 //!
 //! Files, each importing only its siblings listed before it: `reason.rs`
 //! and `tuning.rs` (leaves), `renewal.rs`, `signal.rs` (a hold's loss
-//! signal), `hold.rs`, `calls.rs` (the server calls), `table.rs` (the
-//! plan), `actor.rs` (the task); this file is the handle callers keep.
+//! signal), `hold.rs`, `calls.rs` (the server calls), `schedule.rs` (when
+//! each hold is next due), `table.rs` (the plan), `actor.rs` (the task);
+//! this file is the handle callers keep.
 //!
 //! Renewals are batched per node (in a cluster with a script allowed to touch
 //! several slots of its node; where refused, per slot), at most
@@ -32,6 +33,7 @@ mod calls;
 pub(crate) mod hold;
 mod reason;
 mod renewal;
+mod schedule;
 mod shared;
 mod signal;
 mod table;

@@ -1,44 +1,27 @@
 //! The lease engine's state: the watched holds and the renewal grid, and
 //! every transition of them (a hold handed over, an invalidation, a
 //! planning pass, a call's verdicts). Pure logic, no I/O: the actor task
-//! (`actor.rs`) feeds it and sends what it plans.
+//! (`actor.rs`) feeds it and sends what it plans. When each hold is next
+//! due is kept by the schedule (`schedule.rs`): a pass visits the holds
+//! that are due and no others.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::Invalidation;
 
 use super::calls::Planned;
+use super::hold::Hold;
 use super::reason::LossReason;
 use super::renewal::RenewalRef;
+use super::schedule::{Entry, Schedule};
 use super::tuning::TRACK_AFTER;
 
 /// How long a handed-over hold stays young: until it could need its
 /// tracked read (nothing else of a hold is due sooner, but a loss deadline,
 /// which is checked while young too).
 const YOUNG: Duration = TRACK_AFTER;
-use super::hold::Hold;
-
-/// The task's bookkeeping for one hold (the hold's own state is its atomics).
-struct Entry {
-    hold: Weak<Hold>,
-    /// The hold's epoch when it was handed over: a hold that ended (and was
-    /// perhaps revived, which hands it over again) no longer matches.
-    epoch: u64,
-    next_renew: Instant,
-    /// A call about this hold is in flight.
-    busy: bool,
-    /// Look at it at `early()` without waiting for the grid: a call failed,
-    /// or an invalidation asks for a check now.
-    off_grid: bool,
-    /// Invalidated while a call was in flight: that call may have been
-    /// answered before the change, so check again after it.
-    recheck: bool,
-    /// A tracked read was made (or is in flight).
-    tracked: bool,
-    since: Instant,
-}
 
 /// A finished call, back to the task.
 pub(super) enum Done {
@@ -76,18 +59,21 @@ pub(super) struct Work {
     pub(super) track: HashMap<(Option<String>, u16), Vec<Planned>>,
 }
 
-/// The watched holds by lock name (an invalidation names keys), and the
-/// next grid round per lease.
+/// The watched holds (by lock name, for invalidations; by due time, for
+/// passes: the schedule), and the young ones not watched yet.
 #[derive(Default)]
 pub(super) struct Table {
     /// Holds handed over less than [`YOUNG`] ago, in arrival order: most end
     /// here (released within microseconds), costing one push and one look,
     /// never a map entry.
     young: Vec<(Arc<Hold>, Instant)>,
-    holds: HashMap<Arc<str>, Vec<Entry>>,
-    grid: HashMap<Duration, Instant>,
+    sched: Schedule,
     /// Invalidations are pushed: holds get a tracked read.
     tracking: bool,
+    /// Entries the last pass visited (the tests check that a pass visits
+    /// what is due and nothing else).
+    #[cfg(test)]
+    pub(super) visited: usize,
 }
 
 impl Table {
@@ -131,32 +117,43 @@ impl Table {
     }
 
     /// A hold joins the table, unless a newer hold of its owner is known
-    /// (then it is lost at once); older ones of its owner are lost.
+    /// (then it is lost at once); older ones of its owner are lost. Its
+    /// first look is at once (`since` has passed).
     fn watch(&mut self, hold: Arc<Hold>, since: Instant) {
-        let entries = self.holds.entry(Arc::clone(hold.key.name())).or_default();
         let epoch = hold.epoch();
-        if let Some(e) = entries
-            .iter_mut()
-            .find(|e| e.epoch == epoch && Weak::as_ptr(&e.hold) == Arc::as_ptr(&hold))
-        {
+        let slots = self.sched.named(hold.key.name()).to_vec();
+        let same = slots
+            .iter()
+            .copied()
+            .find(|&s| self.sched.get(s).is_some_and(|e| e.is(&hold, epoch)));
+        if let Some(slot) = same {
             // Handed over again while watched (our own write untracked its
-            // key): read it again, keep the renewal plan.
-            e.tracked = false;
+            // key, or a watchdog guard joined it): read it again, keep the
+            // renewal plan, and look at it now (it may renew from now on).
+            if let Some(e) = self.sched.get_mut(slot) {
+                e.tracked = false;
+            }
+            self.sched.look(slot, since, true);
             return;
         }
         let mut stale = false;
-        entries.retain(|e| {
-            let Some(other) = e.hold.upgrade() else {
-                return false;
+        for slot in slots {
+            let Some(other) = self.sched.get(slot).map(|e| e.hold.upgrade()) else {
+                continue;
+            };
+            let Some(other) = other else {
+                self.sched.remove(slot);
+                continue;
             };
             if Arc::ptr_eq(&other, &hold) {
                 // Handed over again (revived): the new entry replaces it.
-                return false;
+                self.sched.remove(slot);
+                continue;
             }
             if other.key.owner() != hold.key.owner() || other.token == 0 || hold.token == 0 {
                 // Another owner's, or a token unknown (taken while the
                 // counter was missing): no order to judge by.
-                return true;
+                continue;
             }
             if other.token < hold.token {
                 // This owner holds a newer hold: the older one vanished
@@ -167,13 +164,13 @@ impl Table {
                         "this owner took the lock again: the older hold vanished",
                     );
                 }
-                return false;
+                self.sched.remove(slot);
+                continue;
             }
             if other.token > hold.token {
                 stale = true;
             }
-            true
-        });
+        }
         if stale {
             // A late reply about a hold already replaced by a newer one.
             hold.fire_because(
@@ -182,16 +179,8 @@ impl Table {
             );
             return;
         }
-        entries.push(Entry {
-            epoch: hold.epoch(),
-            next_renew: since + hold.lease() / 3,
-            busy: false,
-            off_grid: false,
-            recheck: false,
-            tracked: false,
-            since,
-            hold: Arc::downgrade(&hold),
-        });
+        let slot = self.sched.add(Entry::new(&hold, since));
+        self.sched.look(slot, since, true);
     }
 
     /// Someone else changed (or the server expired) keys we hold: check
@@ -208,24 +197,16 @@ impl Table {
                 }
             });
         }
-        let mut mark = |entries: &mut Vec<Entry>| {
-            for e in entries {
-                // Tracking is one-shot: read again after the check.
-                e.tracked = false;
-                e.next_renew = now;
-                e.off_grid = true;
-                e.recheck = e.busy;
-            }
-        };
         match inv {
-            Invalidation::All => self.holds.values_mut().for_each(&mut mark),
+            Invalidation::All => {
+                for slot in self.sched.all() {
+                    self.check_now(slot, now);
+                }
+            }
             Invalidation::Keys(keys) => {
                 for k in keys {
-                    let Ok(name) = std::str::from_utf8(k) else {
-                        continue;
-                    };
-                    if let Some(entries) = self.holds.get_mut(name) {
-                        mark(entries);
+                    if let Ok(name) = std::str::from_utf8(k) {
+                        self.check_named(name, now);
                     }
                 }
             }
@@ -239,18 +220,34 @@ impl Table {
         if !self.young.is_empty() {
             self.grow_up(now, |h| &**h.key.name() == name);
         }
-        if let Some(entries) = self.holds.get_mut(name) {
-            for e in entries {
-                e.tracked = false;
-                e.next_renew = now;
-                e.off_grid = true;
-                e.recheck = e.busy;
+        self.check_named(name, now);
+    }
+
+    fn check_named(&mut self, name: &str, now: Instant) {
+        // By index: a check changes no entry's name.
+        for i in 0..self.sched.named(name).len() {
+            if let Some(&slot) = self.sched.named(name).get(i) {
+                self.check_now(slot, now);
             }
         }
     }
 
+    /// A hold to check at once (off the grid; after its call in flight).
+    fn check_now(&mut self, slot: u32, now: Instant) {
+        let Some(e) = self.sched.get_mut(slot) else {
+            return;
+        };
+        // Tracking is one-shot: read again after the check.
+        e.tracked = false;
+        e.next_renew = now;
+        e.off_grid = true;
+        e.recheck = e.busy;
+        self.sched.look(slot, now, false);
+    }
+
     /// Signals losses that are due, drops holds that ended, and groups what
-    /// is due: renewals, checks and tracked reads.
+    /// is due: renewals, checks and tracked reads. Visits only the holds
+    /// the schedule says are due.
     ///
     /// `node_of` groups a slot's holds: by the node serving it (`Some`), by
     /// the slot itself when that is unknown, or all together standalone.
@@ -263,46 +260,169 @@ impl Table {
         if let Some(next) = self.grow_up(now, |h| now >= h.deadline()) {
             wake.urgent = earliest(wake.urgent, next);
         }
-        let mut pass = Pass {
-            now,
-            tracking: self.tracking,
-            node_of: &node_of,
-            work: Work::default(),
-            wake,
-            leases: Vec::new(),
-            grid: &mut self.grid,
-        };
-        for entries in self.holds.values_mut() {
-            entries.retain_mut(|e| pass.visit(e));
+        #[cfg(test)]
+        {
+            self.visited = 0;
         }
-        let Pass {
-            work,
-            mut wake,
-            leases,
-            ..
-        } = pass;
-        self.holds.retain(|_, v| !v.is_empty());
-        self.grid.retain(|lease, _| leases.contains(lease));
-        for (lease, round) in self.grid.iter_mut() {
-            let interval = *lease / 3;
-            if now >= *round {
-                // Next round one interval on; a task that slept past it
-                // starts again from now rather than firing twice.
-                *round += interval;
-                if *round <= now {
-                    *round = now + interval;
-                }
-            }
-            wake.renew = earliest(wake.renew, *round);
+        let mut work = Work::default();
+        for slot in self.sched.take_due(now) {
+            self.visit(slot, now, &node_of, &mut work);
         }
+        self.sched.sweep(now);
+        if let Some(round) = self.sched.advance(now) {
+            wake.renew = earliest(wake.renew, round);
+        }
+        match self.sched.next_look() {
+            Some((at, true)) => wake.urgent = earliest(wake.urgent, at),
+            Some((at, false)) => wake.renew = earliest(wake.renew, at),
+            None => {}
+        }
+        self.sched.compact();
         (work, wake)
     }
 
-    fn entry(&mut self, hold: &Arc<Hold>, epoch: u64) -> Option<&mut Entry> {
-        let entries = self.holds.get_mut(hold.key.name())?;
-        entries
-            .iter_mut()
-            .find(|e| e.epoch == epoch && Weak::as_ptr(&e.hold) == Arc::as_ptr(hold))
+    /// Looks at one due entry: signals its loss if due, plans its tracked
+    /// read, renewal or check if due, drops it if it ended or was lost, and
+    /// schedules its next look.
+    fn visit<F: Fn(u16) -> (Option<String>, u16)>(
+        &mut self,
+        slot: u32,
+        now: Instant,
+        node_of: &F,
+        work: &mut Work,
+    ) {
+        #[cfg(test)]
+        {
+            self.visited += 1;
+        }
+        let Some(h) = self.sched.get(slot).map(Entry::live) else {
+            return;
+        };
+        let Some(h) = h else {
+            self.sched.remove(slot);
+            return;
+        };
+        if h.max_hold_end.is_some_and(|end| now >= end) {
+            h.fire(LossReason::MaxHold);
+            self.sched.remove(slot);
+            return;
+        }
+        let deadline = h.deadline();
+        if now >= deadline {
+            h.fire(LossReason::Expired);
+            self.sched.remove(slot);
+            return;
+        }
+        // A loss by time is judged at its time: every entry keeps a look
+        // no later than its deadline.
+        let mut look = (h.max_hold_end.map_or(deadline, |end| end.min(deadline)), true);
+        if let Some(at) = self.plan_track(slot, &h, now, node_of, work) {
+            look.0 = look.0.min(at);
+        }
+        if let Some(at) = self.plan_renewal(slot, &h, now, node_of, work) {
+            if at < look.0 {
+                look = (at, false);
+            }
+        }
+        self.sched.look(slot, look.0, look.1);
+    }
+
+    /// Plans the hold's tracked read if it needs one now; returns when it
+    /// will need one, if later.
+    fn plan_track<F: Fn(u16) -> (Option<String>, u16)>(
+        &mut self,
+        slot: u32,
+        h: &Arc<Hold>,
+        now: Instant,
+        node_of: &F,
+        work: &mut Work,
+    ) -> Option<Instant> {
+        let tracking = self.tracking;
+        let e = self.sched.get_mut(slot)?;
+        if !tracking || !h.renewal.tracked || e.tracked {
+            return None;
+        }
+        let at = e.since + TRACK_AFTER;
+        if now < at {
+            return Some(at);
+        }
+        e.tracked = true;
+        let group = node_of(h.key.slot());
+        work.track
+            .entry(group)
+            .or_default()
+            .push((Arc::clone(h), e.epoch));
+        None
+    }
+
+    /// Plans the hold's renewal (or a fixed lease's check) if due; else
+    /// queues it for its grid's round, and returns when to look at it
+    /// off the grid, if it must be.
+    fn plan_renewal<F: Fn(u16) -> (Option<String>, u16)>(
+        &mut self,
+        slot: u32,
+        h: &Arc<Hold>,
+        now: Instant,
+        node_of: &F,
+        work: &mut Work,
+    ) -> Option<Instant> {
+        if self.sched.get(slot)?.busy {
+            return None;
+        }
+        let lease = if h.renews() {
+            h.lease()
+        } else {
+            // A fixed lease is never renewed, but an invalidation asks
+            // whether it still stands: a check, no expiry.
+            self.sched.unjoin(slot);
+            Duration::ZERO
+        };
+        let round = if lease.is_zero() {
+            now
+        } else {
+            self.sched.join(slot, lease, now)
+        };
+        let e = self.sched.get_mut(slot)?;
+        // In a grid round every hold renewed at least half an interval ago
+        // goes (renewing early is harmless, and it keeps holds in common
+        // rounds); off the grid only retries and overdue holds.
+        let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
+        let overdue = e.next_renew + lease / 6;
+        let due = if lease.is_zero() {
+            e.off_grid
+        } else {
+            now >= early && (now >= round || e.off_grid || now >= overdue)
+        };
+        if due {
+            e.busy = true;
+            e.off_grid = false;
+            let (node, s) = node_of(h.key.slot());
+            work.groups
+                .entry((node, s, RenewalRef(h.renewal), lease))
+                .or_default()
+                .push((Arc::clone(h), e.epoch));
+            // Off the grid, perhaps: its round must not look at it again.
+            self.sched.dequeue(slot);
+            return None;
+        }
+        if lease.is_zero() {
+            return None;
+        }
+        if e.off_grid {
+            return Some(early);
+        }
+        self.sched.queue(slot, early);
+        // A round comes by the overdue time (the grid moves an interval at
+        // a time), unless the reply that set it came late: then by overdue.
+        (overdue < round).then_some(overdue)
+    }
+
+    fn slot_of(&self, hold: &Arc<Hold>, epoch: u64) -> Option<u32> {
+        self.sched
+            .named(hold.key.name())
+            .iter()
+            .copied()
+            .find(|&s| self.sched.get(s).is_some_and(|e| e.is(hold, epoch)))
     }
 
     /// A call's outcome: verdicts applied to the holds they were planned
@@ -324,155 +444,102 @@ impl Table {
             } => {
                 let now = Instant::now();
                 for ((h, epoch), verdict) in holds.iter().zip(verdicts) {
-                    let Some(e) = self.entry(h, *epoch) else {
+                    let Some(slot) = self.slot_of(h, *epoch) else {
                         continue;
                     };
-                    e.busy = false;
+                    if let Some(e) = self.sched.get_mut(slot) {
+                        e.busy = false;
+                    }
                     if h.epoch() != *epoch {
+                        // Ended (perhaps revived under a new entry).
+                        self.sched.remove(slot);
                         continue;
                     }
-                    let recheck = std::mem::take(&mut e.recheck);
-                    match verdict {
-                        1 => {
-                            if !lease.is_zero() {
-                                // The renewal's write untracked the key.
-                                e.tracked = false;
-                                h.extend(sent_at, lease);
-                                e.next_renew = sent_at + lease / 3;
-                                if lease < h.lease() {
-                                    // A longer re-entry came meanwhile: renew
-                                    // with its lease now.
-                                    e.next_renew = now;
-                                    e.off_grid = true;
-                                }
-                            }
-                            if recheck {
-                                e.next_renew = now;
-                                e.off_grid = true;
-                            }
-                        }
-                        0 => {
-                            if h.is_active() {
-                                h.fire_because(
-                                    LossReason::Gone,
-                                    "the renewal found the key gone, overwritten or held by another owner",
-                                );
-                            }
-                        }
-                        _ => {
-                            // Unknown: ask again after a pause (a node that
-                            // fails fast must not make the task spin); the
-                            // deadline fires the loss if nothing succeeds.
-                            let l = h.lease();
-                            e.next_renew = now + (l / 10).min(Duration::from_millis(500)) + l / 6;
-                            e.off_grid = true;
-                        }
-                    }
+                    self.judged(slot, h, verdict, (lease, sent_at), now);
                 }
             }
         }
     }
-}
 
-/// One planning pass: what it has gathered so far.
-struct Pass<'a, F> {
-    now: Instant,
-    tracking: bool,
-    /// Groups a slot's holds (see [`Table::plan`]).
-    node_of: &'a F,
-    work: Work,
-    wake: Wake,
-    /// Leases with renewed holds: a lease seen first starts its grid now.
-    leases: Vec<Duration>,
-    grid: &'a mut HashMap<Duration, Instant>,
-}
-
-impl<F: Fn(u16) -> (Option<String>, u16)> Pass<'_, F> {
-    /// Looks at one entry: signals its loss if due, plans its tracked read,
-    /// renewal or check if due; `false` drops it (ended or lost).
-    #[inline]
-    fn visit(&mut self, e: &mut Entry) -> bool {
-        let Some(h) = e.hold.upgrade() else {
-            return false;
+    /// One hold's verdict from a call with `lease` sent at `sent_at`.
+    fn judged(
+        &mut self,
+        slot: u32,
+        h: &Arc<Hold>,
+        verdict: i64,
+        (lease, sent_at): (Duration, Instant),
+        now: Instant,
+    ) {
+        let tracking = self.tracking;
+        let Some(e) = self.sched.get_mut(slot) else {
+            return;
         };
-        if h.epoch() != e.epoch || !h.is_active() {
-            return false;
-        }
-        if h.max_hold_end.is_some_and(|end| self.now >= end) {
-            h.fire(LossReason::MaxHold);
-            return false;
-        }
-        let deadline = h.deadline();
-        if self.now >= deadline {
-            h.fire(LossReason::Expired);
-            return false;
-        }
-        self.wake.urgent = earliest(self.wake.urgent, deadline);
-        if let Some(end) = h.max_hold_end {
-            self.wake.urgent = earliest(self.wake.urgent, end);
-        }
-        if self.tracking && h.renewal.tracked && !e.tracked {
-            if self.now >= e.since + TRACK_AFTER {
-                e.tracked = true;
-                let group = (self.node_of)(h.key.slot());
-                self.work
-                    .track
-                    .entry(group)
-                    .or_default()
-                    .push((Arc::clone(&h), e.epoch));
-            } else {
-                self.wake.urgent = earliest(self.wake.urgent, e.since + TRACK_AFTER);
+        let recheck = std::mem::take(&mut e.recheck);
+        match verdict {
+            1 => {
+                let mut at_once = recheck;
+                if !lease.is_zero() {
+                    // The renewal's write untracked the key.
+                    e.tracked = false;
+                    h.extend(sent_at, lease);
+                    e.next_renew = sent_at + lease / 3;
+                    // A longer re-entry came meanwhile: renew with its
+                    // lease now.
+                    at_once |= lease < h.lease();
+                }
+                if at_once {
+                    e.next_renew = now;
+                    e.off_grid = true;
+                }
+                let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
+                let overdue = e.next_renew + lease / 6;
+                let read_again = tracking && h.renewal.tracked && !e.tracked;
+                let off_its_grid = !lease.is_zero() && e.grid != Some(lease);
+                let round = self.sched.round(lease);
+                if at_once || read_again || off_its_grid {
+                    // A visit now plans it (and queues it for its round).
+                    self.sched.look(slot, now, false);
+                } else if let Some(round) = round.filter(|_| !lease.is_zero()) {
+                    // Renewed: it waits for its grid's next round, or its
+                    // overdue time if the reply came so late that the
+                    // round is later.
+                    self.sched.queue(slot, early);
+                    if overdue < round {
+                        self.sched.look(slot, overdue, false);
+                    }
+                }
+            }
+            0 => {
+                if h.is_active() {
+                    h.fire_because(
+                        LossReason::Gone,
+                        "the renewal found the key gone, overwritten or held by another owner",
+                    );
+                }
+                self.sched.remove(slot);
+            }
+            _ => {
+                // Unknown: ask again after a pause (a node that fails fast
+                // must not make the task spin); the deadline fires the
+                // loss if nothing succeeds.
+                let l = h.lease();
+                let pause = (l / 10).min(Duration::from_millis(500));
+                e.next_renew = now + pause + l / 6;
+                e.off_grid = true;
+                self.sched.look(slot, now + pause, false);
             }
         }
-        if e.busy {
-            return true;
-        }
-        let lease = h.lease();
-        if !h.renews() {
-            if e.off_grid {
-                // A fixed lease is never renewed, but an invalidation
-                // asks whether it still stands: a check, no expiry.
-                e.busy = true;
-                e.off_grid = false;
-                let (node, slot) = (self.node_of)(h.key.slot());
-                let group = (node, slot, RenewalRef(h.renewal), Duration::ZERO);
-                self.work
-                    .groups
-                    .entry(group)
-                    .or_default()
-                    .push((Arc::clone(&h), e.epoch));
-            }
-            return true;
-        }
-        if !self.leases.contains(&lease) {
-            self.leases.push(lease);
-        }
-        let round = *self.grid.entry(lease).or_insert(self.now);
-        // In a grid round every hold renewed at least half an
-        // interval ago goes (renewing early is harmless, and it keeps
-        // holds in common rounds); off the grid only retries and
-        // overdue holds.
-        let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
-        let overdue = e.next_renew + lease / 6;
-        if self.now >= early && (self.now >= round || e.off_grid || self.now >= overdue) {
-            e.busy = true;
-            e.off_grid = false;
-            let (node, slot) = (self.node_of)(h.key.slot());
-            let group = (node, slot, RenewalRef(h.renewal), lease);
-            self.work
-                .groups
-                .entry(group)
-                .or_default()
-                .push((Arc::clone(&h), e.epoch));
-        } else if e.off_grid {
-            self.wake.renew = earliest(self.wake.renew, early);
-        } else {
-            self.wake.renew = earliest(self.wake.renew, overdue);
-        }
-        true
     }
 }
 
 #[cfg(test)]
 #[path = "table_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "schedule_tests.rs"]
+mod schedule_tests;
+
+#[cfg(test)]
+#[path = "table_bench_tests.rs"]
+mod bench_tests;

@@ -5,9 +5,9 @@ use crate::hold_key::HoldKey;
 use crate::lease::hold::NewHold;
 use std::sync::atomic::AtomicUsize;
 
-const LEASE: Duration = Duration::from_secs(30);
+pub(super) const LEASE: Duration = Duration::from_secs(30);
 
-fn hold(name: &str, owner: &str, token: u64, renew: bool, sent_at: Instant) -> Arc<Hold> {
+pub(super) fn hold(name: &str, owner: &str, token: u64, renew: bool, sent_at: Instant) -> Arc<Hold> {
     Hold::new(NewHold {
         key: HoldKey::new(Arc::from(name), Arc::from(owner)),
         counter: Arc::from(format!("redisson_lock_token:{{{name}}}")),
@@ -22,17 +22,17 @@ fn hold(name: &str, owner: &str, token: u64, renew: bool, sent_at: Instant) -> A
     })
 }
 
-fn standalone(_: u16) -> (Option<String>, u16) {
+pub(super) fn standalone(_: u16) -> (Option<String>, u16) {
     (None, 0)
 }
 
 /// Lets every young hold join the table (nothing else is due yet).
-fn settle(t: &mut Table) {
+pub(super) fn settle(t: &mut Table) {
     t.grow_up(Instant::now() + YOUNG, |_| false);
 }
 
 /// The holds planned for renewal (lease > 0) or check (lease zero).
-fn planned(work: &Work, check: bool) -> Vec<Planned> {
+pub(super) fn planned(work: &Work, check: bool) -> Vec<Planned> {
     work.groups
         .iter()
         .filter(|((_, _, _, lease), _)| lease.is_zero() == check)
@@ -84,7 +84,7 @@ fn an_ended_hold_is_dropped_and_a_revived_one_watched_anew() {
         planned(&work, false).is_empty(),
         "an ended hold is not renewed"
     );
-    assert!(t.holds.is_empty());
+    assert_eq!(t.sched.len(), 0);
     // A late re-entry reply with its token revives it: handed over again.
     assert!(h.join(true, now, LEASE));
     t.insert(Arc::clone(&h));
@@ -93,7 +93,7 @@ fn an_ended_hold_is_dropped_and_a_revived_one_watched_anew() {
     // Handed over twice while watched: one entry, not two.
     t.insert(Arc::clone(&h));
     settle(&mut t);
-    assert_eq!(t.holds.get("orders").map(Vec::len), Some(1));
+    assert_eq!(t.sched.named("orders").len(), 1);
 }
 
 #[test]
@@ -223,5 +223,5 @@ fn a_passed_deadline_or_max_hold_fires_the_loss() {
     t.insert(Arc::clone(&h));
     t.plan(Instant::now(), standalone);
     assert_eq!(h.lost.get(), Some(LossReason::Expired));
-    assert!(t.holds.is_empty());
+    assert_eq!(t.sched.len(), 0);
 }

@@ -1,0 +1,440 @@
+//! The lease engine's schedule: the watched holds' entries, found by slot
+//! or by lock name, and when each next needs a look, so that a planning
+//! pass touches the holds that are due and no others (issue 31: a pass
+//! that walked every hold cost O(holds) every few milliseconds).
+//!
+//! Two kinds of due time, kept apart:
+//! - a *look* (`looks`, one min-heap): the hold's loss deadline, max hold
+//!   or tracked read, or an off-grid renewal or check. Every entry has one
+//!   live look at or before its deadline.
+//! - a *grid queue* (one per lease): holds waiting for their lease's next
+//!   round, by the time they may be renewed early (next renewal − lease/6).
+//!   A round takes every hold whose early time has come, as the walk did.
+//!
+//! Items are never removed from a heap in place: an entry moved earlier
+//! gets a new item with a new generation, and the old one is skipped when
+//! it comes out (lazy deletion). A heap with more stale items than live
+//! ones is rebuilt, so the cost stays per hold due. A look that comes too
+//! early is harmless: a visit only acts on what is due, and looks again.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::hold::Hold;
+
+/// How often every entry is checked for a hold that ended (its last guard
+/// left) without coming due: until then its entry and the hold's memory
+/// stay, and a fixed lease may not come due for a long time.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Stale items a heap may carry beyond twice its live ones before a
+/// rebuild (a small table is never rebuilt).
+const STALE_SLACK: usize = 1024;
+
+/// The task's bookkeeping for one hold (the hold's own state is its atomics).
+pub(super) struct Entry {
+    pub(super) hold: Weak<Hold>,
+    /// The lock's name: the entry is found by it, even once the hold is gone.
+    name: Arc<str>,
+    /// The hold's epoch when it was handed over: a hold that ended (and was
+    /// perhaps revived, which hands it over again) no longer matches.
+    pub(super) epoch: u64,
+    pub(super) next_renew: Instant,
+    /// A call about this hold is in flight.
+    pub(super) busy: bool,
+    /// Look at it at `early()` without waiting for the grid: a call failed,
+    /// or an invalidation asks for a check now.
+    pub(super) off_grid: bool,
+    /// Invalidated while a call was in flight: that call may have been
+    /// answered before the change, so check again after it.
+    pub(super) recheck: bool,
+    /// A tracked read was made (or is in flight).
+    pub(super) tracked: bool,
+    pub(super) since: Instant,
+    /// Its live look: when, and under which generation.
+    look: Option<Instant>,
+    look_gen: u32,
+    /// Whether that look is for a loss or tracked read (may not wait for
+    /// the task's sleep floor) rather than a renewal or check.
+    look_urgent: bool,
+    /// Its live item in its grid's queue: the early time it was queued at.
+    queued: Option<Instant>,
+    queue_gen: u32,
+    /// The grid it counts in: the lease it is renewed with.
+    pub(super) grid: Option<Duration>,
+}
+
+impl Entry {
+    pub(super) fn new(hold: &Arc<Hold>, since: Instant) -> Self {
+        Self {
+            hold: Arc::downgrade(hold),
+            name: Arc::clone(hold.key.name()),
+            epoch: hold.epoch(),
+            next_renew: since + hold.lease() / 3,
+            busy: false,
+            off_grid: false,
+            recheck: false,
+            tracked: false,
+            since,
+            look: None,
+            look_gen: 0,
+            look_urgent: false,
+            queued: None,
+            queue_gen: 0,
+            grid: None,
+        }
+    }
+
+    /// The hold, while it is the one handed over and still worth watching.
+    pub(super) fn live(&self) -> Option<Arc<Hold>> {
+        let h = self.hold.upgrade()?;
+        (h.epoch() == self.epoch && h.is_active()).then_some(h)
+    }
+
+    pub(super) fn is(&self, hold: &Arc<Hold>, epoch: u64) -> bool {
+        self.epoch == epoch && Weak::as_ptr(&self.hold) == Arc::as_ptr(hold)
+    }
+}
+
+/// A due time in a heap: which slot, under which generation.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Item {
+    at: Instant,
+    slot: u32,
+    gen: u32,
+}
+
+/// The renewal rounds of one lease value.
+struct Grid {
+    /// The next round.
+    next: Instant,
+    /// Holds waiting for a round, by their early time.
+    queue: BinaryHeap<Reverse<Item>>,
+    /// Entries counted in this grid (queued, in flight or off the grid):
+    /// the grid ends with the last, as it did when none was seen in a pass.
+    members: usize,
+}
+
+/// The entries and their due times.
+#[derive(Default)]
+pub(super) struct Schedule {
+    slots: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    live: usize,
+    names: HashMap<Arc<str>, Vec<u32>>,
+    looks: BinaryHeap<Reverse<Item>>,
+    grids: HashMap<Duration, Grid>,
+    gen: u32,
+    /// Where the sweep for ended holds goes on, and when it last ran.
+    cursor: usize,
+    swept_at: Option<Instant>,
+}
+
+impl Schedule {
+    /// Entries watched.
+    pub(super) fn len(&self) -> usize {
+        self.live
+    }
+
+    pub(super) fn add(&mut self, e: Entry) -> u32 {
+        let name = Arc::clone(&e.name);
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(e);
+                s
+            }
+            None => {
+                // Slots are u32 in the heaps: 4 billion holds is far past
+                // anything one process holds.
+                let s = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+                self.slots.push(Some(e));
+                s
+            }
+        };
+        self.live += 1;
+        self.names.entry(name).or_default().push(slot);
+        slot
+    }
+
+    /// Drops an entry; its heap items become stale.
+    pub(super) fn remove(&mut self, slot: u32) {
+        let Some(e) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        self.live -= 1;
+        self.free.push(slot);
+        if let Some(lease) = e.grid {
+            self.leave(lease);
+        }
+        if let Some(v) = self.names.get_mut(&e.name) {
+            v.retain(|&s| s != slot);
+            if v.is_empty() {
+                self.names.remove(&e.name);
+            }
+        }
+    }
+
+    pub(super) fn get(&self, slot: u32) -> Option<&Entry> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut Entry> {
+        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+    }
+
+    /// The slots of lock `name`'s entries.
+    pub(super) fn named(&self, name: &str) -> &[u32] {
+        self.names.get(name).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Every slot in use (an invalidation of everything).
+    pub(super) fn all(&self) -> Vec<u32> {
+        self.names.values().flatten().copied().collect()
+    }
+
+    fn next_gen(&mut self) -> u32 {
+        self.gen = self.gen.wrapping_add(1);
+        self.gen
+    }
+
+    /// Look at `slot` by `at`: unless it already has a look no later.
+    pub(super) fn look(&mut self, slot: u32, at: Instant, urgent: bool) {
+        let gen = self.next_gen();
+        let Some(e) = self.get_mut(slot) else {
+            return;
+        };
+        if e.look.is_some_and(|t| t <= at) {
+            return;
+        }
+        e.look = Some(at);
+        e.look_gen = gen;
+        e.look_urgent = urgent;
+        self.looks.push(Reverse(Item { at, slot, gen }));
+    }
+
+    /// Counts `slot` in `lease`'s grid (and out of any other); returns that
+    /// grid's next round. A lease seen first starts its grid at `now`.
+    pub(super) fn join(&mut self, slot: u32, lease: Duration, now: Instant) -> Instant {
+        let old = self.get_mut(slot).and_then(|e| {
+            let old = e.grid.replace(lease);
+            if old != Some(lease) {
+                // Its item in the old grid's queue (if any) is stale now.
+                e.queued = None;
+            }
+            old
+        });
+        if old != Some(lease) {
+            if let Some(old) = old {
+                self.leave(old);
+            }
+            self.grids
+                .entry(lease)
+                .or_insert_with(|| Grid {
+                    next: now,
+                    queue: BinaryHeap::new(),
+                    members: 0,
+                })
+                .members += 1;
+        }
+        self.grids.get(&lease).map_or(now, |g| g.next)
+    }
+
+    /// Takes `slot` out of its grid (it is no longer renewed).
+    pub(super) fn unjoin(&mut self, slot: u32) {
+        let lease = self.get_mut(slot).and_then(|e| {
+            e.queued = None;
+            e.grid.take()
+        });
+        if let Some(lease) = lease {
+            self.leave(lease);
+        }
+    }
+
+    fn leave(&mut self, lease: Duration) {
+        if let Some(g) = self.grids.get_mut(&lease) {
+            g.members = g.members.saturating_sub(1);
+        }
+    }
+
+    /// Queues `slot` for its grid's first round at or after `early`
+    /// (unless it waits there already, from no later).
+    pub(super) fn queue(&mut self, slot: u32, early: Instant) {
+        let gen = self.next_gen();
+        let Some(e) = self.get_mut(slot) else {
+            return;
+        };
+        let Some(lease) = e.grid else {
+            return;
+        };
+        if e.queued.is_some_and(|t| t <= early) {
+            return;
+        }
+        e.queued = Some(early);
+        e.queue_gen = gen;
+        if let Some(g) = self.grids.get_mut(&lease) {
+            g.queue.push(Reverse(Item {
+                at: early,
+                slot,
+                gen,
+            }));
+        }
+    }
+
+    /// Its item in its grid's queue is stale: it is renewed off the grid.
+    pub(super) fn dequeue(&mut self, slot: u32) {
+        if let Some(e) = self.get_mut(slot) {
+            e.queued = None;
+        }
+    }
+
+    /// The next round of `lease`'s grid, if it has one.
+    pub(super) fn round(&self, lease: Duration) -> Option<Instant> {
+        self.grids.get(&lease).map(|g| g.next)
+    }
+
+    /// The slots due at `now`: every live look by then, and in each grid
+    /// whose round has come, every hold queued with an early time by then.
+    /// (A slot may come twice; a visit is idempotent.)
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<u32> {
+        let mut due = Vec::new();
+        let slots = &mut self.slots;
+        for g in self.grids.values_mut().filter(|g| now >= g.next) {
+            while let Some(Reverse(i)) = g.queue.peek().copied() {
+                if i.at > now {
+                    break;
+                }
+                g.queue.pop();
+                if let Some(e) = slots.get_mut(i.slot as usize).and_then(Option::as_mut) {
+                    if e.queued.is_some() && e.queue_gen == i.gen {
+                        e.queued = None;
+                        due.push(i.slot);
+                    }
+                }
+            }
+        }
+        while let Some(Reverse(i)) = self.looks.peek().copied() {
+            if i.at > now {
+                break;
+            }
+            self.looks.pop();
+            if let Some(e) = slots.get_mut(i.slot as usize).and_then(Option::as_mut) {
+                if e.look.is_some() && e.look_gen == i.gen {
+                    e.look = None;
+                    due.push(i.slot);
+                }
+            }
+        }
+        due
+    }
+
+    /// After a pass: rounds that came move one interval on (a task that
+    /// slept past one starts again from now rather than firing twice),
+    /// grids without members end. Returns the next round.
+    pub(super) fn advance(&mut self, now: Instant) -> Option<Instant> {
+        self.grids.retain(|_, g| g.members > 0);
+        let mut next: Option<Instant> = None;
+        for (lease, g) in &mut self.grids {
+            let interval = *lease / 3;
+            if now >= g.next {
+                g.next += interval;
+                if g.next <= now {
+                    g.next = now + interval;
+                }
+            }
+            next = Some(next.map_or(g.next, |n| n.min(g.next)));
+        }
+        next
+    }
+
+    /// The first live look, and whether it is urgent (stale items on top
+    /// are dropped on the way).
+    pub(super) fn next_look(&mut self) -> Option<(Instant, bool)> {
+        while let Some(Reverse(i)) = self.looks.peek().copied() {
+            match self.slots.get(i.slot as usize).and_then(Option::as_ref) {
+                Some(e) if e.look.is_some() && e.look_gen == i.gen => {
+                    return Some((i.at, e.look_urgent));
+                }
+                _ => {
+                    self.looks.pop();
+                }
+            }
+        }
+        None
+    }
+
+    /// Drops entries whose hold ended or was lost elsewhere, a slice per
+    /// pass so that every entry is checked about once per [`SWEEP_EVERY`]
+    /// (their due times would find them too, but perhaps much later).
+    /// Returns how many entries it checked.
+    pub(super) fn sweep(&mut self, now: Instant) -> usize {
+        let last = *self.swept_at.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(last);
+        let n = self.slots.len();
+        // The share of the slots this much time owes, rounded down: the
+        // rest carries over (`swept_at` moves only by what was paid).
+        let owed = (n as u128 * elapsed.as_nanos() / SWEEP_EVERY.as_nanos()).min(n as u128);
+        let budget = usize::try_from(owed).unwrap_or(n);
+        if budget == 0 {
+            return 0;
+        }
+        self.swept_at = Some(now);
+        for _ in 0..budget {
+            if self.cursor >= n {
+                self.cursor = 0;
+            }
+            let slot = self.cursor;
+            self.cursor += 1;
+            let ended = self.slots[slot].as_ref().is_some_and(|e| e.live().is_none());
+            if ended {
+                self.remove(u32::try_from(slot).unwrap_or(u32::MAX));
+            }
+        }
+        budget
+    }
+
+    #[cfg(test)]
+    pub(super) fn looks_len(&self) -> usize {
+        self.looks.len()
+    }
+
+    /// Rebuilds a heap that carries more stale items than live ones.
+    pub(super) fn compact(&mut self) {
+        if self.looks.len() > 2 * self.live + STALE_SLACK {
+            let live = self.slots.iter().enumerate().filter_map(|(s, e)| {
+                let e = e.as_ref()?;
+                let at = e.look?;
+                let slot = u32::try_from(s).ok()?;
+                Some(Reverse(Item {
+                    at,
+                    slot,
+                    gen: e.look_gen,
+                }))
+            });
+            self.looks = live.collect();
+        }
+        let bloated: Vec<Duration> = self
+            .grids
+            .iter()
+            .filter(|(_, g)| g.queue.len() > 2 * g.members + STALE_SLACK)
+            .map(|(lease, _)| *lease)
+            .collect();
+        for lease in bloated {
+            let live = self.slots.iter().enumerate().filter_map(|(s, e)| {
+                let e = e.as_ref()?;
+                let at = e.queued.filter(|_| e.grid == Some(lease))?;
+                let slot = u32::try_from(s).ok()?;
+                Some(Reverse(Item {
+                    at,
+                    slot,
+                    gen: e.queue_gen,
+                }))
+            });
+            let queue = live.collect();
+            if let Some(g) = self.grids.get_mut(&lease) {
+                g.queue = queue;
+            }
+        }
+    }
+}

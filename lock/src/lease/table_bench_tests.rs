@@ -1,0 +1,124 @@
+//! What a planning pass costs against holds watched and holds due (issue
+//! 31): a measurement, not a check. Run it in release, alone:
+//!
+//! ```text
+//! cargo test -p keylatch-lock --lib --release -- --ignored --nocapture pass_cost
+//! ```
+//!
+//! It drives the table only through `new`, `insert`, `grow_up`, `plan`,
+//! `invalidated` and `apply`, so the same file measures the table before
+//! the schedule (copied next to that `table.rs` with the same `mod` line).
+
+use super::*;
+use crate::hold_key::HoldKey;
+use crate::lease::hold::NewHold;
+use std::sync::atomic::AtomicUsize;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn hold(i: usize, live: &Arc<AtomicUsize>, sent_at: Instant) -> Arc<Hold> {
+    let name = format!("lock:{i}");
+    Hold::new(NewHold {
+        counter: Arc::from(format!("redisson_lock_token:{{{name}}}")),
+        key: HoldKey::new(Arc::from(name), Arc::from("c:1")),
+        token: i as u64 + 1,
+        renewal: &crate::lock::HASH_LEASE,
+        renew: true,
+        lease: LEASE,
+        sent_at,
+        max_hold: None,
+        drift_permille: 10,
+        live: Arc::clone(live),
+    })
+}
+
+fn standalone(_: u16) -> (Option<String>, u16) {
+    (None, 0)
+}
+
+fn sent(work: Work) -> Vec<Planned> {
+    work.groups.into_values().flatten().collect()
+}
+
+fn renewed(t: &mut Table, holds: Vec<Planned>, sent_at: Instant) {
+    let verdicts = vec![1; holds.len()];
+    t.apply(Done::Judged {
+        lease: LEASE,
+        sent_at,
+        holds,
+        verdicts,
+    });
+}
+
+/// The median of `runs` timings of `f`, in microseconds.
+fn median_us(runs: usize, mut f: impl FnMut(usize) -> Duration) -> f64 {
+    let mut v: Vec<Duration> = (0..runs).map(&mut f).collect();
+    v.sort_unstable();
+    v[runs / 2].as_secs_f64() * 1e6
+}
+
+fn measure(n: usize) {
+    let live = Arc::new(AtomicUsize::new(0));
+    let now = Instant::now();
+    let holds: Vec<Arc<Hold>> = (0..n).map(|i| hold(i, &live, now)).collect();
+    let mut t = Table::new(false);
+    for h in &holds {
+        t.insert(Arc::clone(h));
+    }
+    t.grow_up(Instant::now() + YOUNG, |_| false);
+    // A round with every hold due (the first), and its replies.
+    let at = now + LEASE / 3;
+    let started = Instant::now();
+    let (work, _) = t.plan(at, standalone);
+    let round = started.elapsed();
+    let out = sent(work);
+    assert_eq!(out.len(), n);
+    let started = Instant::now();
+    renewed(&mut t, out, at);
+    let replies = started.elapsed();
+    // Passes between rounds (every 3 ms while acquiring, and after each
+    // reply): nothing due, then `due` holds invalidated.
+    let mut clock = at;
+    let mut pass = |t: &mut Table, due: usize, k: usize| {
+        let names: Vec<bytes::Bytes> = (0..due)
+            .map(|j| bytes::Bytes::from(format!("lock:{}", (k * 7919 + j * 104_729) % n)))
+            .collect();
+        if due > 0 {
+            t.invalidated(&Invalidation::Keys(names));
+        }
+        clock += Duration::from_micros(100);
+        let started = Instant::now();
+        let (work, _) = t.plan(clock, standalone);
+        let took = started.elapsed();
+        let out = sent(work);
+        renewed(t, out, clock);
+        took
+    };
+    let idle = median_us(21, |k| pass(&mut t, 0, k));
+    let one = median_us(21, |k| pass(&mut t, 1, k));
+    let hundred = median_us(21, |k| pass(&mut t, 100, k));
+    let thousand = median_us(11, |k| pass(&mut t, 1000, k));
+    // The next round, every hold due again (off-grid ones too, by now).
+    let next = at + LEASE / 3 + LEASE / 6;
+    let started = Instant::now();
+    let (work, _) = t.plan(next, standalone);
+    let round2 = started.elapsed();
+    let count = sent(work).len();
+    println!(
+        "holds {n:>7} | round all due {:>8.1} ms ({:>5.0} ns/hold), replies {:>7.1} ms | \
+         pass 0 due {idle:>9.1} us | 1 due {one:>9.1} us | 100 due {hundred:>9.1} us | \
+         1000 due {thousand:>9.1} us | round 2 ({count} due) {:>8.1} ms",
+        round.as_secs_f64() * 1e3,
+        round.as_secs_f64() * 1e9 / n as f64,
+        replies.as_secs_f64() * 1e3,
+        round2.as_secs_f64() * 1e3,
+    );
+}
+
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn pass_cost() {
+    for n in [10_000, 100_000, 300_000] {
+        measure(n);
+    }
+}
