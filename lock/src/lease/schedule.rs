@@ -134,6 +134,7 @@ pub(super) struct Schedule {
 
 impl Schedule {
     /// Entries watched.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.live
     }
@@ -386,7 +387,9 @@ impl Schedule {
             }
             let slot = self.cursor;
             self.cursor += 1;
-            let ended = self.slots[slot].as_ref().is_some_and(|e| e.live().is_none());
+            let ended = self.slots[slot]
+                .as_ref()
+                .is_some_and(|e| e.live().is_none());
             if ended {
                 self.remove(u32::try_from(slot).unwrap_or(u32::MAX));
             }

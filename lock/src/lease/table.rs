@@ -315,7 +315,10 @@ impl Table {
         }
         // A loss by time is judged at its time: every entry keeps a look
         // no later than its deadline.
-        let mut look = (h.max_hold_end.map_or(deadline, |end| end.min(deadline)), true);
+        let mut look = (
+            h.max_hold_end.map_or(deadline, |end| end.min(deadline)),
+            true,
+        );
         if let Some(at) = self.plan_track(slot, &h, now, node_of, work) {
             look.0 = look.0.min(at);
         }

@@ -7,7 +7,13 @@ use std::sync::atomic::AtomicUsize;
 
 pub(super) const LEASE: Duration = Duration::from_secs(30);
 
-pub(super) fn hold(name: &str, owner: &str, token: u64, renew: bool, sent_at: Instant) -> Arc<Hold> {
+pub(super) fn hold(
+    name: &str,
+    owner: &str,
+    token: u64,
+    renew: bool,
+    sent_at: Instant,
+) -> Arc<Hold> {
     Hold::new(NewHold {
         key: HoldKey::new(Arc::from(name), Arc::from(owner)),
         counter: Arc::from(format!("redisson_lock_token:{{{name}}}")),
