@@ -57,11 +57,21 @@ fn median_us(runs: usize, mut f: impl FnMut(usize) -> Duration) -> f64 {
     v[runs / 2].as_secs_f64() * 1e6
 }
 
-fn measure(n: usize) {
+/// Answers every tracked read in `work`: the hold is there.
+fn tracked(t: &mut Table, work: &mut Work) {
+    let holds: Vec<Planned> = std::mem::take(&mut work.track)
+        .into_values()
+        .flatten()
+        .collect();
+    let found = vec![Some(true); holds.len()];
+    t.apply(Done::Tracked { holds, found });
+}
+
+fn measure(n: usize, tracking: bool) {
     let live = Arc::new(AtomicUsize::new(0));
     let now = Instant::now();
     let holds: Vec<Arc<Hold>> = (0..n).map(|i| hold(i, &live, now)).collect();
-    let mut t = Table::new(false);
+    let mut t = Table::new(tracking);
     for h in &holds {
         t.insert(Arc::clone(h));
     }
@@ -69,13 +79,20 @@ fn measure(n: usize) {
     // A round with every hold due (the first), and its replies.
     let at = now + LEASE / 3;
     let started = Instant::now();
-    let (work, _) = t.plan(at, standalone);
+    let (mut work, _) = t.plan(at, standalone);
     let round = started.elapsed();
+    tracked(&mut t, &mut work);
     let out = sent(work);
     assert_eq!(out.len(), n);
     let started = Instant::now();
     renewed(&mut t, out, at);
     let replies = started.elapsed();
+    // With tracking, a renewal's own write untracked each key: the pass
+    // after the replies reads them all again (part of the round's cost).
+    let started = Instant::now();
+    let (mut work, _) = t.plan(at + Duration::from_micros(50), standalone);
+    let reread = started.elapsed();
+    tracked(&mut t, &mut work);
     // Passes between rounds (every 3 ms while acquiring, and after each
     // reply): nothing due, then `due` holds invalidated.
     let mut clock = at;
@@ -88,8 +105,9 @@ fn measure(n: usize) {
         }
         clock += Duration::from_micros(100);
         let started = Instant::now();
-        let (work, _) = t.plan(clock, standalone);
+        let (mut work, _) = t.plan(clock, standalone);
         let took = started.elapsed();
+        tracked(t, &mut work);
         let out = sent(work);
         renewed(t, out, clock);
         took
@@ -105,12 +123,13 @@ fn measure(n: usize) {
     let round2 = started.elapsed();
     let count = sent(work).len();
     println!(
-        "holds {n:>7} | round all due {:>8.1} ms ({:>5.0} ns/hold), replies {:>7.1} ms | \
-         pass 0 due {idle:>9.1} us | 1 due {one:>9.1} us | 100 due {hundred:>9.1} us | \
+        "tracking {tracking:>5} holds {n:>7} | round all due {:>8.1} ms ({:>5.0} ns/hold), \
+         replies {:>7.1} ms, re-reads {:>7.1} ms | pass 0 due {idle:>9.1} us | 1 due {one:>9.1} us | 100 due {hundred:>9.1} us | \
          1000 due {thousand:>9.1} us | round 2 ({count} due) {:>8.1} ms",
         round.as_secs_f64() * 1e3,
         round.as_secs_f64() * 1e9 / n as f64,
         replies.as_secs_f64() * 1e3,
+        reread.as_secs_f64() * 1e3,
         round2.as_secs_f64() * 1e3,
     );
 }
@@ -118,7 +137,9 @@ fn measure(n: usize) {
 #[test]
 #[ignore = "a measurement: run in release with --ignored --nocapture"]
 fn pass_cost() {
-    for n in [10_000, 100_000, 300_000] {
-        measure(n);
+    for tracking in [false, true] {
+        for n in [10_000, 100_000, 300_000] {
+            measure(n, tracking);
+        }
     }
 }
