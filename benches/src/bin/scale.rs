@@ -24,7 +24,12 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin scale -- \
 //!     [--holds 100000] [--inflight 256] [--watchdog-ms 3000] [--rounds 3] [--url redis://…]
+//!     [--tracking off]
 //! ```
+//!
+//! `--tracking off` (a diagnostic, not the users' path): `Locks::new` on a
+//! plain `Client::connect`, without the client tracking `Locks::connect`
+//! turns on, to show what tracking costs per renewed hold.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,7 +60,9 @@ fn main() {
         "--watchdog-ms",
         "--rounds",
         "--url",
+        "--tracking",
     ]);
+    let tracking = flags.text("--tracking").as_deref() != Some("off");
     let holds: usize = flags.number("--holds", 100_000);
     let inflight: usize = flags.number("--inflight", 256);
     let watchdog = Duration::from_millis(flags.number("--watchdog-ms", 3000));
@@ -67,10 +74,17 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(run(&url, holds, inflight, watchdog, rounds));
+    rt.block_on(run(&url, holds, inflight, watchdog, rounds, tracking));
 }
 
-async fn run(url: &str, holds: usize, inflight: usize, watchdog: Duration, rounds: u32) {
+async fn run(
+    url: &str,
+    holds: usize,
+    inflight: usize,
+    watchdog: Duration,
+    rounds: u32,
+    tracking: bool,
+) {
     let admin = Client::connect(url).await.expect("admin client");
     admin.send(Cmd::new("FLUSHALL")).await.expect("flushall");
     println!(
@@ -78,12 +92,15 @@ async fn run(url: &str, holds: usize, inflight: usize, watchdog: Duration, round
          (a round every {:?}), {rounds} rounds idle",
         watchdog / 3
     );
-    let locks = Locks::connect_with(
-        ClientConfig::from_url(url).expect("url"),
-        LocksConfig::default().watchdog_timeout(watchdog),
-    )
-    .await
-    .expect("client");
+    let config = LocksConfig::default().watchdog_timeout(watchdog);
+    let locks = if tracking {
+        Locks::connect_with(ClientConfig::from_url(url).expect("url"), config)
+            .await
+            .expect("client")
+    } else {
+        println!("(tracking off: Locks::new on Client::connect)");
+        Locks::new(Client::connect(url).await.expect("client"), config)
+    };
     let rss0 = rss_kib();
 
     // 1. Acquire.
