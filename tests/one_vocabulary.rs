@@ -17,7 +17,7 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use common::Soon;
-use keylatch_cluster::{Client, ClientConfig, Commands};
+use keylatch_cluster::{Client, Commands};
 use keylatch_harness::{Masters, RedisCluster, RedisServer};
 use keylatch_lock::{LockError, Locks, LocksConfig, LossReason, RedLock, Semaphore};
 use keylatch_resp::{Cmd, Frame};
@@ -422,12 +422,7 @@ async fn redlock_handle_and_extend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_on_a_cluster() {
     let cluster = RedisCluster::start();
-    let urls = cluster.seed_urls();
-    let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
-    let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
-        .await
-        .unwrap();
-    assert!(client.is_cluster());
+    let client = common::client_for(&cluster).await;
     let locks = Locks::new(client.clone(), config());
     let fixed = Some(Duration::from_millis(1000));
     for name in ["ext-c1", "ext-c2", "{tag}ext-c3"] {

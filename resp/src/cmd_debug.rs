@@ -91,49 +91,23 @@ mod tests {
         format!("{c:?}")
     }
 
+    /// A command from its words, the first one the name.
+    fn cmd(words: &[&str]) -> Cmd {
+        words[1..].iter().fold(Cmd::new(words[0]), |c, w| c.arg(*w))
+    }
+
     #[test]
     fn secrets_are_masked() {
         let cases = [
-            Cmd::new("AUTH").arg("s3cret"),
-            Cmd::new("auth").arg("bob").arg("s3cret"),
-            Cmd::new("HELLO")
-                .arg("3")
-                .arg("AUTH")
-                .arg("bob")
-                .arg("s3cret")
-                .arg("SETNAME")
-                .arg("x"),
-            Cmd::new("MIGRATE")
-                .arg("h")
-                .arg("1")
-                .arg("")
-                .arg("0")
-                .arg("5")
-                .arg("AUTH")
-                .arg("s3cret")
-                .arg("KEYS")
-                .arg("k"),
-            Cmd::new("MIGRATE")
-                .arg("h")
-                .arg("1")
-                .arg("")
-                .arg("0")
-                .arg("5")
-                .arg("AUTH2")
-                .arg("bob")
-                .arg("s3cret"),
-            Cmd::new("CONFIG")
-                .arg("SET")
-                .arg("maxmemory")
-                .arg("1")
-                .arg("requirepass")
-                .arg("s3cret"),
-            Cmd::new("ACL")
-                .arg("SETUSER")
-                .arg("bob")
-                .arg("on")
-                .arg(">s3cret")
-                .arg("~*"),
+            cmd(&["AUTH", "s3cret"]),
+            cmd(&["auth", "bob", "s3cret"]),
+            cmd(&["HELLO", "3", "AUTH", "bob", "s3cret", "SETNAME", "x"]),
+            cmd(&[
+                "MIGRATE", "h", "1", "", "0", "5", "AUTH", "s3cret", "KEYS", "k",
+            ]),
+            cmd(&["MIGRATE", "h", "1", "", "0", "5", "AUTH2", "bob", "s3cret"]),
+            cmd(&["CONFIG", "SET", "maxmemory", "1", "requirepass", "s3cret"]),
+            cmd(&["ACL", "SETUSER", "bob", "on", ">s3cret", "~*"]),
         ];
         for c in &cases {
             let s = shown(c);

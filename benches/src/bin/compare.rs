@@ -41,12 +41,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keylatch::lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
+use keylatch::{Client, ClientConfig, Locks, LocksConfig};
 use keylatch_cli::bench::{
     comparison, parse_duration, run_suite, svg, table, BenchError, BenchResult, LockClient,
     LockHandle, Plan, Progress,
 };
-use keylatch::lock::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
-use keylatch::{Client, ClientConfig, Locks, LocksConfig};
 
 /// The retry interval of the clients without a way to wait for a release.
 const RETRY: Duration = Duration::from_millis(1);

@@ -63,7 +63,8 @@ order given, so execs naming the same locks cannot deadlock); with --fair,
                while a majority holds it; the command is stopped (exit 76)
                once fewer than a majority do. No fencing token; --url is
                not used.
-  --wait D     how long to wait for the lock (default 10s; 0 = one try)
+  --wait D     how long to wait for the lock (default 10s; 0 = one try);
+               connecting spends from it too (at least 1s to connect)
   --lease D    fixed lease: the lock expires after D; CMD gets SIGTERM a
                --grace before that (half of D if --grace is longer) and
                SIGKILL when it ends, then exit 76;
@@ -96,7 +97,8 @@ unset for a --read hold and for permits, which have none); with
 Exit codes:
   N     CMD's own exit code (128+N when CMD died of signal N)
   64    usage error, or NAME holds no lock of the kind asked (EX_USAGE)
-  69    no server reachable, or the connection/AUTH refused (EX_UNAVAILABLE)
+  69    no server reachable, the connection/AUTH refused, no answer in
+        time, or a peer that is not Redis/Valkey (EX_UNAVAILABLE)
   70    the server answered with an error; internal failure (EX_SOFTWARE)
   75    the lock was not acquired within --wait (EX_TEMPFAIL)
   76    the lock was lost while CMD ran: its group got SIGTERM, then
