@@ -117,3 +117,33 @@ impl Wake {
         tracing::debug!(lock = %self.name, by, "woken; trying again");
     }
 }
+
+/// How long to sleep before trying again, from the PTTL (or wait) a try
+/// answered: `-2` (the key went between two commands) at once; `0` (the
+/// key expires this very millisecond: PTTL answers 0, not -2, until the
+/// clock moves past it) one millisecond; a positive wait that long; `-1`
+/// (no expiry, not ours to judge) or anything else, `recheck`. The caller
+/// bounds the result by its own caps and what is left of its wait.
+pub(crate) fn nap_for(pttl: i64, recheck: Duration) -> Duration {
+    match pttl {
+        -2 => Duration::ZERO,
+        0 => Duration::from_millis(1),
+        p if p > 0 => Duration::from_millis(p.unsigned_abs()),
+        _ => recheck,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_expiring_this_millisecond_is_tried_again_at_once_not_at_the_recheck() {
+        let recheck = Duration::from_secs(20);
+        assert_eq!(nap_for(0, recheck), Duration::from_millis(1));
+        assert_eq!(nap_for(-2, recheck), Duration::ZERO);
+        assert_eq!(nap_for(750, recheck), Duration::from_millis(750));
+        assert_eq!(nap_for(-1, recheck), recheck);
+        assert_eq!(nap_for(-7, recheck), recheck);
+    }
+}

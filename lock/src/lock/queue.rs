@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
-use crate::wake::Wake;
+use crate::wake::{nap_for, Wake};
 
 use super::attempt::Attempt;
 use super::base::Lock;
@@ -55,12 +55,7 @@ impl Lock {
                 leave.now().await;
                 return Ok(None);
             }
-            let mut nap = match wait {
-                w if w > 0 => Duration::from_millis(w.unsigned_abs()),
-                _ => cfg.recheck,
-            }
-            .min(cfg.recheck)
-            .min(renew);
+            let mut nap = nap_for(wait, cfg.recheck).min(cfg.recheck).min(renew);
             if let Some(left) = left {
                 nap = nap.min(left);
             }

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
-use crate::wake::Wake;
+use crate::wake::{nap_for, Wake};
 
 use super::attempt::Attempt;
 use super::base::Lock;
@@ -66,14 +66,7 @@ impl Lock {
                 marker.now().await;
                 return Ok(None);
             }
-            // PTTL -2: gone between two commands, try at once; -1: no expiry
-            // (not ours to judge), re-check at the bounded interval.
-            let mut nap = match pttl {
-                -2 => Duration::ZERO,
-                p if p > 0 => Duration::from_millis(p.unsigned_abs()),
-                _ => self.inner.config.recheck,
-            }
-            .min(cap);
+            let mut nap = nap_for(pttl, self.inner.config.recheck).min(cap);
             if let Some(left) = left {
                 nap = nap.min(left);
             }

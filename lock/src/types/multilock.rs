@@ -25,7 +25,7 @@ use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
 use crate::span::{clamp_span, millis};
 use crate::types::losses::{JoinAll, Losses};
-use crate::wake::Wake;
+use crate::wake::{nap_for, Wake};
 
 /// All of several locks or none. Members may be locks of any kind, on any
 /// clients (each member keeps its own owner and watchdog).
@@ -358,15 +358,10 @@ async fn no_lock(member: &Lock) -> LockResult<()> {
     Ok(())
 }
 
-/// The pause before the next try: the busy member's PTTL (none when it was
-/// gone between two commands), at most the re-check and what is left.
+/// The pause before the next try, from the busy member's PTTL
+/// ([`nap_for`]), at most the re-check and what is left.
 fn nap(recheck: Duration, pttl: i64, left: Option<Duration>) -> Duration {
-    let mut nap = recheck;
-    if pttl > 0 {
-        nap = nap.min(Duration::from_millis(pttl.unsigned_abs()));
-    } else if pttl == -2 {
-        nap = Duration::ZERO;
-    }
+    let nap = nap_for(pttl, recheck).min(recheck);
     left.map_or(nap, |l| nap.min(l))
 }
 
