@@ -998,14 +998,15 @@ async fn a_renewal_never_shortens_a_longer_expiry() {
     server.cli(&["HSET", "long-held", "c:1", "1"]).unwrap();
     server.cli(&["PEXPIRE", "long-held", "20000"]).unwrap();
     server.cli(&["SET", counter, "5"]).unwrap();
-    // KEYS: hash, counter; ARGV: lease, counter idle expiry, owner, token.
+    // KEYS: hash, counter; ARGV: lease, counter idle expiry, flags, owner,
+    // token.
     let renew = || async {
         locks
             .client()
             .eval_script(
                 &REENTRANT_RENEW,
                 &["long-held", counter],
-                &["900", "60000", "c:1", "5"],
+                &["900", "60000", "", "c:1", "5"],
             )
             .await
             .unwrap()

@@ -9,8 +9,9 @@
 -- ARGV[1]     lease in ms: each permit now expires at least this long from
 --             the server's now (never sooner than it did); "0" only checks
 -- ARGV[2]     unused (the shape every renewal shares)
--- ARGV[2i+1]  guard i's permit ids, 32 hex digits each, comma-separated;
---             ARGV[2i+2] its token (unused: "0")
+-- ARGV[3]     unused (flags: permit guards are never tracked)
+-- ARGV[2i+2]  guard i's permit ids, 32 hex digits each, comma-separated;
+--             ARGV[2i+3] its token (unused: "0")
 --
 -- Returns  an array: element i is 1 when guard i's permits all stand (and
 --          are renewed), 0 when any is gone or expired (or the count is), -1 when the key
@@ -23,6 +24,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS / 2 do
-    out[i] = judge_permits(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], lease, now)
+    out[i] = judge_permits(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 2], lease, now)
 end
 return out

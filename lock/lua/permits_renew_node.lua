@@ -4,8 +4,9 @@
 -- KEYS[1]     none
 -- ARGV[1]     lease in ms; "0" only checks
 -- ARGV[2]     unused
--- ARGV[4i-1]  guard i's semaphore, ARGV[4i] its permits zset, ARGV[4i+1]
---             its permit ids (hex, comma-separated), ARGV[4i+2] its token
+-- ARGV[3]     unused (flags)
+-- ARGV[4i]    guard i's semaphore, ARGV[4i+1] its permits zset, ARGV[4i+2]
+--             its permit ids (hex, comma-separated), ARGV[4i+3] its token
 --             (unused)
 --
 -- Returns  as permits_renew: 1 standing (and renewed), 0 gone, -1 unknown.
@@ -21,7 +22,7 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[1])
 local out = {}
-for i = 3, #ARGV, 4 do
+for i = 4, #ARGV, 4 do
     out[#out + 1] = judge_permits(ARGV[i], ARGV[i + 1], ARGV[i + 2], lease, now)
 end
 return out

@@ -7,21 +7,47 @@
 --             standalone server; in a cluster, keys of one slot)
 -- ARGV[1]     lease in milliseconds; "0" only checks (fixed leases)
 -- ARGV[2]     idle expiry of the fencing counters, in milliseconds
--- ARGV[2i+1]  the owner id of hold i; ARGV[2i+2] its token ("0": unknown,
+-- ARGV[3]     flags: "c" refresh the counters' idle expiry (due every few
+--             hours, not every renewal); "t" read every standing key again
+--             after its renewal, so that a call sent right after CLIENT
+--             CACHING YES leaves them tracked (the renewal's own PEXPIRE
+--             ends the server's tracking of a key)
+-- ARGV[2i+2]  the owner id of hold i; ARGV[2i+3] its token ("0": unknown,
 --             judged by the owner alone)
 --
 -- Returns  an array: element i is 1 when hold i still stands (the owner's
 --          field is there, the counter names its token, the key is a hash)
 --          and, unless checking, now lives at least the lease (a longer
---          expiry is kept) with its counter kept alive as long as the idle
---          expiry; 0 when that hold is gone; -1 when a key could not be
+--          expiry is kept, and a key without one keeps none); 0 when that hold is gone; -1 when a key could not be
 --          read here (e.g. served by another node now): unknown, ask again.
 
--- From lib/ (scripts.rs puts them first): judge_reentrant.
+-- From lib/ (scripts.rs puts them first): stretch, judge_reentrant.
 
 local lease = tonumber(ARGV[1])
+local refresh = string.find(ARGV[3], 'c', 1, true) ~= nil
+local track = string.find(ARGV[3], 't', 1, true) ~= nil
+local n = #KEYS / 2
+-- Every counter in one read: one call, not one per hold. An error (a
+-- counter served elsewhere, mid-migration) leaves each to be read alone.
+local counters = {}
+for i = 1, n do
+    counters[i] = KEYS[2 * i]
+end
+local seen = redis.pcall('mget', unpack(counters))
+if type(seen) ~= 'table' or seen.err then
+    seen = {}
+end
 local out = {}
-for i = 1, #KEYS / 2 do
-    out[i] = judge_reentrant(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 1], ARGV[2 * i + 2], lease, ARGV[2])
+local kept = {}
+for i = 1, n do
+    local key = KEYS[2 * i - 1]
+    out[i] = judge_reentrant(key, KEYS[2 * i], ARGV[2 * i + 2], ARGV[2 * i + 3], lease, ARGV[2], refresh, seen[i])
+    if track and out[i] == 1 then
+        kept[#kept + 1] = key
+    end
+end
+if #kept > 0 then
+    -- One read of every standing key: each is tracked again.
+    redis.pcall('exists', unpack(kept))
 end
 return out

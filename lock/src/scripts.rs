@@ -63,7 +63,8 @@ pub static REENTRANT_RELEASE: Script = script!("reentrant_release");
 /// ```
 /// assert_eq!(keylatch_lock::scripts::REENTRANT_RENEW.name(), "reentrant_renew");
 /// ```
-pub static REENTRANT_RENEW: Script = script!("reentrant_renew", lib = ["judge_reentrant"]);
+pub static REENTRANT_RENEW: Script =
+    script!("reentrant_renew", lib = ["stretch", "judge_reentrant"]);
 
 /// [`REENTRANT_RENEW`] for holds in many slots of one cluster node (script
 /// flag `allow-cross-slot-keys`); see `lua/reentrant_renew_node.lua`.
@@ -74,7 +75,7 @@ pub static REENTRANT_RENEW: Script = script!("reentrant_renew", lib = ["judge_re
 pub static REENTRANT_RENEW_NODE: Script = script!(
     "reentrant_renew_node",
     flags = "allow-cross-slot-keys",
-    lib = ["judge_reentrant"]
+    lib = ["stretch", "judge_reentrant"]
 );
 
 /// End whatever holds a name in the way its type means (a lock's hold, a
@@ -341,11 +342,11 @@ mod tests {
         ),
         (
             "reentrant_renew",
-            "d19417aa0e2316729238f0f1fe457a34e2be9e9b",
+            "2ddf53f31bf0ed92488f91bebbd3fcaf265c80dc",
         ),
         (
             "reentrant_renew_node",
-            "dbb1a3226f4ac1becea1637cf3b3125d18379b85",
+            "fa48f2bd79d00d69ac136ea0d302bcec78d4e347",
         ),
         ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
         ("key_shape", "968e8ac9721bc8cb83f1eb3cdfd96f3123819961"),
@@ -360,8 +361,8 @@ mod tests {
             "rw_read_release",
             "de0f32507269fc75ddffee0880137a6fd416a106",
         ),
-        ("rw_renew", "a5d58258198276c42af2ff3fdf8d10cd14eed2ff"),
-        ("rw_renew_node", "2d8eb885876a59980537e9f6a2fa12299b9339e6"),
+        ("rw_renew", "e17589b96544294d5ddac0eb219a903c3790d007"),
+        ("rw_renew_node", "45c69a0378158548ff2557e31c4910ab9c1c9a7c"),
         (
             "rw_write_acquire",
             "b3f5eea0a92a3b42834f843dcd05cb164760f5b9",
@@ -392,10 +393,10 @@ mod tests {
             "permits_release",
             "548b2b5d3ccbea496991404a074cb30d660bc1ad",
         ),
-        ("permits_renew", "17bfcb86bd4b2c7a6746d92ece389009ff35bd89"),
+        ("permits_renew", "09198864f3edb29c4ecd8a8189f5061a123be49b"),
         (
             "permits_renew_node",
-            "85fad20a71ef4c8633636e47c9cc5da006390be8",
+            "4cff256ecbff3fa230bacb4f95563e13d4637da5",
         ),
         (
             "latch_count_down",

@@ -91,6 +91,14 @@ pub(super) struct Actor {
     done_rx: mpsc::UnboundedReceiver<Back>,
     table: Table,
     idle_ms: Arc<str>,
+    /// The fencing counters' idle expiry.
+    idle: Duration,
+    /// The counter window: while open, every renewal refreshes its counter.
+    /// It opens every quarter of the idle expiry and stays open half the
+    /// longest lease (a renewal interval and its slack), so each held
+    /// counter is refreshed at least every half idle expiry; the work is
+    /// per hold per few hours, not per hold per round.
+    counters: CounterWindow,
     /// Rounds with batches still out, by number.
     rounds: HashMap<u64, Round>,
     next_round: u64,
@@ -116,7 +124,9 @@ impl Actor {
             done_tx,
             done_rx,
             table: Table::new(tracking),
+            idle: Duration::from_millis(idle_ms.parse().unwrap_or(0)),
             idle_ms: Arc::from(idle_ms),
+            counters: CounterWindow::default(),
             rounds: HashMap::new(),
             next_round: 0,
         }
@@ -252,7 +262,8 @@ impl Actor {
         // per slot there.
         let by_node = self.client.has_sharded_pubsub();
         let client = &self.client;
-        let (work, mut wake) = self.table.plan(now, |slot| {
+        let refresh_all = self.counters.open(now, self.idle);
+        let (work, mut wake) = self.table.plan(now, refresh_all, |slot| {
             if !cluster {
                 return (None, 0);
             }
@@ -281,7 +292,11 @@ impl Actor {
         let mut renewed = false;
         let round = self.next_round;
         let mut batches = 0;
-        for ((node, _, renewal, lease), holds) in work.groups {
+        for ((node, _, renewal, lease, refresh), holds) in work.groups {
+            self.counters.longest = self.counters.longest.max(lease);
+            // Tracked in the call itself: on a standalone server, or on
+            // the node's connection in a cluster.
+            let track = self.shared.tracking && renewal.0.tracked && (!cluster || node.is_some());
             for chunk in holds.chunks(RENEW_BATCH) {
                 batches += 1;
                 renewed |= !lease.is_zero();
@@ -291,6 +306,8 @@ impl Actor {
                     holds: chunk.to_vec(),
                     cluster,
                     on_node: node.is_some(),
+                    refresh,
+                    track,
                 };
                 let (client, shared, tx) = (
                     self.client.clone(),
@@ -308,6 +325,8 @@ impl Actor {
                             sent_at,
                             holds: batch.holds,
                             verdicts: out.verdicts,
+                            refresh: batch.refresh,
+                            tracked: out.tracked,
                         },
                         round,
                         calls: out.calls,
@@ -348,6 +367,38 @@ impl Actor {
                 });
             }
         }
+    }
+}
+
+/// When renewals refresh every held counter's idle expiry (see
+/// [`Actor::counters`]).
+#[derive(Default)]
+struct CounterWindow {
+    /// When the window next opens (`None`: at the first pass).
+    next: Option<Instant>,
+    /// Open until then.
+    until: Option<Instant>,
+    /// The longest lease renewed so far.
+    longest: Duration,
+}
+
+impl CounterWindow {
+    /// Whether the window is open at `now`, opening it when due.
+    fn open(&mut self, now: Instant, idle: Duration) -> bool {
+        let span = self.longest / 2;
+        if idle / 4 <= span {
+            // Too short an idle expiry for a window: every renewal.
+            return true;
+        }
+        let due = match self.next {
+            Some(n) => now >= n,
+            None => true,
+        };
+        if due {
+            self.next = Some(now + idle / 4);
+            self.until = Some(now + span);
+        }
+        self.until.is_some_and(|u| now < u)
     }
 }
 

@@ -52,6 +52,9 @@ pub(super) struct Entry {
     pub(super) recheck: bool,
     /// A tracked read was made (or is in flight).
     pub(super) tracked: bool,
+    /// A renewal of this hold refreshed its fencing counter's idle expiry
+    /// (its first renewal does; later ones only in the actor's window).
+    pub(super) counter_fresh: bool,
     pub(super) since: Instant,
     /// Its live look: when, and under which generation.
     look: Option<Instant>,
@@ -77,6 +80,7 @@ impl Entry {
             off_grid: false,
             recheck: false,
             tracked: false,
+            counter_fresh: false,
             since,
             look: None,
             look_gen: 0,

@@ -22,7 +22,7 @@ fn renewed(n: usize) -> (Table, Vec<Arc<Hold>>, Instant) {
     }
     settle(&mut t);
     let at = now + LEASE / 3;
-    let (work, _) = t.plan(at, standalone);
+    let (work, _) = t.plan(at, false, standalone);
     let sent = planned(&work, false);
     assert_eq!(sent.len(), n, "the first round takes every hold");
     reply(&mut t, sent, at, 1);
@@ -36,6 +36,8 @@ fn reply(t: &mut Table, holds: Vec<Planned>, sent_at: Instant, verdict: i64) {
         sent_at,
         holds,
         verdicts,
+        refresh: false,
+        tracked: Vec::new(),
     });
 }
 
@@ -56,16 +58,16 @@ fn invalidate(t: &mut Table, names: &[String]) {
 #[test]
 fn a_pass_visits_only_the_holds_that_are_due() {
     let (mut t, _holds, at) = renewed(1000);
-    let (work, wake) = t.plan(at + Duration::from_millis(1), standalone);
+    let (work, wake) = t.plan(at + Duration::from_millis(1), false, standalone);
     assert_eq!(t.visited, 0, "nothing is due between rounds");
     assert!(work.groups.is_empty());
     assert_eq!(wake.renew, Some(at + LEASE / 3), "the next round");
     invalidate(&mut t, &[name(3), name(500), name(999)]);
-    let (work, _) = t.plan(at + Duration::from_millis(2), standalone);
+    let (work, _) = t.plan(at + Duration::from_millis(2), false, standalone);
     assert_eq!(t.visited, 3, "the invalidated holds, found by name");
     assert_eq!(tokens(&work), vec![4, 501, 1000]);
     // The round takes the others: those three are in flight, not queued.
-    let (work, _) = t.plan(at + LEASE / 3, standalone);
+    let (work, _) = t.plan(at + LEASE / 3, false, standalone);
     assert_eq!(t.visited, 997);
     assert_eq!(planned(&work, false).len(), 997);
 }
@@ -74,24 +76,24 @@ fn a_pass_visits_only_the_holds_that_are_due() {
 fn a_hold_due_while_its_renewal_is_out_is_sent_once_and_its_deadline_still_holds() {
     let (mut t, holds, at) = renewed(2);
     let round = at + LEASE / 3;
-    let (work, _) = t.plan(round, standalone);
+    let (work, _) = t.plan(round, false, standalone);
     let mut out = planned(&work, false);
     assert_eq!(out.len(), 2);
     // The next round comes while both calls are still out: not sent again.
-    let (work, _) = t.plan(round + LEASE / 3, standalone);
+    let (work, _) = t.plan(round + LEASE / 3, false, standalone);
     assert!(work.groups.is_empty(), "in flight: not sent twice");
     // One reply comes late: that hold goes at its overdue time (the next
     // round is later), once.
     let late = out.split_off(1);
     reply(&mut t, late, round, 1);
     let overdue = round + LEASE / 2;
-    let (work, _) = t.plan(overdue - Duration::from_millis(1), standalone);
+    let (work, _) = t.plan(overdue - Duration::from_millis(1), false, standalone);
     assert!(work.groups.is_empty());
-    let (work, _) = t.plan(overdue, standalone);
+    let (work, _) = t.plan(overdue, false, standalone);
     assert_eq!(tokens(&work), vec![2]);
     // The other never comes back: its deadline fires while it is in flight.
     let deadline = holds[0].deadline();
-    t.plan(deadline, standalone);
+    t.plan(deadline, false, standalone);
     assert_eq!(holds[0].lost.get(), Some(LossReason::Expired));
     assert_eq!(holds[1].lost.get(), None);
 }
@@ -103,17 +105,17 @@ fn a_due_hold_invalidated_is_checked_at_once_and_not_again_at_its_round() {
     // renewed at once, off the grid.
     let soon = at + LEASE / 6 + Duration::from_millis(1);
     invalidate(&mut t, &[name(0)]);
-    let (work, _) = t.plan(soon, standalone);
+    let (work, _) = t.plan(soon, false, standalone);
     assert_eq!(tokens(&work), vec![1]);
     // The round takes the other two, not the one in flight.
     let round = at + LEASE / 3;
-    let (work, _) = t.plan(round, standalone);
+    let (work, _) = t.plan(round, false, standalone);
     assert_eq!(tokens(&work), vec![2, 3]);
     // Invalidated again while its call is out: checked again after it.
     let sent = planned(&work, false);
     invalidate(&mut t, &[name(1)]);
     reply(&mut t, sent, round, 1);
-    let (work, _) = t.plan(round + Duration::from_millis(1), standalone);
+    let (work, _) = t.plan(round + Duration::from_millis(1), false, standalone);
     assert_eq!(tokens(&work), vec![2], "the reply may predate the change");
 }
 
@@ -124,26 +126,26 @@ fn a_round_that_overruns_its_interval_sends_each_hold_once_and_keeps_the_grid() 
     // The task slept past two rounds: one round, every hold once, and the
     // grid starts again from now rather than firing twice.
     let woke = at + LEASE / 3 * 2 + LEASE / 6;
-    let (work, wake) = t.plan(woke, standalone);
+    let (work, wake) = t.plan(woke, false, standalone);
     assert_eq!(tokens(&work), all);
     assert_eq!(wake.renew, Some(woke + LEASE / 3));
     let sent = planned(&work, false);
-    let (work, _) = t.plan(woke + Duration::from_millis(1), standalone);
+    let (work, _) = t.plan(woke + Duration::from_millis(1), false, standalone);
     assert!(work.groups.is_empty(), "no second round at once");
     reply(&mut t, sent, woke, 1);
     let round = woke + LEASE / 3;
-    let (work, _) = t.plan(round, standalone);
+    let (work, _) = t.plan(round, false, standalone);
     assert_eq!(tokens(&work), all, "the next round, on the new grid");
     // This round's replies outlast the interval: the next round finds
     // every hold in flight; once back, each goes at its overdue time.
     let sent = planned(&work, false);
-    let (work, _) = t.plan(round + LEASE / 3, standalone);
+    let (work, _) = t.plan(round + LEASE / 3, false, standalone);
     assert!(work.groups.is_empty(), "every hold still in flight");
     reply(&mut t, sent, round, 1);
     let overdue = round + LEASE / 2;
-    let (work, _) = t.plan(overdue - Duration::from_millis(1), standalone);
+    let (work, _) = t.plan(overdue - Duration::from_millis(1), false, standalone);
     assert!(work.groups.is_empty());
-    let (work, _) = t.plan(overdue, standalone);
+    let (work, _) = t.plan(overdue, false, standalone);
     assert_eq!(tokens(&work), all);
 }
 
@@ -155,19 +157,19 @@ fn a_released_hold_is_dropped_unrenewed_and_the_sweep_frees_it_sooner() {
     }
     // Before its round, the sweep (every entry about once a second) drops
     // the released ones; it visits nothing.
-    let (work, _) = t.plan(at + Duration::from_millis(1500), standalone);
+    let (work, _) = t.plan(at + Duration::from_millis(1500), false, standalone);
     assert!(work.groups.is_empty());
     assert_eq!(t.visited, 0);
     assert_eq!(t.sched.len(), 50);
     // The round renews only the held ones.
-    let (work, _) = t.plan(at + LEASE / 3, standalone);
+    let (work, _) = t.plan(at + LEASE / 3, false, standalone);
     assert_eq!(tokens(&work), (51..=100).collect::<Vec<u64>>());
     // A new hold reuses a freed slot; the old slot's due times are stale.
     let fresh = hold("fresh", "c:1", 7, true, at);
     t.insert(Arc::clone(&fresh));
     settle(&mut t);
     assert_eq!(t.sched.len(), 51);
-    let (work, _) = t.plan(at + LEASE / 3 + Duration::from_millis(1), standalone);
+    let (work, _) = t.plan(at + LEASE / 3 + Duration::from_millis(1), false, standalone);
     assert_eq!(tokens(&work), vec![7], "a new hold's first renewal, once");
 }
 
@@ -178,14 +180,18 @@ fn a_fixed_lease_hold_joined_by_a_watchdog_guard_starts_renewing() {
     let h = hold("orders", "c:1", 1, false, now);
     t.insert(Arc::clone(&h));
     settle(&mut t);
-    let (work, _) = t.plan(now + LEASE / 3, standalone);
+    let (work, _) = t.plan(now + LEASE / 3, false, standalone);
     assert!(work.groups.is_empty(), "a fixed lease is not renewed");
     // Nothing of it is due before its deadline, so the join tells the
     // engine (the caller hands the hold over again).
     assert!(h.join(true, now, LEASE), "its first watchdog guard");
     t.insert(Arc::clone(&h));
     settle(&mut t);
-    let (work, _) = t.plan(now + LEASE / 3 + Duration::from_millis(1), standalone);
+    let (work, _) = t.plan(
+        now + LEASE / 3 + Duration::from_millis(1),
+        false,
+        standalone,
+    );
     assert_eq!(tokens(&work), vec![1]);
     assert!(!h.join(true, now, LEASE), "a second one: nothing new");
 }
@@ -196,7 +202,7 @@ fn stale_items_are_compacted() {
     // Each invalidation moves a hold's look earlier: the old item is stale.
     for i in 0..3000u32 {
         invalidate(&mut t, &[name(0)]);
-        let (work, _) = t.plan(at + Duration::from_micros(u64::from(i)), standalone);
+        let (work, _) = t.plan(at + Duration::from_micros(u64::from(i)), false, standalone);
         reply(&mut t, planned(&work, false), at, 1);
     }
     assert!(t.sched.looks_len() <= 2 * 10 + 1024 + 1);

@@ -31,6 +31,10 @@ pub(super) enum Done {
         sent_at: Instant,
         holds: Vec<Planned>,
         verdicts: Vec<i64>,
+        /// The call refreshed the fencing counters' idle expiry.
+        refresh: bool,
+        /// Per hold: the call left its key tracked.
+        tracked: Vec<bool>,
     },
     /// Tracked reads: whether each owner's field was there.
     Tracked {
@@ -51,11 +55,16 @@ pub(super) fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
+/// What calls a group of planned holds shares: the node (or slot), the
+/// kind's renewal, the lease, and whether the counters' idle expiry is
+/// refreshed.
+pub(super) type GroupKey = (Option<String>, u16, RenewalRef, Duration, bool);
+
 /// What one planning pass sends.
 #[derive(Default)]
 pub(super) struct Work {
-    /// Renewals by (node or slot, kind, lease); checks under lease zero.
-    pub(super) groups: HashMap<(Option<String>, u16, RenewalRef, Duration), Vec<Planned>>,
+    /// Renewals by [`GroupKey`]; checks under lease zero.
+    pub(super) groups: HashMap<GroupKey, Vec<Planned>>,
     pub(super) track: HashMap<(Option<String>, u16), Vec<Planned>>,
 }
 
@@ -70,6 +79,8 @@ pub(super) struct Table {
     sched: Schedule,
     /// Invalidations are pushed: holds get a tracked read.
     tracking: bool,
+    /// The counter window is open: every renewal refreshes its counter.
+    refresh_all: bool,
     /// Entries the last pass visited (the tests check that a pass visits
     /// what is due and nothing else).
     #[cfg(test)]
@@ -251,11 +262,16 @@ impl Table {
     ///
     /// `node_of` groups a slot's holds: by the node serving it (`Some`), by
     /// the slot itself when that is unknown, or all together standalone.
+    /// `refresh_all`: the counter window is open (see the actor), so every
+    /// renewal planned refreshes its fencing counter's idle expiry; outside
+    /// it only a hold's first renewal does.
     pub(super) fn plan(
         &mut self,
         now: Instant,
+        refresh_all: bool,
         node_of: impl Fn(u16) -> (Option<String>, u16),
     ) -> (Work, Wake) {
+        self.refresh_all = refresh_all;
         let mut wake = Wake::default();
         if let Some(next) = self.grow_up(now, |h| now >= h.deadline()) {
             wake.urgent = earliest(wake.urgent, next);
@@ -399,9 +415,10 @@ impl Table {
         if due {
             e.busy = true;
             e.off_grid = false;
+            let refresh = !lease.is_zero() && (self.refresh_all || !e.counter_fresh);
             let (node, s) = node_of(h.key.slot());
             work.groups
-                .entry((node, s, RenewalRef(h.renewal), lease))
+                .entry((node, s, RenewalRef(h.renewal), lease, refresh))
                 .or_default()
                 .push((Arc::clone(h), e.epoch));
             // Off the grid, perhaps: its round must not look at it again.
@@ -444,9 +461,13 @@ impl Table {
                 sent_at,
                 holds,
                 verdicts,
+                refresh,
+                tracked,
             } => {
                 let now = Instant::now();
+                let mut tracked = tracked.into_iter();
                 for ((h, epoch), verdict) in holds.iter().zip(verdicts) {
+                    let tracked = tracked.next().unwrap_or(false);
                     let Some(slot) = self.slot_of(h, *epoch) else {
                         continue;
                     };
@@ -458,7 +479,7 @@ impl Table {
                         self.sched.remove(slot);
                         continue;
                     }
-                    self.judged(slot, h, verdict, (lease, sent_at), now);
+                    self.judged(slot, h, verdict, (lease, sent_at), (refresh, tracked), now);
                 }
             }
         }
@@ -471,6 +492,7 @@ impl Table {
         h: &Arc<Hold>,
         verdict: i64,
         (lease, sent_at): (Duration, Instant),
+        (refresh, tracked): (bool, bool),
         now: Instant,
     ) {
         let tracking = self.tracking;
@@ -481,9 +503,16 @@ impl Table {
         match verdict {
             1 => {
                 let mut at_once = recheck;
-                if !lease.is_zero() {
+                if tracked {
+                    // The call read the key again after its write, right
+                    // after CLIENT CACHING YES: tracked again.
+                    e.tracked = true;
+                } else if !lease.is_zero() {
                     // The renewal's write untracked the key.
                     e.tracked = false;
+                }
+                if !lease.is_zero() {
+                    e.counter_fresh |= refresh;
                     h.extend(sent_at, lease);
                     e.next_renew = sent_at + lease / 3;
                     // A longer re-entry came meanwhile: renew with its

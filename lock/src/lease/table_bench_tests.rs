@@ -47,6 +47,8 @@ fn renewed(t: &mut Table, holds: Vec<Planned>, sent_at: Instant) {
         sent_at,
         holds,
         verdicts,
+        refresh: false,
+        tracked: Vec::new(),
     });
 }
 
@@ -79,7 +81,7 @@ fn measure(n: usize, tracking: bool) {
     // A round with every hold due (the first), and its replies.
     let at = now + LEASE / 3;
     let started = Instant::now();
-    let (mut work, _) = t.plan(at, standalone);
+    let (mut work, _) = t.plan(at, false, standalone);
     let round = started.elapsed();
     tracked(&mut t, &mut work);
     let out = sent(work);
@@ -90,7 +92,7 @@ fn measure(n: usize, tracking: bool) {
     // With tracking, a renewal's own write untracked each key: the pass
     // after the replies reads them all again (part of the round's cost).
     let started = Instant::now();
-    let (mut work, _) = t.plan(at + Duration::from_micros(50), standalone);
+    let (mut work, _) = t.plan(at + Duration::from_micros(50), false, standalone);
     let reread = started.elapsed();
     tracked(&mut t, &mut work);
     // Passes between rounds (every 3 ms while acquiring, and after each
@@ -105,7 +107,7 @@ fn measure(n: usize, tracking: bool) {
         }
         clock += Duration::from_micros(100);
         let started = Instant::now();
-        let (mut work, _) = t.plan(clock, standalone);
+        let (mut work, _) = t.plan(clock, false, standalone);
         let took = started.elapsed();
         tracked(t, &mut work);
         let out = sent(work);
@@ -119,7 +121,7 @@ fn measure(n: usize, tracking: bool) {
     // The next round, every hold due again (off-grid ones too, by now).
     let next = at + LEASE / 3 + LEASE / 6;
     let started = Instant::now();
-    let (work, _) = t.plan(next, standalone);
+    let (work, _) = t.plan(next, false, standalone);
     let round2 = started.elapsed();
     let count = sent(work).len();
     println!(

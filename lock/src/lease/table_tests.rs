@@ -41,7 +41,7 @@ pub(super) fn settle(t: &mut Table) {
 pub(super) fn planned(work: &Work, check: bool) -> Vec<Planned> {
     work.groups
         .iter()
-        .filter(|((_, _, _, lease), _)| lease.is_zero() == check)
+        .filter(|((_, _, _, lease, _), _)| lease.is_zero() == check)
         .flat_map(|(_, v)| v.iter().cloned())
         .collect()
 }
@@ -85,7 +85,7 @@ fn an_ended_hold_is_dropped_and_a_revived_one_watched_anew() {
     let h = hold("orders", "c:1", 1, true, now);
     t.insert(Arc::clone(&h));
     assert!(h.leave(true), "the last guard");
-    let (work, _) = t.plan(now + LEASE / 3, standalone);
+    let (work, _) = t.plan(now + LEASE / 3, false, standalone);
     assert!(
         planned(&work, false).is_empty(),
         "an ended hold is not renewed"
@@ -94,7 +94,7 @@ fn an_ended_hold_is_dropped_and_a_revived_one_watched_anew() {
     // A late re-entry reply with its token revives it: handed over again.
     assert!(h.join(true, now, LEASE));
     t.insert(Arc::clone(&h));
-    let (work, _) = t.plan(now + LEASE / 3, standalone);
+    let (work, _) = t.plan(now + LEASE / 3, false, standalone);
     assert_eq!(planned(&work, false).len(), 1);
     // Handed over twice while watched: one entry, not two.
     t.insert(Arc::clone(&h));
@@ -109,7 +109,7 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
     let h = hold("orders", "c:1", 1, true, now);
     t.insert(Arc::clone(&h));
     let at = now + LEASE / 3;
-    let (work, _) = t.plan(at, standalone);
+    let (work, _) = t.plan(at, false, standalone);
     let stale = planned(&work, false);
     assert_eq!(stale.len(), 1);
     // The hold ends and is revived (a re-entry) while that call is out.
@@ -121,10 +121,12 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
         sent_at: at,
         holds: stale,
         verdicts: vec![0],
+        refresh: false,
+        tracked: Vec::new(),
     });
     assert_eq!(h.lost.get(), None, "the old epoch's 'gone' is not about it");
     // Its own renewal finds it gone: lost.
-    let (work, _) = t.plan(at + LEASE / 3, standalone);
+    let (work, _) = t.plan(at + LEASE / 3, false, standalone);
     let current = planned(&work, false);
     assert_eq!(current.len(), 1);
     t.apply(Done::Judged {
@@ -132,6 +134,8 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
         sent_at: at,
         holds: current,
         verdicts: vec![0],
+        refresh: false,
+        tracked: Vec::new(),
     });
     assert_eq!(h.lost.get(), Some(LossReason::Gone));
 }
@@ -144,28 +148,32 @@ fn a_renewal_moves_the_deadline_and_an_unknown_verdict_retries_later() {
     t.insert(Arc::clone(&h));
     let before = h.deadline();
     let at = now + LEASE / 3;
-    let (work, _) = t.plan(at, standalone);
+    let (work, _) = t.plan(at, false, standalone);
     t.apply(Done::Judged {
         lease: LEASE,
         sent_at: at,
         holds: planned(&work, false),
         verdicts: vec![1],
+        refresh: false,
+        tracked: Vec::new(),
     });
     assert_eq!(h.deadline(), before + LEASE / 3);
-    let (work, _) = t.plan(at, standalone);
+    let (work, _) = t.plan(at, false, standalone);
     assert!(planned(&work, false).is_empty(), "renewed: not due again");
     // A failed call (-1) is retried after a pause, not at once.
     let later = at + LEASE / 3;
-    let (work, _) = t.plan(later, standalone);
+    let (work, _) = t.plan(later, false, standalone);
     t.apply(Done::Judged {
         lease: LEASE,
         sent_at: later,
         holds: planned(&work, false),
         verdicts: vec![-1],
+        refresh: false,
+        tracked: Vec::new(),
     });
     assert_eq!(h.lost.get(), None);
     // (The retry time counts from the verdict's arrival, the real now.)
-    let (work, _) = t.plan(Instant::now(), standalone);
+    let (work, _) = t.plan(Instant::now(), false, standalone);
     assert!(
         planned(&work, false).is_empty(),
         "no spinning on a failing node"
@@ -183,20 +191,20 @@ fn an_invalidation_checks_only_the_named_lock_and_a_fixed_lease_is_only_checked(
         t.insert(Arc::clone(h));
     }
     let soon = now + Duration::from_millis(1);
-    let (work, _) = t.plan(soon, standalone);
+    let (work, _) = t.plan(soon, false, standalone);
     assert!(work.track.is_empty(), "younger than TRACK_AFTER");
     t.invalidated(&Invalidation::Keys(vec![
         bytes::Bytes::from_static(b"a"),
         bytes::Bytes::from_static(b"f"),
     ]));
-    let (work, _) = t.plan(soon, standalone);
+    let (work, _) = t.plan(soon, false, standalone);
     let renewed: Vec<u64> = planned(&work, false).iter().map(|(h, _)| h.token).collect();
     let checked: Vec<u64> = planned(&work, true).iter().map(|(h, _)| h.token).collect();
     assert_eq!(renewed, vec![1], "only the named lock, at once");
     assert_eq!(checked, vec![3], "a fixed lease: checked, never extended");
     // Everything may have changed: every idle hold is looked at.
     t.invalidated(&Invalidation::All);
-    let (work, _) = t.plan(soon, standalone);
+    let (work, _) = t.plan(soon, false, standalone);
     assert_eq!(planned(&work, false).len(), 1, "b; a's call is still out");
 }
 
@@ -206,12 +214,12 @@ fn holds_are_tracked_once_old_enough_and_a_tracked_read_can_find_them_gone() {
     let mut t = Table::new(true);
     let h = hold("orders", "c:1", 1, false, now);
     t.insert(Arc::clone(&h));
-    let (work, wake) = t.plan(now, standalone);
+    let (work, wake) = t.plan(now, false, standalone);
     assert!(work.track.is_empty());
     assert!(wake
         .urgent
         .is_some_and(|w| w <= now + TRACK_AFTER + Duration::from_millis(5)));
-    let (work, _) = t.plan(now + TRACK_AFTER * 2, standalone);
+    let (work, _) = t.plan(now + TRACK_AFTER * 2, false, standalone);
     let tracked: Vec<Planned> = work.track.into_values().flatten().collect();
     assert_eq!(tracked.len(), 1);
     t.apply(Done::Tracked {
@@ -227,7 +235,7 @@ fn a_passed_deadline_or_max_hold_fires_the_loss() {
     let mut t = Table::new(false);
     let h = hold("orders", "c:1", 1, true, long_ago);
     t.insert(Arc::clone(&h));
-    t.plan(Instant::now(), standalone);
+    t.plan(Instant::now(), false, standalone);
     assert_eq!(h.lost.get(), Some(LossReason::Expired));
     assert_eq!(t.sched.len(), 0);
 }

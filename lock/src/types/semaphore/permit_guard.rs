@@ -180,7 +180,7 @@ impl PermitGuard {
             .eval_script(
                 &PERMITS_RENEW,
                 &[&*c.names.key, &*c.names.timeouts],
-                &[millis(lease).to_string().as_str(), "0", ids, "0"],
+                &[millis(lease).to_string().as_str(), "0", "", ids, "0"],
             )
             .await?;
         if renew_reply(reply)? {

@@ -1,0 +1,231 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! What a watchdog renewal costs the server, and what it keeps (issue 31),
+//! against a real redis-server through `Locks::connect_with` (tracking on,
+//! as `Locks::connect` has it):
+//! - renewed keys stay tracked with no command per hold per round: the
+//!   renewal script reads each standing key again right after `CLIENT
+//!   CACHING YES`, one per call, so a key deleted from outside is reported
+//!   by push, not found at the next renewal;
+//! - the fencing counter's idle expiry is refreshed by a hold's first
+//!   renewal and then every few hours, not every round;
+//! - a key with no expiry is not given one, and a longer expiry is kept.
+
+use std::time::{Duration, Instant};
+
+use keylatch_cluster::{ClientConfig, Commands};
+use keylatch_harness::RedisServer;
+use keylatch_lock::{LockGuard, Locks, LocksConfig, LossReason};
+use keylatch_resp::Cmd;
+
+const HOLDS: usize = 40;
+
+async fn tracked_locks(server: &RedisServer, cfg: LocksConfig) -> Locks {
+    Locks::connect_with(ClientConfig::from_url(&server.url()).unwrap(), cfg)
+        .await
+        .unwrap()
+}
+
+/// One `INFO` field as a number (0 when absent).
+fn info_field(server: &RedisServer, section: &str, field: &str) -> u64 {
+    let text = server.cli(&["INFO", section]).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Calls of one command so far, from `INFO commandstats`
+/// (`cmdstat_client|caching:calls=7,...`).
+fn calls_of(server: &RedisServer, stat: &str) -> u64 {
+    let text = server.cli(&["INFO", "commandstats"]).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{stat}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map(|n| n.parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Waits (bounded) until the engine has run `n` more renewal rounds.
+async fn rounds(locks: &Locks, n: u64) {
+    let from = locks.renewal_rounds();
+    let until = Instant::now() + Duration::from_secs(20);
+    while locks.renewal_rounds() < from + n {
+        assert!(Instant::now() < until, "{n} renewal rounds within 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn hold_many(locks: &Locks, prefix: &str) -> Vec<LockGuard> {
+    let mut guards = Vec::with_capacity(HOLDS);
+    for i in 0..HOLDS {
+        let g = locks
+            .lock(&format!("{prefix}-{i}"))
+            .try_acquire_now(None)
+            .await
+            .unwrap()
+            .expect("free");
+        guards.push(g);
+    }
+    guards
+}
+
+/// Forty watchdog holds renewed for at least six rounds: every key (and
+/// its counter) is still tracked by the server, `CLIENT CACHING YES` ran about once per
+/// hold (its first tracked read) and once per renewal call, not once per
+/// hold per round as a separate re-read would need, and a key deleted from
+/// outside is reported by push, before the engine's next renewal call.
+#[tokio::test]
+async fn renewals_keep_every_key_tracked_without_a_command_per_hold() {
+    let server = RedisServer::start();
+    let cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
+    let locks = tracked_locks(&server, cfg).await;
+    let guards = hold_many(&locks, "tracked").await;
+    rounds(&locks, 6).await;
+
+    // Each lock hash, and its fencing counter (read by the same call).
+    assert_eq!(
+        info_field(&server, "stats", "tracking_total_keys"),
+        2 * HOLDS as u64,
+        "every held key tracked after six renewal rounds"
+    );
+    let caching = calls_of(&server, "client|caching");
+    let renew_calls = locks.renewal_calls();
+    // Separate re-reads would be HOLDS per round: 240 or more here.
+    assert!(
+        caching <= HOLDS as u64 + 2 * renew_calls,
+        "CLIENT CACHING YES ran {caching} times for {HOLDS} holds and {renew_calls} renewal calls"
+    );
+    assert!(caching < 3 * HOLDS as u64, "{caching} opt-ins");
+
+    // A delete from outside: pushed, so the loss comes from the check the
+    // push asks for, not from a renewal round finding the key gone.
+    let victim = &guards[7];
+    let rounds_before = locks.renewal_rounds();
+    let other = keylatch_cluster::Client::connect(&server.url())
+        .await
+        .unwrap();
+    let _: i64 = other.cmd(Cmd::new("DEL").key("tracked-7")).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), victim.lost())
+        .await
+        .expect("the deleted hold is reported lost");
+    assert_eq!(reason, LossReason::Gone);
+    assert!(
+        locks.renewal_rounds() <= rounds_before + 1,
+        "the loss came from the push, not from renewal rounds"
+    );
+    for (i, g) in guards.into_iter().enumerate() {
+        if i == 7 {
+            drop(g);
+            continue;
+        }
+        assert!(!g.is_lost(), "hold {i} stands");
+        g.unlock().await.unwrap();
+    }
+}
+
+/// The fencing counter's idle expiry (60 s here) is refreshed by a hold's
+/// first renewal, not by every round: after a dozen rounds (300 ms apart)
+/// its TTL has run down by seconds. A counter refreshed every round would
+/// show no more than one round's worth gone.
+#[tokio::test]
+async fn the_counter_is_refreshed_once_not_every_round() {
+    let server = RedisServer::start();
+    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
+    cfg.token_idle_ttl = Duration::from_secs(60);
+    let locks = tracked_locks(&server, cfg).await;
+    let g = locks
+        .lock("counted")
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(g.fencing_token().is_some());
+    rounds(&locks, 12).await;
+    let pttl: i64 = server
+        .cli(&["PTTL", "redisson_lock_token:{counted}"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pttl > 0, "the counter lives while the lock is held: {pttl}");
+    assert!(
+        pttl < 58_500,
+        "refreshed every round? {pttl} ms left of 60 s after a dozen rounds"
+    );
+    assert!(!g.is_lost());
+    g.unlock().await.unwrap();
+}
+
+/// A counter that expires while its lock is held anyway (its idle expiry
+/// outrun, or deleted alone) is put back by the next renewal with the
+/// hold's token, and the hold stands.
+#[tokio::test]
+async fn a_counter_gone_while_held_is_put_back() {
+    let server = RedisServer::start();
+    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
+    cfg.token_idle_ttl = Duration::from_secs(60);
+    let locks = tracked_locks(&server, cfg).await;
+    let g = locks
+        .lock("put-back")
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .expect("free");
+    let token = g.fencing_token().expect("fenced");
+    rounds(&locks, 2).await;
+    server
+        .cli(&["DEL", "redisson_lock_token:{put-back}"])
+        .unwrap();
+    rounds(&locks, 2).await;
+    let now = server
+        .cli(&["GET", "redisson_lock_token:{put-back}"])
+        .unwrap();
+    assert_eq!(now.trim(), token.to_string());
+    assert!(!g.is_lost());
+    g.unlock().await.unwrap();
+}
+
+/// Renewal never gives a key without expiry one (it would shorten it from
+/// forever), on every server: Redis 7 and Valkey by `PEXPIRE ... GT`,
+/// Redis 6.2 (no GT) by the same rule in the script.
+#[tokio::test]
+async fn a_renewal_gives_no_expiry_to_a_key_without_one() {
+    use keylatch_lock::scripts::REENTRANT_RENEW;
+    let server = RedisServer::start();
+    let locks = tracked_locks(&server, LocksConfig::default()).await;
+    let counter = "redisson_lock_token:{forever}";
+    server.cli(&["HSET", "forever", "c:1", "1"]).unwrap();
+    server.cli(&["SET", counter, "5"]).unwrap();
+    // KEYS: hash, counter; ARGV: lease, idle expiry, flags ("c": refresh
+    // the counter too), owner, token.
+    let reply = locks
+        .client()
+        .eval_script(
+            &REENTRANT_RENEW,
+            &["forever", counter],
+            &["900", "60000", "c", "c:1", "5"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        reply,
+        keylatch_resp::Frame::Array(vec![keylatch_resp::Frame::Integer(1)])
+    );
+    assert_eq!(server.cli(&["PTTL", "forever"]).unwrap().trim(), "-1");
+    assert_eq!(server.cli(&["PTTL", counter]).unwrap().trim(), "-1");
+    // With an expiry, a short one is stretched to the lease.
+    server.cli(&["PEXPIRE", "forever", "100"]).unwrap();
+    server.cli(&["PEXPIRE", counter, "100"]).unwrap();
+    locks
+        .client()
+        .eval_script(
+            &REENTRANT_RENEW,
+            &["forever", counter],
+            &["900", "60000", "c", "c:1", "5"],
+        )
+        .await
+        .unwrap();
+    let left = |k: &str| -> i64 { server.cli(&["PTTL", k]).unwrap().trim().parse().unwrap() };
+    assert!(left("forever") > 500, "{}", left("forever"));
+    assert!(left(counter) > 50_000, "{}", left(counter));
+}
