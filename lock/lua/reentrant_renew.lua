@@ -8,10 +8,7 @@
 -- ARGV[1]     lease in milliseconds; "0" only checks (fixed leases)
 -- ARGV[2]     idle expiry of the fencing counters, in milliseconds
 -- ARGV[3]     flags: "c" refresh the counters' idle expiry (due every few
---             hours, not every renewal); "t" read every standing key again
---             after its renewal, so that a call sent right after CLIENT
---             CACHING YES leaves them tracked (the renewal's own PEXPIRE
---             ends the server's tracking of a key)
+--             hours, not every renewal)
 -- ARGV[2i+2]  the owner id of hold i; ARGV[2i+3] its token ("0": unknown,
 --             judged by the owner alone)
 --
@@ -25,7 +22,6 @@
 
 local lease = tonumber(ARGV[1])
 local refresh = string.find(ARGV[3], 'c', 1, true) ~= nil
-local track = string.find(ARGV[3], 't', 1, true) ~= nil
 local n = #KEYS / 2
 -- Every counter in one read: one call, not one per hold. An error (a
 -- counter served elsewhere, mid-migration) leaves each to be read alone.
@@ -38,16 +34,7 @@ if type(seen) ~= 'table' or seen.err then
     seen = {}
 end
 local out = {}
-local kept = {}
 for i = 1, n do
-    local key = KEYS[2 * i - 1]
-    out[i] = judge_reentrant(key, KEYS[2 * i], ARGV[2 * i + 2], ARGV[2 * i + 3], lease, ARGV[2], refresh, seen[i])
-    if track and out[i] == 1 then
-        kept[#kept + 1] = key
-    end
-end
-if #kept > 0 then
-    -- One read of every standing key: each is tracked again.
-    redis.pcall('exists', unpack(kept))
+    out[i] = judge_reentrant(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 2], ARGV[2 * i + 3], lease, ARGV[2], refresh, seen[i])
 end
 return out

@@ -5,8 +5,7 @@
 --             connection directly (declared keys would have to share a slot)
 -- ARGV[1]     lease in milliseconds; "0" only checks
 -- ARGV[2]     idle expiry of the fencing counters, in milliseconds
--- ARGV[3]     flags, as reentrant_renew's ("c" refresh counters, "t" read
---             each standing key again)
+-- ARGV[3]     flags, as reentrant_renew's ("c" refresh the counters)
 -- ARGV[4i]    hold i's lock hash, ARGV[4i+1] its counter, ARGV[4i+2] its
 --             owner, ARGV[4i+3] its token
 --
@@ -22,14 +21,8 @@
 
 local lease = tonumber(ARGV[1])
 local refresh = string.find(ARGV[3], 'c', 1, true) ~= nil
-local track = string.find(ARGV[3], 't', 1, true) ~= nil
 local out = {}
 for i = 4, #ARGV, 4 do
-    local v = judge_reentrant(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2], refresh, nil)
-    out[#out + 1] = v
-    if track and v == 1 then
-        -- Keys of many slots: no one multi-key read; each is read alone.
-        redis.pcall('exists', ARGV[i])
-    end
+    out[#out + 1] = judge_reentrant(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2], refresh, nil)
 end
 return out

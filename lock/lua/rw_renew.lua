@@ -12,8 +12,7 @@
 -- ARGV[1]     lease in milliseconds; "0" only checks (fixed leases)
 -- ARGV[2]     unused (the counters' idle expiry, for the shape every
 --             renewal shares)
--- ARGV[3]     flags: "t" read every standing write hold's hash again
---             after its renewal (see reentrant_renew.lua); others unused
+-- ARGV[3]     unused (flags, for the shape every renewal shares)
 -- ARGV[2i+2]  hold i's hash field (the owner id, or "<owner>:write");
 --             ARGV[2i+3] its token: the read session's generation or the
 --             write hold's fencing token, which its hold keys hold
@@ -28,16 +27,8 @@
 -- From lib/ (scripts.rs puts them first): end_lapsed_write, judge_rw.
 
 local lease = tonumber(ARGV[1])
-local track = string.find(ARGV[3], 't', 1, true) ~= nil
 local out = {}
-local kept = {}
 for i = 1, #KEYS / 2 do
     out[i] = judge_rw(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 2], ARGV[2 * i + 3], lease)
-    if track and out[i] == 1 then
-        kept[#kept + 1] = KEYS[2 * i - 1]
-    end
-end
-if #kept > 0 then
-    redis.pcall('exists', unpack(kept))
 end
 return out

@@ -4,8 +4,7 @@
 -- KEYS[1]     none
 -- ARGV[1]     lease in milliseconds; "0" only checks
 -- ARGV[2]     unused
--- ARGV[3]     flags: "t" read each standing hold's hash again (see
---             reentrant_renew.lua); others unused
+-- ARGV[3]     unused (flags)
 -- ARGV[4i]    hold i's lock hash, ARGV[4i+1] its key prefix, ARGV[4i+2]
 --             its hash field, ARGV[4i+3] its token
 --
@@ -20,12 +19,7 @@
 
 local lease = tonumber(ARGV[1])
 local out = {}
-local track = string.find(ARGV[3], 't', 1, true) ~= nil
 for i = 4, #ARGV, 4 do
-    local v = judge_rw(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease)
-    out[#out + 1] = v
-    if track and v == 1 then
-        redis.pcall('exists', ARGV[i])
-    end
+    out[#out + 1] = judge_rw(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease)
 end
 return out

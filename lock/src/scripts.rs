@@ -342,11 +342,11 @@ mod tests {
         ),
         (
             "reentrant_renew",
-            "2ddf53f31bf0ed92488f91bebbd3fcaf265c80dc",
+            "f89cba947be426a2cc33d63201e8dcff70f350ec",
         ),
         (
             "reentrant_renew_node",
-            "fa48f2bd79d00d69ac136ea0d302bcec78d4e347",
+            "7c5159a3a58b6a19957cc62ef63287d0c1290b73",
         ),
         ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
         ("key_shape", "968e8ac9721bc8cb83f1eb3cdfd96f3123819961"),
@@ -361,8 +361,8 @@ mod tests {
             "rw_read_release",
             "de0f32507269fc75ddffee0880137a6fd416a106",
         ),
-        ("rw_renew", "e17589b96544294d5ddac0eb219a903c3790d007"),
-        ("rw_renew_node", "45c69a0378158548ff2557e31c4910ab9c1c9a7c"),
+        ("rw_renew", "cc03ed08b6a6159eb28bdb69e967a206ab66bf36"),
+        ("rw_renew_node", "5eafaba54112d8859d2192970b728b1303d93941"),
         (
             "rw_write_acquire",
             "b3f5eea0a92a3b42834f843dcd05cb164760f5b9",

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_resp::{Cmd, Frame, ToArg};
+use keylatch_resp::{Cmd, Frame};
 
 use super::keys::millis_arg;
 use super::Commands;
@@ -55,70 +55,6 @@ impl Connection {
             _ => retry,
         }
     }
-}
-
-impl Connection {
-    /// Runs `script` with its reads tracked, on a connection with opt-in
-    /// client tracking (`CLIENT TRACKING ON OPTIN`): `CLIENT CACHING YES`
-    /// and the `EVALSHA` go in one write, so no other request on this
-    /// multiplexed connection can take the opt-in between them. Every key
-    /// the script reads is then tracked for this connection: a later change
-    /// by anyone else is pushed as an invalidation. On `NOSCRIPT`, `SCRIPT
-    /// LOAD`, `CLIENT CACHING YES` and the retry go in one write (the opt-in
-    /// lasts one command, so it is sent again right before the retry).
-    ///
-    /// ```no_run
-    /// use keylatch_cluster::Script;
-    /// static READ: Script = Script::new("read", "return redis.call('GET', KEYS[1])");
-    /// # async fn demo(conn: keylatch_cluster::Connection) -> keylatch_cluster::Result<()> {
-    /// let v = conn.eval_script_tracked(&READ, &["k"], &[] as &[&str]).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`send`](Self::send); the script's own error is [`Error::Server`].
-    /// On a connection without opt-in tracking, `CLIENT CACHING YES` is
-    /// refused and that error is returned (the script did not run).
-    ///
-    /// # Cancel safety
-    /// Cancel safe in the sense of [`send`](Self::send): the write is whole
-    /// or not at all, and a dropped call's script may still have run.
-    pub async fn eval_script_tracked<K: ToArg, A: ToArg>(
-        &self,
-        script: &Script,
-        keys: &[K],
-        args: &[A],
-    ) -> Result<Frame> {
-        let p: Pipeline = [caching_yes(), script.evalsha_cmd(keys, args)]
-            .into_iter()
-            .collect();
-        let mut replies = self.pipeline(p).await?.into_iter();
-        let opted = replies.next().unwrap_or(Err(Error::ConnectionClosed));
-        let ran = replies.next().unwrap_or(Err(Error::ConnectionClosed));
-        opted?;
-        match ran {
-            Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                script.log_reload(Some(&self.config().addr()));
-                let retry = script.evalsha_cmd(keys, args);
-                let p: Pipeline = [script.load_cmd(), caching_yes(), retry]
-                    .into_iter()
-                    .collect();
-                let mut replies = self.pipeline(p).await?.into_iter();
-                let loaded = replies.next().unwrap_or(Err(Error::ConnectionClosed));
-                let opted = replies.next().unwrap_or(Err(Error::ConnectionClosed));
-                let ran = replies.next().unwrap_or(Err(Error::ConnectionClosed));
-                loaded?;
-                opted?;
-                ran
-            }
-            other => other,
-        }
-    }
-}
-
-/// Opt-in tracking for the next command only.
-fn caching_yes() -> Cmd {
-    Cmd::new("CLIENT").arg("CACHING").arg("YES")
 }
 
 impl Connection {

@@ -294,9 +294,6 @@ impl Actor {
         let mut batches = 0;
         for ((node, _, renewal, lease, refresh), holds) in work.groups {
             self.counters.longest = self.counters.longest.max(lease);
-            // Tracked in the call itself: on a standalone server, or on
-            // the node's connection in a cluster.
-            let track = self.shared.tracking && renewal.0.tracked && (!cluster || node.is_some());
             for chunk in holds.chunks(RENEW_BATCH) {
                 batches += 1;
                 renewed |= !lease.is_zero();
@@ -307,7 +304,6 @@ impl Actor {
                     cluster,
                     on_node: node.is_some(),
                     refresh,
-                    track,
                 };
                 let (client, shared, tx) = (
                     self.client.clone(),
@@ -326,7 +322,6 @@ impl Actor {
                             holds: batch.holds,
                             verdicts: out.verdicts,
                             refresh: batch.refresh,
-                            tracked: out.tracked,
                         },
                         round,
                         calls: out.calls,

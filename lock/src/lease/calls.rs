@@ -29,20 +29,15 @@ pub(super) struct Batch {
     /// Refresh the fencing counters' idle expiry (not every renewal: see
     /// the actor's counter window).
     pub(super) refresh: bool,
-    /// Renew on the node's connection right after `CLIENT CACHING YES`, the
-    /// script reading each standing key again: the keys stay tracked with
-    /// no command of their own.
-    pub(super) track: bool,
 }
 
 impl Batch {
-    /// The script's flags argument (`ARGV[3]`), with or without `t`.
-    fn flags(&self, track: bool) -> &'static str {
-        match (self.refresh, track) {
-            (true, true) => "ct",
-            (true, false) => "c",
-            (false, true) => "t",
-            (false, false) => "",
+    /// The script's flags argument (`ARGV[3]`).
+    fn flags(&self) -> &'static str {
+        if self.refresh {
+            "c"
+        } else {
+            ""
         }
     }
 }
@@ -58,9 +53,6 @@ pub(super) struct Outcome {
     pub(super) failed: u64,
     /// The first of those failures, for the renew round's event.
     pub(super) error: Option<String>,
-    /// Per hold: its verdict came from a tracked call (a standing key is
-    /// tracked again).
-    pub(super) tracked: Vec<bool>,
 }
 
 impl Outcome {
@@ -92,14 +84,12 @@ pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> 
         calls: 0,
         failed: 0,
         error: None,
-        tracked: vec![false; n],
     };
     if !batch.cluster {
         let all: Vec<usize> = (0..n).collect();
-        let r = slot_call(client, batch, &all, &lease, idle_ms, batch.track).await;
+        let r = slot_call(client, batch, &all, &lease, idle_ms).await;
         if let Some(v) = out.note(r) {
             out.verdicts = v;
-            out.tracked = vec![batch.track; n];
         }
         return out;
     }
@@ -107,14 +97,11 @@ pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> 
         let r = node_call(client, batch, &lease, idle_ms).await;
         if let Some(v) = out.note(r) {
             out.verdicts = v;
-            out.tracked = vec![batch.track; n];
         }
     }
     // What the node could not judge (or a node that refused the whole
     // call) is asked slot by slot through the router. Every slot stands on
     // its own: one that fails leaves its holds unknown, not the others'.
-    // (Through the router, which follows redirects: untracked, so their
-    // keys get a tracked read of their own afterwards.)
     let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
     for (i, v) in out.verdicts.iter().enumerate() {
         if *v == -1 {
@@ -125,11 +112,10 @@ pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> 
         }
     }
     for idx in by_slot.values() {
-        let r = slot_call(client, batch, idx, &lease, idle_ms, false).await;
+        let r = slot_call(client, batch, idx, &lease, idle_ms).await;
         if let Some(r) = out.note(r) {
             for (j, &i) in idx.iter().enumerate() {
                 out.verdicts[i] = r[j];
-                out.tracked[i] = false;
             }
         }
     }
@@ -151,13 +137,12 @@ async fn slot_call(
     idx: &[usize],
     lease: &str,
     idle_ms: &str,
-    track: bool,
 ) -> Result<Vec<i64>, String> {
     let mut keys: Vec<&str> = Vec::with_capacity(idx.len() * 2);
     let mut args: Vec<String> = Vec::with_capacity(idx.len() * 2 + 3);
     args.push(lease.to_owned());
     args.push(idle_ms.to_owned());
-    args.push(batch.flags(track).to_owned());
+    args.push(batch.flags().to_owned());
     for &i in idx {
         let h = &batch.holds[i].0;
         keys.push(h.key.name());
@@ -165,19 +150,7 @@ async fn slot_call(
         args.push(h.key.owner().to_string());
         args.push(h.token.to_string());
     }
-    let script = batch.renewal.0.slot;
-    let reply = if track {
-        // Standalone: the one connection, where tracking is on.
-        match client
-            .connection_for_key(keys.first().copied().unwrap_or(""))
-            .await
-        {
-            Ok(conn) => conn.eval_script_tracked(script, &keys, &args).await,
-            Err(e) => Err(e),
-        }
-    } else {
-        client.eval_script(script, &keys, &args).await
-    };
+    let reply = client.eval_script(batch.renewal.0.slot, &keys, &args).await;
     judged(reply, idx.len())
 }
 
@@ -201,20 +174,16 @@ async fn node_call(
     let mut args: Vec<&str> = Vec::with_capacity(batch.holds.len() * 4 + 3);
     args.push(lease);
     args.push(idle_ms);
-    args.push(batch.flags(batch.track));
+    args.push(batch.flags());
     for ((h, _), token) in batch.holds.iter().zip(&tokens) {
         args.push(h.key.name());
         args.push(&h.counter);
         args.push(h.key.owner());
         args.push(token);
     }
-    let none: &[&str] = &[];
-    let reply = if batch.track {
-        conn.eval_script_tracked(batch.renewal.0.node, none, &args)
-            .await
-    } else {
-        conn.eval_script(batch.renewal.0.node, none, &args).await
-    };
+    let reply = conn
+        .eval_script(batch.renewal.0.node, &[] as &[&str], &args)
+        .await;
     judged(reply, batch.holds.len())
 }
 

@@ -37,7 +37,6 @@ fn reply(t: &mut Table, holds: Vec<Planned>, sent_at: Instant, verdict: i64) {
         holds,
         verdicts,
         refresh: false,
-        tracked: Vec::new(),
     });
 }
 

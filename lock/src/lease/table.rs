@@ -33,8 +33,6 @@ pub(super) enum Done {
         verdicts: Vec<i64>,
         /// The call refreshed the fencing counters' idle expiry.
         refresh: bool,
-        /// Per hold: the call left its key tracked.
-        tracked: Vec<bool>,
     },
     /// Tracked reads: whether each owner's field was there.
     Tracked {
@@ -462,12 +460,9 @@ impl Table {
                 holds,
                 verdicts,
                 refresh,
-                tracked,
             } => {
                 let now = Instant::now();
-                let mut tracked = tracked.into_iter();
                 for ((h, epoch), verdict) in holds.iter().zip(verdicts) {
-                    let tracked = tracked.next().unwrap_or(false);
                     let Some(slot) = self.slot_of(h, *epoch) else {
                         continue;
                     };
@@ -479,7 +474,7 @@ impl Table {
                         self.sched.remove(slot);
                         continue;
                     }
-                    self.judged(slot, h, verdict, (lease, sent_at), (refresh, tracked), now);
+                    self.judged(slot, h, verdict, (lease, sent_at), refresh, now);
                 }
             }
         }
@@ -492,7 +487,7 @@ impl Table {
         h: &Arc<Hold>,
         verdict: i64,
         (lease, sent_at): (Duration, Instant),
-        (refresh, tracked): (bool, bool),
+        refresh: bool,
         now: Instant,
     ) {
         let tracking = self.tracking;
@@ -503,15 +498,9 @@ impl Table {
         match verdict {
             1 => {
                 let mut at_once = recheck;
-                if tracked {
-                    // The call read the key again after its write, right
-                    // after CLIENT CACHING YES: tracked again.
-                    e.tracked = true;
-                } else if !lease.is_zero() {
+                if !lease.is_zero() {
                     // The renewal's write untracked the key.
                     e.tracked = false;
-                }
-                if !lease.is_zero() {
                     e.counter_fresh |= refresh;
                     h.extend(sent_at, lease);
                     e.next_renew = sent_at + lease / 3;

@@ -48,7 +48,6 @@ fn renewed(t: &mut Table, holds: Vec<Planned>, sent_at: Instant) {
         holds,
         verdicts,
         refresh: false,
-        tracked: Vec::new(),
     });
 }
 

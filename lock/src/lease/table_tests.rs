@@ -122,7 +122,6 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
         holds: stale,
         verdicts: vec![0],
         refresh: false,
-        tracked: Vec::new(),
     });
     assert_eq!(h.lost.get(), None, "the old epoch's 'gone' is not about it");
     // Its own renewal finds it gone: lost.
@@ -135,7 +134,6 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
         holds: current,
         verdicts: vec![0],
         refresh: false,
-        tracked: Vec::new(),
     });
     assert_eq!(h.lost.get(), Some(LossReason::Gone));
 }
@@ -155,7 +153,6 @@ fn a_renewal_moves_the_deadline_and_an_unknown_verdict_retries_later() {
         holds: planned(&work, false),
         verdicts: vec![1],
         refresh: false,
-        tracked: Vec::new(),
     });
     assert_eq!(h.deadline(), before + LEASE / 3);
     let (work, _) = t.plan(at, false, standalone);
@@ -169,7 +166,6 @@ fn a_renewal_moves_the_deadline_and_an_unknown_verdict_retries_later() {
         holds: planned(&work, false),
         verdicts: vec![-1],
         refresh: false,
-        tracked: Vec::new(),
     });
     assert_eq!(h.lost.get(), None);
     // (The retry time counts from the verdict's arrival, the real now.)
