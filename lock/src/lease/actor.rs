@@ -417,3 +417,43 @@ fn sleep_for(wake: &Wake) -> Duration {
         .unwrap_or(Duration::from_secs(1))
         .clamp(floor, Duration::from_secs(1))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counter_window_opens_every_quarter_idle_expiry_for_half_the_longest_lease() {
+        let idle = Duration::from_secs(24 * 3600);
+        let t0 = Instant::now();
+        let mut w = CounterWindow {
+            longest: Duration::from_secs(30),
+            ..CounterWindow::default()
+        };
+        assert!(w.open(t0, idle), "opens at the first pass");
+        assert!(w.open(t0 + Duration::from_secs(14), idle));
+        assert!(
+            !w.open(t0 + Duration::from_secs(16), idle),
+            "closed after 15 s"
+        );
+        assert!(!w.open(t0 + Duration::from_secs(6 * 3600 - 1), idle));
+        let again = t0 + Duration::from_secs(6 * 3600);
+        assert!(
+            w.open(again, idle),
+            "open again a quarter idle expiry later"
+        );
+        assert!(!w.open(again + Duration::from_secs(16), idle));
+    }
+
+    #[test]
+    fn an_idle_expiry_too_short_for_a_window_refreshes_on_every_renewal() {
+        let mut w = CounterWindow {
+            longest: Duration::from_millis(1500),
+            ..CounterWindow::default()
+        };
+        let t0 = Instant::now();
+        for s in 0..10 {
+            assert!(w.open(t0 + Duration::from_millis(300 * s), Duration::from_secs(1)));
+        }
+    }
+}

@@ -206,3 +206,54 @@ fn stale_items_are_compacted() {
     }
     assert!(t.sched.looks_len() <= 2 * 10 + 1024 + 1);
 }
+
+/// Per planned renewal (lease > 0), whether its call refreshes the counter.
+fn refreshing(work: &Work) -> Vec<bool> {
+    work.groups
+        .iter()
+        .filter(|(k, _)| !k.3.is_zero())
+        .flat_map(|(k, v)| std::iter::repeat(k.4).take(v.len()))
+        .collect()
+}
+
+#[test]
+fn the_counter_is_refreshed_by_a_first_renewal_that_lands_and_in_the_window_only() {
+    let now = Instant::now();
+    let mut t = Table::new(false);
+    let h = hold(&name(0), "c:1", 1, true, now);
+    t.insert(Arc::clone(&h));
+    settle(&mut t);
+    let at = now + LEASE / 3;
+    let (work, _) = t.plan(at, false, standalone);
+    assert_eq!(refreshing(&work), vec![true], "a first renewal refreshes");
+    // Unknown (the call failed): the retry refreshes again.
+    let sent = planned(&work, false);
+    t.apply(Done::Judged {
+        lease: LEASE,
+        sent_at: at,
+        holds: sent,
+        verdicts: vec![-1],
+        refresh: true,
+    });
+    let at = at + LEASE / 3;
+    let (work, _) = t.plan(at, false, standalone);
+    assert_eq!(
+        refreshing(&work),
+        vec![true],
+        "the retry of a first renewal"
+    );
+    t.apply(Done::Judged {
+        lease: LEASE,
+        sent_at: at,
+        holds: planned(&work, false),
+        verdicts: vec![1],
+        refresh: true,
+    });
+    let at = at + LEASE / 3;
+    let (work, _) = t.plan(at, false, standalone);
+    assert_eq!(refreshing(&work), vec![false], "refreshed: not every round");
+    reply(&mut t, planned(&work, false), at, 1);
+    let at = at + LEASE / 3;
+    let (work, _) = t.plan(at, true, standalone);
+    assert_eq!(refreshing(&work), vec![true], "while the window is open");
+}
