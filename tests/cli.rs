@@ -727,6 +727,40 @@ fn assert_bench_table(out: &str) {
     }
 }
 
+/// Scale mode on a server already in use: it reports each phase, loses no
+/// hold, and leaves the server as it found it (its keys deleted, someone
+/// else's key untouched).
+#[test]
+fn bench_holds_reports_each_phase_and_leaves_no_key_behind() {
+    let server = RedisServer::start();
+    server.cli(&["SET", "someone-elses", "kept"]).unwrap();
+    let o = run(
+        &server,
+        &[
+            "bench",
+            "--holds",
+            "2000",
+            "--rounds",
+            "2",
+            "--watchdog",
+            "600ms",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("2000 watchdog holds"), "{out}");
+    assert!(out.contains("acquire: 2000 held, 0 failed"), "{out}");
+    assert!(out.contains("B per hold while held"), "{out}");
+    assert!(out.contains(" 0 lost"), "{out}");
+    assert!(out.contains("µs per renewed hold"), "{out}");
+    assert!(out.contains("Redisson's LockTask renewal"), "{out}");
+    assert_eq!(server.cli(&["DBSIZE"]).unwrap().trim(), "1", "{out}");
+    assert_eq!(
+        server.cli(&["GET", "someone-elses"]).unwrap().trim(),
+        "kept"
+    );
+}
+
 #[test]
 fn bench_prints_three_scenarios_and_plots_one_curve_each() {
     let server = RedisServer::start();

@@ -1,4 +1,5 @@
-//! This process's CPU time, for "CPU per operation" figures.
+//! This process's CPU time, for "CPU per operation" figures, and its
+//! resident memory, for "bytes per hold".
 
 use std::time::Duration;
 
@@ -16,6 +17,31 @@ use std::time::Duration;
 pub fn process_cpu() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     parse_stat(&stat)
+}
+
+/// This process's resident memory in bytes (`VmRSS` in
+/// `/proc/self/status`); `None` where that file is missing or unreadable.
+///
+/// ```
+/// if let Some(rss) = keylatch_cli::bench::resident_bytes() {
+///     assert!(rss > 0);
+/// }
+/// ```
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_rss(&status)
+}
+
+/// `VmRSS:   1234 kB` → 1234 × 1024.
+fn parse_rss(status: &str) -> Option<u64> {
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// utime + stime from a `/proc/<pid>/stat` line. The fields are counted
@@ -40,5 +66,13 @@ mod tests {
         assert_eq!(parse_stat(line), Some(Duration::from_secs(3)));
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn reads_the_resident_set_in_bytes() {
+        let status = "Name:\tkeylatch\nVmPeak:\t 9000 kB\nVmRSS:\t    1234 kB\n";
+        assert_eq!(parse_rss(status), Some(1234 * 1024));
+        assert_eq!(parse_rss("Name: x\n"), None);
+        assert_eq!(parse_rss("VmRSS: lots kB\n"), None);
     }
 }

@@ -14,7 +14,10 @@
 //! - [`table`], [`comparison`] (`report.rs`): aligned text tables.
 //! - [`svg`] (`plot.rs`): a hand-written SVG of the latency CDFs.
 //! - [`Progress`] (`progress.rs`): the progress line on stderr.
-//! - [`process_cpu`] (`cpu.rs`): this process's CPU time from `/proc`.
+//! - [`process_cpu`], [`resident_bytes`] (`cpu.rs`): this process's CPU
+//!   time and resident memory from `/proc`.
+//! - [`run_scale`] (`scale.rs`): the scale mode (`keylatch bench --holds
+//!   N`): N watchdog holds, renewal rounds idle, Redisson's renewal beside.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -35,17 +38,19 @@ mod keylatch_client;
 mod plot;
 mod progress;
 mod report;
+mod scale;
 mod scenarios;
 mod suite;
 
 use std::time::Duration;
 
 pub use client::{BenchError, BenchResult, LockClient, LockHandle};
-pub use cpu::process_cpu;
+pub use cpu::{process_cpu, resident_bytes};
 pub use histogram::{Bucket, Histogram};
 pub use plot::svg;
 pub use progress::Progress;
 pub use report::{comparison, format_duration, table, ScenarioResult};
+pub use scale::{run_scale, ScaleOptions, ScaleReport};
 pub use suite::{run_suite, Contender};
 
 /// The three scenarios, in the order they run.

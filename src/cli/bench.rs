@@ -11,12 +11,13 @@ use keylatch::{Client, Locks, LocksConfig};
 use keylatch_cli::bench::{run_suite, svg, table, Plan, Progress, Scenario};
 
 use super::args::{self, Argv};
-use super::{compare, local_server, runtime, Failure};
+use super::{bench_scale, compare, local_server, runtime, Failure};
 
 /// `keylatch bench --help`.
 pub(crate) const USAGE: &str = "\
 usage: keylatch bench [--url URL]... [--cluster URL]... [--clients N] [--duration 10s]
                       [--compare] [--plot out.svg]
+       keylatch bench --holds N [--rounds 3] [--watchdog 3s] [--url URL]...
 
 Measures keylatch's reentrant lock against a server:
   a. uncontended acquire + release, one task: latency p50/p90/p99/max
@@ -43,6 +44,17 @@ halves in alternating order (A B C, then C B A).
                  (RedLock over independent servers) is left out
   --plot FILE    write an SVG with one latency CDF per scenario (and client)
 
+Scale mode (--holds N): one client (Locks::connect's path) holds N watchdog
+locks, 256 acquires in flight, idles --rounds renewal rounds (a round every
+third of --watchdog), releases them; then Redisson's LockTask renewal
+script renews N locks on Redisson's layout once. It prints acquires/s,
+client memory per hold, renewal calls and client CPU per round, holds lost,
+and (standalone) the server's CPU per renewed hold beside Redisson's. Every
+key it writes is under keylatch-bench-scale:<run>: and deleted at the end.
+  --holds N      locks to hold (1 to 10000000)
+  --rounds R     renewal rounds to idle through (1 to 100, default 3)
+  --watchdog D   the watchdog lease (default 3s: a round every second)
+
 Results go to stdout, progress to stderr. Exit codes: 0 done, 64 usage
 error, 69 server unreachable, 70 a failed operation or server error.";
 
@@ -59,6 +71,10 @@ pub(crate) struct BenchArgs {
     pub(crate) duration: Duration,
     pub(crate) compare: bool,
     pub(crate) plot: Option<PathBuf>,
+    /// Scale mode: `--holds`, with its rounds and watchdog.
+    pub(crate) holds: Option<usize>,
+    pub(crate) rounds: u32,
+    pub(crate) watchdog: Duration,
 }
 
 fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
@@ -69,6 +85,9 @@ fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
         duration: Duration::from_secs(10),
         compare: false,
         plot: None,
+        holds: None,
+        rounds: 3,
+        watchdog: Duration::from_secs(3),
     };
     while let Some(flag) = argv.next() {
         match flag.as_str() {
@@ -96,10 +115,48 @@ fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
             }
             "--compare" => a.compare = true,
             "--plot" => a.plot = Some(PathBuf::from(argv.value("--plot")?)),
+            "--holds" => a.holds = Some(number(&mut argv, "--holds", 1, 10_000_000)?),
+            "--rounds" => a.rounds = number(&mut argv, "--rounds", 1, 100)?,
+            "--watchdog" => {
+                a.watchdog = args::duration("--watchdog", &argv.value("--watchdog")?)?;
+                if a.watchdog < Duration::from_millis(300) || a.watchdog > Duration::from_secs(3600)
+                {
+                    return Err(Failure::usage(
+                        "bench: --watchdog must be between 300ms and 1h",
+                    ));
+                }
+            }
             other => return Err(Failure::usage(format!("bench: unknown argument {other:?}"))),
         }
     }
+    let scale_only = a.rounds != 3 || a.watchdog != Duration::from_secs(3);
+    if a.holds.is_some() && (a.compare || a.plot.is_some()) {
+        return Err(Failure::usage(
+            "bench: --holds (scale mode) takes no --compare or --plot",
+        ));
+    }
+    if a.holds.is_none() && scale_only {
+        return Err(Failure::usage(
+            "bench: --rounds and --watchdog belong to scale mode: add --holds N",
+        ));
+    }
     Ok(a)
+}
+
+/// The number after `flag`, within `lo..=hi`.
+fn number<T>(argv: &mut Argv, flag: &str, lo: T, hi: T) -> Result<T, Failure>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let v = argv.value(flag)?;
+    v.parse()
+        .ok()
+        .filter(|n| *n >= lo && *n <= hi)
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "bench: {flag} takes a number from {lo} to {hi}, not {v:?}"
+            ))
+        })
 }
 
 /// Entry point: parses, finds the server, runs, prints.
@@ -115,6 +172,14 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
         _local = server;
     }
     let seeds = args::urls(seeds);
+    if let Some(holds) = a.holds {
+        let rt = runtime()?;
+        return rt.block_on(async move {
+            tokio::spawn(bench_scale::run(holds, a, seeds))
+                .await
+                .map_err(|e| Failure::software(format!("bench: the run failed: {e}")))?
+        });
+    }
     if a.compare {
         return compare::launch(&a, &seeds);
     }
@@ -219,6 +284,16 @@ mod tests {
         let a = parse_strs(&["--compare", "--cluster", "redis://c:1"]).unwrap();
         assert!(a.compare);
         assert_eq!(a.cluster, ["redis://c:1"]);
+        let a = parse_strs(&["--holds", "100000"]).unwrap();
+        assert_eq!(
+            (a.holds, a.rounds, a.watchdog),
+            (Some(100_000), 3, Duration::from_secs(3))
+        );
+        let a = parse_strs(&["--holds", "7", "--rounds", "5", "--watchdog", "30s"]).unwrap();
+        assert_eq!(
+            (a.holds, a.rounds, a.watchdog),
+            (Some(7), 5, Duration::from_secs(30))
+        );
     }
 
     #[test]
@@ -232,6 +307,13 @@ mod tests {
             &["--duration", "99999999999999999h"],
             &["--frobnicate"],
             &["--compare", "--clients"],
+            &["--holds", "0"],
+            &["--holds", "many"],
+            &["--holds", "5", "--compare"],
+            &["--holds", "5", "--plot", "x.svg"],
+            &["--rounds", "2"],
+            &["--holds", "5", "--watchdog", "10ms"],
+            &["--holds", "5", "--rounds", "0"],
         ] {
             let e = parse_strs(bad).unwrap_err();
             assert!(!e.is_empty() && !e.contains('\n'), "{bad:?}: {e}");

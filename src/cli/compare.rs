@@ -130,6 +130,9 @@ mod tests {
             duration: Duration::from_millis(1500),
             compare: true,
             plot: None,
+            holds: None,
+            rounds: 3,
+            watchdog: Duration::from_secs(3),
         }
     }
 

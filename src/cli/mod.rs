@@ -23,6 +23,7 @@
 
 pub(crate) mod args;
 pub(crate) mod bench;
+pub(crate) mod bench_scale;
 pub(crate) mod compare;
 pub(crate) mod exec;
 pub(crate) mod held;

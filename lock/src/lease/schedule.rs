@@ -143,6 +143,12 @@ impl Schedule {
         self.live
     }
 
+    /// Slots allocated (live or free).
+    #[cfg(test)]
+    pub(super) fn slots_len(&self) -> usize {
+        self.slots.len()
+    }
+
     pub(super) fn add(&mut self, e: Entry) -> u32 {
         let name = Arc::clone(&e.name);
         let slot = match self.free.pop() {
@@ -441,6 +447,38 @@ impl Schedule {
             let queue = live.collect();
             if let Some(g) = self.grids.get_mut(&lease) {
                 g.queue = queue;
+            }
+        }
+        self.give_back();
+    }
+
+    /// Once most holds are gone, the tables shrink to what is left: a
+    /// process that held a million and holds a thousand now keeps no
+    /// million-slot table. Trailing free slots are cut (a stale heap item
+    /// naming one finds nothing there, or a newer generation), and every
+    /// container gives its spare capacity back to the allocator.
+    fn give_back(&mut self) {
+        if self.slots.len() <= STALE_SLACK || self.live >= self.slots.len() / 4 {
+            return;
+        }
+        while matches!(self.slots.last(), Some(None)) {
+            self.slots.pop();
+        }
+        let n = self.slots.len();
+        self.free.retain(|&s| (s as usize) < n);
+        self.slots.shrink_to_fit();
+        self.free.shrink_to_fit();
+        self.names.shrink_to_fit();
+        if self.live == 0 {
+            // Every item left is stale.
+            self.looks = BinaryHeap::new();
+            for g in self.grids.values_mut() {
+                g.queue = BinaryHeap::new();
+            }
+        } else {
+            self.looks.shrink_to_fit();
+            for g in self.grids.values_mut() {
+                g.queue.shrink_to_fit();
             }
         }
     }

@@ -257,3 +257,27 @@ fn the_counter_is_refreshed_by_a_first_renewal_that_lands_and_in_the_window_only
     let (work, _) = t.plan(at, true, standalone);
     assert_eq!(refreshing(&work), vec![true], "while the window is open");
 }
+
+#[test]
+fn the_tables_shrink_once_most_holds_are_gone_and_new_holds_still_renew() {
+    let (mut t, holds, at) = renewed(5000);
+    assert_eq!(t.sched.slots_len(), 5000);
+    for h in &holds[100..] {
+        assert!(h.leave(true));
+    }
+    // The sweep drops the released ones; then the tables give back.
+    let (_, _) = t.plan(at + Duration::from_millis(1500), false, standalone);
+    assert_eq!(t.sched.len(), 100);
+    assert_eq!(t.sched.slots_len(), 100, "trailing free slots cut");
+    // The 100 left, and a new hold in a reused slot, renew at their round.
+    let fresh = hold("fresh", "c:1", 9999, true, at);
+    t.insert(Arc::clone(&fresh));
+    settle(&mut t);
+    let (work, _) = t.plan(at + LEASE / 3, false, standalone);
+    let mut want: Vec<u64> = (1..=100).collect();
+    want.push(9999);
+    assert_eq!(tokens(&work), want);
+    for h in &holds[..100] {
+        assert!(h.leave(true));
+    }
+}

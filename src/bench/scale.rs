@@ -1,0 +1,482 @@
+//! The scale mode (`keylatch bench --holds N`, and `benches/`' `scale`):
+//! one client holds N watchdog locks, idles some renewal rounds, releases
+//! them, and Redisson's `LockTask` renewal script renews as many locks on
+//! Redisson's layout once, so the server's cost per renewed hold is
+//! compared in one run.
+//!
+//! It runs on a server that may be in use: every key it writes is under a
+//! prefix of its own run (`keylatch-bench-scale:<run>`), and it deletes
+//! them all (the locks, their fencing counters, Redisson's layout) before
+//! it returns; nothing is flushed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keylatch::{Client, Cmd, Commands, LockGuard, Locks, Pipeline};
+
+use super::client::BenchError;
+use super::cpu::{process_cpu, resident_bytes};
+
+/// Redisson's chunked watchdog renewal (`LockTask`): for each lock, if its
+/// owner still holds it, PEXPIRE it to the lease; 1 renewed, 0 gone.
+const REDISSON_RENEW: &str = "local result = {} \
+for i = 1, #KEYS, 1 do \
+  if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then \
+    redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(result, 1); \
+  else table.insert(result, 0); end; \
+end; return result;";
+
+/// Locks per Redisson renewal call (its default chunk).
+const REDISSON_CHUNK: usize = 100;
+
+/// Keys per cleanup pipeline.
+const CLEANUP_BATCH: usize = 1000;
+
+/// What a scale run does.
+///
+/// ```
+/// let o = keylatch_cli::bench::ScaleOptions::default();
+/// assert_eq!(o.holds, 100_000);
+/// assert_eq!(o.watchdog, std::time::Duration::from_secs(3));
+/// ```
+#[derive(Clone, Debug)]
+pub struct ScaleOptions {
+    /// Watchdog locks to hold.
+    pub holds: usize,
+    /// Acquires (and releases) in flight at a time.
+    pub inflight: usize,
+    /// The watchdog lease: a renewal round runs every third of it.
+    pub watchdog: Duration,
+    /// Renewal rounds to idle through while holding.
+    pub rounds: u32,
+}
+
+impl Default for ScaleOptions {
+    fn default() -> Self {
+        Self {
+            holds: 100_000,
+            inflight: 256,
+            watchdog: Duration::from_secs(3),
+            rounds: 3,
+        }
+    }
+}
+
+/// What a scale run measured.
+///
+/// ```
+/// let r = keylatch_cli::bench::ScaleReport::default();
+/// assert_eq!(r.server_us_per_hold(), None);
+/// assert!(r.to_string().contains("acquire"));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ScaleReport {
+    /// Locks held at the end of the acquire phase.
+    pub held: usize,
+    /// Acquires that failed or found the lock taken.
+    pub failed: usize,
+    /// The first failure's message.
+    pub first_error: Option<String>,
+    /// How long acquiring took.
+    pub acquire: Duration,
+    /// Resident memory per hold while held, and what stayed after the
+    /// release (bytes over the start; `None` without `/proc`).
+    pub bytes_per_hold: Option<(u64, u64)>,
+    /// Renewal rounds done while idle, and the time idled.
+    pub rounds: u64,
+    /// The idle window's length.
+    pub idle: Duration,
+    /// Renewal calls (script calls) made while idle.
+    pub calls: u64,
+    /// The server's CPU time while idle (standalone only: in a cluster one
+    /// `INFO` answers for one node).
+    pub server_cpu: Option<Duration>,
+    /// This process's CPU time while idle.
+    pub client_cpu: Option<Duration>,
+    /// Holds lost while idle.
+    pub lost: usize,
+    /// Redisson's renewal: server CPU per renewed hold, in µs (standalone
+    /// only, as `server_cpu`).
+    pub redisson_us: Option<f64>,
+}
+
+impl ScaleReport {
+    /// Acquires per second.
+    ///
+    /// ```
+    /// let r = keylatch_cli::bench::ScaleReport { held: 10, acquire: std::time::Duration::from_secs(2), ..Default::default() };
+    /// assert_eq!(r.acquire_rate(), 5.0);
+    /// ```
+    pub fn acquire_rate(&self) -> f64 {
+        self.held as f64 / self.acquire.as_secs_f64().max(1e-9)
+    }
+
+    /// The server's CPU per renewed hold while idle, in µs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let r = keylatch_cli::bench::ScaleReport {
+    ///     held: 1000, rounds: 2, server_cpu: Some(Duration::from_millis(8)), ..Default::default()
+    /// };
+    /// assert_eq!(r.server_us_per_hold(), Some(4.0));
+    /// ```
+    pub fn server_us_per_hold(&self) -> Option<f64> {
+        let renewed = self.held as f64 * self.rounds as f64;
+        (renewed > 0.0)
+            .then_some(())
+            .and(self.server_cpu)
+            .map(|c| c.as_secs_f64() * 1e6 / renewed)
+    }
+}
+
+impl std::fmt::Display for ScaleReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "acquire: {} held, {} failed, in {:.2} s = {:.0} holds/s",
+            self.held,
+            self.failed,
+            self.acquire.as_secs_f64(),
+            self.acquire_rate()
+        )?;
+        if let Some(e) = &self.first_error {
+            write!(f, " (first failure: {e})")?;
+        }
+        writeln!(f)?;
+        if let Some((held, after)) = self.bytes_per_hold {
+            writeln!(
+                f,
+                "client memory: {held} B per hold while held, {after} B per former hold after the release"
+            )?;
+        }
+        let rounds = self.rounds.max(1) as f64;
+        write!(
+            f,
+            "idle: {} rounds in {:.1} s, {} renewal calls ({:.0} per round), {} lost",
+            self.rounds,
+            self.idle.as_secs_f64(),
+            self.calls,
+            self.calls as f64 / rounds,
+            self.lost
+        )?;
+        if let Some(c) = self.client_cpu {
+            write!(
+                f,
+                ", client CPU {:.1} ms per round",
+                c.as_secs_f64() * 1e3 / rounds
+            )?;
+        }
+        writeln!(f)?;
+        match (self.server_cpu, self.server_us_per_hold()) {
+            (Some(c), Some(per)) => {
+                write!(
+                    f,
+                    "server CPU: {:.1} ms per round = {per:.2} µs per renewed hold ({:.1} % of a core)",
+                    c.as_secs_f64() * 1e3 / rounds,
+                    c.as_secs_f64() * 100.0 / self.idle.as_secs_f64().max(1e-9)
+                )?;
+                if let Some(r) = self.redisson_us {
+                    write!(
+                        f,
+                        "; Redisson's LockTask renewal {r:.2} µs = {:.2}×",
+                        per / r
+                    )?;
+                }
+                writeln!(f)
+            }
+            _ => writeln!(
+                f,
+                "server CPU: not measured (a cluster: INFO answers for one node)"
+            ),
+        }
+    }
+}
+
+/// Runs the scale mode through `locks` (built as the caller's users build
+/// theirs, with `opts.watchdog` as its watchdog lease), with `admin` for
+/// `INFO` and cleanup (it may be `locks.client()`).
+///
+/// ```no_run
+/// use keylatch_cli::bench::{run_scale, ScaleOptions};
+/// # async fn demo() -> Result<(), keylatch_cli::bench::BenchError> {
+/// let opts = ScaleOptions { holds: 10_000, ..ScaleOptions::default() };
+/// let config = keylatch::LocksConfig::default().watchdog_timeout(opts.watchdog);
+/// let url = keylatch::ClientConfig::from_url("redis://127.0.0.1:6379")?;
+/// let locks = keylatch::Locks::connect_with(url, config).await?;
+/// let report = run_scale(&locks, locks.client(), &opts).await?;
+/// print!("{report}");
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// A server call outside the measured acquires failed (`INFO`, loading
+/// Redisson's script, the layout or the cleanup). Failed acquires are
+/// counted in the report, not returned.
+///
+/// # Cancel safety
+/// Not cancel safe: dropped midway, the run's keys stay on the server
+/// (under its own prefix; the locks expire with their lease, the counters
+/// with their idle expiry, Redisson's layout with its lease).
+pub async fn run_scale(
+    locks: &Locks,
+    admin: &Client,
+    opts: &ScaleOptions,
+) -> Result<ScaleReport, BenchError> {
+    let prefix = format!("keylatch-bench-scale:{}", run_id());
+    let standalone = !admin.is_cluster();
+    let mut report = ScaleReport::default();
+    let rss0 = resident_bytes();
+
+    // 1. Acquire.
+    let t0 = Instant::now();
+    let (guards, failed, first_error) = acquire_all(locks, &prefix, opts).await;
+    report.acquire = t0.elapsed();
+    report.held = guards.len();
+    report.failed = failed;
+    report.first_error = first_error;
+    let rss1 = resident_bytes();
+
+    // 2. Idle: from just after a round, so the window holds whole rounds.
+    let r = locks.renewal_rounds();
+    let give_up = Instant::now() + opts.watchdog * 4;
+    while locks.renewal_rounds() == r && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (c0, r0) = (locks.renewal_calls(), locks.renewal_rounds());
+    let s0 = server_cpu(admin, standalone).await?;
+    let p0 = process_cpu();
+    let i0 = Instant::now();
+    tokio::time::sleep(opts.watchdog / 3 * opts.rounds).await;
+    let s1 = server_cpu(admin, standalone).await?;
+    report.client_cpu = process_cpu().zip(p0).map(|(b, a)| b.saturating_sub(a));
+    report.idle = i0.elapsed();
+    report.server_cpu = s1.zip(s0).map(|(b, a)| b.saturating_sub(a));
+    report.calls = locks.renewal_calls() - c0;
+    report.rounds = locks.renewal_rounds() - r0;
+    report.lost = guards.iter().filter(|g| g.is_lost()).count();
+
+    // 3. Release, then what stays of the process's memory.
+    let n = guards.len().max(1) as u64;
+    release_all(guards, opts.inflight).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss2 = resident_bytes();
+    report.bytes_per_hold = match (rss0, rss1, rss2) {
+        (Some(a), Some(b), Some(c)) => Some((b.saturating_sub(a) / n, c.saturating_sub(a) / n)),
+        _ => None,
+    };
+    let counters = (0..opts.holds).map(|i| format!("redisson_lock_token:{{{prefix}:{i}}}"));
+    delete(admin, counters).await?;
+
+    // Redisson's renewal on as many locks, on its layout.
+    if standalone {
+        report.redisson_us = Some(redisson_round(admin, &prefix, opts).await?);
+    }
+    Ok(report)
+}
+
+/// Acquires `opts.holds` locks, `opts.inflight` at a time: (guards,
+/// failures, the first failure's message).
+async fn acquire_all(
+    locks: &Locks,
+    prefix: &str,
+    opts: &ScaleOptions,
+) -> (Vec<LockGuard>, usize, Option<String>) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..opts.inflight.max(1) {
+        let (locks, next, prefix, holds) = (
+            locks.clone(),
+            Arc::clone(&next),
+            prefix.to_owned(),
+            opts.holds,
+        );
+        tasks.push(tokio::spawn(async move {
+            let (mut got, mut failed, mut first) = (Vec::new(), 0usize, None);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= holds {
+                    break (got, failed, first);
+                }
+                match locks
+                    .lock(&format!("{prefix}:{i}"))
+                    .try_acquire_now(None)
+                    .await
+                {
+                    Ok(Some(g)) => got.push(g),
+                    Ok(None) => {
+                        failed += 1;
+                        first.get_or_insert_with(|| "the lock was taken".to_owned());
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        first.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }));
+    }
+    let (mut guards, mut failed, mut first) = (Vec::with_capacity(opts.holds), 0, None);
+    for t in tasks {
+        match t.await {
+            Ok((g, f, e)) => {
+                guards.extend(g);
+                failed += f;
+                if first.is_none() {
+                    first = e;
+                }
+            }
+            Err(e) => {
+                first.get_or_insert_with(|| format!("an acquire task failed: {e}"));
+            }
+        }
+    }
+    (guards, failed, first)
+}
+
+/// Unlocks every guard, `inflight` at a time (a failed unlock leaves the
+/// lock to its lease).
+async fn release_all(guards: Vec<LockGuard>, inflight: usize) {
+    let queue = Arc::new(Mutex::new(guards));
+    let mut tasks = Vec::new();
+    for _ in 0..inflight.max(1) {
+        let queue = Arc::clone(&queue);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let g = match queue.lock() {
+                    Ok(mut q) => q.pop(),
+                    Err(_) => None,
+                };
+                match g {
+                    Some(g) => {
+                        let _ = g.unlock().await;
+                    }
+                    None => break,
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// Deletes `keys`, in pipelines.
+async fn delete(admin: &Client, keys: impl Iterator<Item = String>) -> Result<(), BenchError> {
+    let keys: Vec<String> = keys.collect();
+    for chunk in keys.chunks(CLEANUP_BATCH) {
+        let p: Pipeline = chunk
+            .iter()
+            .map(|k| Cmd::new("DEL").key(k.as_str()))
+            .collect();
+        admin
+            .pipeline(p)
+            .await
+            .map_err(|e| BenchError::new(format!("cleanup: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Redisson's layout for as many locks (a chunk of 100 per hash tag, so a
+/// cluster takes each call on one node), renewed once by its chunked
+/// script, `opts.inflight` calls at a time; the server CPU per renewed hold
+/// in µs. Its keys are deleted after.
+async fn redisson_round(
+    admin: &Client,
+    prefix: &str,
+    opts: &ScaleOptions,
+) -> Result<f64, BenchError> {
+    let owner = "9c1a3f2e-0000-4000-8000-000000000000:1";
+    let lease_ms = opts.watchdog.as_millis().to_string();
+    let prefix: Arc<str> = Arc::from(prefix);
+    let key = move |i: usize| format!("{prefix}:r:{{{}}}:{i}", i / REDISSON_CHUNK);
+    let fail = |what: &str, e: keylatch::Error| BenchError::new(format!("{what}: {e}"));
+    for start in (0..opts.holds).step_by(CLEANUP_BATCH) {
+        let p: Pipeline = (start..(start + CLEANUP_BATCH).min(opts.holds))
+            .flat_map(|i| {
+                let k = key(i);
+                [
+                    Cmd::new("HSET").key(k.as_str()).arg(owner).arg(1),
+                    Cmd::new("PEXPIRE").key(k.as_str()).arg(lease_ms.as_str()),
+                ]
+            })
+            .collect();
+        admin
+            .pipeline(p)
+            .await
+            .map_err(|e| fail("Redisson's layout", e))?;
+    }
+    let sha = admin
+        .script_load(REDISSON_RENEW)
+        .await
+        .map_err(|e| fail("loading Redisson's script", e))?;
+    let chunks: Arc<Vec<usize>> = Arc::new((0..opts.holds).step_by(REDISSON_CHUNK).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let s0 = server_cpu(admin, true).await?;
+    let mut tasks = Vec::new();
+    for _ in 0..opts.inflight.min(chunks.len()).max(1) {
+        let (admin, next, chunks, sha, lease_ms) = (
+            admin.clone(),
+            Arc::clone(&next),
+            Arc::clone(&chunks),
+            sha.clone(),
+            lease_ms.clone(),
+        );
+        let (holds, key) = (opts.holds, key.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&start) = chunks.get(c) else {
+                    break Ok(());
+                };
+                let end = (start + REDISSON_CHUNK).min(holds);
+                let keys: Vec<String> = (start..end).map(&key).collect();
+                let mut args = vec![lease_ms.clone()];
+                args.extend((start..end).map(|_| owner.to_owned()));
+                admin.evalsha(&sha, keys, args).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        match t.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(fail("Redisson's renewal", e)),
+            Err(e) => return Err(BenchError::new(format!("Redisson's renewal: {e}"))),
+        }
+    }
+    let s1 = server_cpu(admin, true).await?;
+    delete(admin, (0..opts.holds).map(&key)).await?;
+    let used = s1
+        .zip(s0)
+        .map_or(Duration::ZERO, |(b, a)| b.saturating_sub(a));
+    Ok(used.as_secs_f64() * 1e6 / opts.holds.max(1) as f64)
+}
+
+/// A prefix no other run shares: this process and the clock's nanoseconds.
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{:x}{nanos:08x}", std::process::id())
+}
+
+/// The server's CPU time so far (`INFO cpu`: used_cpu_sys + used_cpu_user);
+/// `None` in a cluster, where one `INFO` answers for one node.
+async fn server_cpu(admin: &Client, standalone: bool) -> Result<Option<Duration>, BenchError> {
+    if !standalone {
+        return Ok(None);
+    }
+    let info = admin
+        .info(Some("cpu"))
+        .await
+        .map_err(|e| BenchError::new(format!("INFO cpu: {e}")))?;
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(Some(Duration::from_secs_f64(
+        field("used_cpu_sys:") + field("used_cpu_user:"),
+    )))
+}
