@@ -144,3 +144,24 @@ fn pass_cost() {
         }
     }
 }
+
+/// What one held lock keeps in memory, as budgets: a field added to
+/// any of these is a cost paid per hold (issue 31 measures a million), so
+/// growing one is a deliberate change of this test. 64-bit Linux sizes.
+#[test]
+#[cfg(all(target_pointer_width = "64", target_os = "linux"))]
+fn what_a_hold_keeps_stays_within_its_size_budget() {
+    use std::mem::size_of;
+    assert!(size_of::<Hold>() <= 184, "Hold: {}", size_of::<Hold>());
+    let entry = size_of::<super::super::schedule::Entry>();
+    assert!(entry <= 128, "schedule Entry: {entry}");
+    let handle = size_of::<crate::lock::HandleForSizes>();
+    assert!(handle <= 216, "lock Handle: {handle}");
+    assert!(
+        size_of::<crate::Lock>() <= 56,
+        "Lock: {}",
+        size_of::<crate::Lock>()
+    );
+    let guard = size_of::<crate::LockGuard>();
+    assert!(guard <= 128, "LockGuard: {guard}");
+}

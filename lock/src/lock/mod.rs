@@ -30,6 +30,8 @@ mod turn;
 pub(crate) use attempt::settle_late;
 pub use base::{Lock, ReplicaSync};
 pub use guard::{LockGuard, LostToken};
+#[cfg(test)]
+pub(crate) use handle::Handle as HandleForSizes;
 pub(crate) use kind::{
     owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
 };
