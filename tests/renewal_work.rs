@@ -209,3 +209,49 @@ async fn a_renewal_gives_no_expiry_to_a_key_without_one() {
     assert!(left("forever") > 500, "{}", left("forever"));
     assert!(left(counter) > 50_000, "{}", left(counter));
 }
+
+/// `tracked_holds` bounds what tracking costs: with a budget of 5 and ten
+/// holds, five keys are tracked, round after round; a hold past the budget
+/// still learns of an outside delete, from its next renewal.
+#[tokio::test]
+async fn holds_past_the_tracking_budget_are_judged_by_their_renewals() {
+    let server = RedisServer::start();
+    let cfg = LocksConfig::default()
+        .watchdog_timeout(Duration::from_millis(900))
+        .tracked_holds(5);
+    let locks = tracked_locks(&server, cfg).await;
+    let mut guards = Vec::new();
+    for i in 0..10 {
+        guards.push(
+            locks
+                .lock(&format!("budget-{i}"))
+                .try_acquire_now(None)
+                .await
+                .unwrap()
+                .expect("free"),
+        );
+    }
+    rounds(&locks, 3).await;
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = info_field(&server, "stats", "tracking_total_keys");
+        assert!(n <= 5, "{n} keys tracked, budget 5");
+        if n == 5 {
+            break;
+        }
+        assert!(Instant::now() < until, "{n} of 5 tracked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rounds(&locks, 3).await;
+    assert!(info_field(&server, "stats", "tracking_total_keys") <= 5);
+    // The last hold came past the budget: untracked, found by renewal.
+    server.cli(&["DEL", "budget-9"]).unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guards[9].lost())
+        .await
+        .expect("the renewal finds the deleted hold");
+    assert_eq!(reason, LossReason::Gone);
+    for g in guards.into_iter().take(9) {
+        assert!(!g.is_lost());
+        g.unlock().await.unwrap();
+    }
+}

@@ -59,7 +59,12 @@ impl Inner {
     ) -> Self {
         let config = config.bounded();
         let token_ttl_ms = millis(config.token_idle_ttl).to_string();
-        let engine = Engine::spawn(client.clone(), token_ttl_ms.clone(), invalidations);
+        let engine = Engine::spawn(
+            client.clone(),
+            token_ttl_ms.clone(),
+            invalidations,
+            config.tracked_holds,
+        );
         let script_args = ScriptArgs {
             watchdog_ms: millis(config.watchdog_timeout).to_string(),
             token_ttl_ms,

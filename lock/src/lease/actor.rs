@@ -112,6 +112,7 @@ impl Actor {
         touched: mpsc::UnboundedReceiver<Arc<str>>,
         invalidations: Option<Invalidations>,
         idle_ms: String,
+        tracked_holds: usize,
     ) -> Self {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let tracking = shared.tracking;
@@ -123,7 +124,7 @@ impl Actor {
             invalidations,
             done_tx,
             done_rx,
-            table: Table::new(tracking),
+            table: Table::new(tracking).track_budget(tracked_holds),
             idle: Duration::from_millis(idle_ms.parse().unwrap_or(0)),
             idle_ms: Arc::from(idle_ms),
             counters: CounterWindow::default(),

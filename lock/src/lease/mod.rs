@@ -74,6 +74,7 @@ impl Engine {
         client: Client,
         counter_ttl_ms: String,
         invalidations: Option<Invalidations>,
+        tracked_holds: usize,
     ) -> Self {
         let shared = Arc::new(EngineShared {
             wake: Notify::new(),
@@ -91,6 +92,7 @@ impl Engine {
             touched_rx,
             invalidations,
             counter_ttl_ms,
+            tracked_holds,
         );
         tokio::spawn(task.run());
         Self {

@@ -52,6 +52,8 @@ pub(super) struct Entry {
     pub(super) recheck: bool,
     /// A tracked read was made (or is in flight).
     pub(super) tracked: bool,
+    /// The hold is within the tracking budget: it gets tracked reads.
+    pub(super) pushed: bool,
     /// A renewal of this hold refreshed its fencing counter's idle expiry
     /// (its first renewal does; later ones only in the actor's window).
     pub(super) counter_fresh: bool,
@@ -81,6 +83,7 @@ impl Entry {
             recheck: false,
             tracked: false,
             counter_fresh: false,
+            pushed: false,
             since,
             look: None,
             look_gen: 0,
@@ -127,6 +130,8 @@ pub(super) struct Schedule {
     slots: Vec<Option<Entry>>,
     free: Vec<u32>,
     live: usize,
+    /// Live entries with `pushed` set.
+    pushed: usize,
     names: HashMap<Arc<str>, Vec<u32>>,
     looks: BinaryHeap<Reverse<Item>>,
     grids: HashMap<Duration, Grid>,
@@ -141,6 +146,11 @@ impl Schedule {
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.live
+    }
+
+    /// Live entries within the tracking budget.
+    pub(super) fn pushed(&self) -> usize {
+        self.pushed
     }
 
     /// Slots allocated (live or free).
@@ -165,6 +175,9 @@ impl Schedule {
             }
         };
         self.live += 1;
+        if self.slots[slot as usize].as_ref().is_some_and(|e| e.pushed) {
+            self.pushed += 1;
+        }
         self.names.entry(name).or_default().push(slot);
         slot
     }
@@ -175,6 +188,9 @@ impl Schedule {
             return;
         };
         self.live -= 1;
+        if e.pushed {
+            self.pushed -= 1;
+        }
         self.free.push(slot);
         if let Some(lease) = e.grid {
             self.leave(lease);

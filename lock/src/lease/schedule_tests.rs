@@ -281,3 +281,44 @@ fn the_tables_shrink_once_most_holds_are_gone_and_new_holds_still_renew() {
         assert!(h.leave(true));
     }
 }
+
+#[test]
+fn only_holds_within_the_tracking_budget_get_tracked_reads() {
+    let now = Instant::now();
+    let mut t = Table::new(true).track_budget(3);
+    let holds: Vec<Arc<Hold>> = (0..5)
+        .map(|i| hold(&name(i), "c:1", i as u64 + 1, true, now))
+        .collect();
+    for h in &holds {
+        t.insert(Arc::clone(h));
+    }
+    let (work, _) = t.plan(now + TRACK_AFTER * 2, false, standalone);
+    let tracked: Vec<u64> = work
+        .track
+        .values()
+        .flatten()
+        .map(|(h, _)| h.token)
+        .collect();
+    assert_eq!(tracked.len(), 3, "three within the budget: {tracked:?}");
+    // One of them released: the next hold handed over takes its place.
+    let first = holds.iter().find(|h| h.token == tracked[0]).unwrap();
+    assert!(first.leave(true));
+    let (_, _) = t.plan(
+        now + TRACK_AFTER * 2 + Duration::from_secs(2),
+        false,
+        standalone,
+    );
+    let late = hold(&name(9), "c:1", 99, true, now + Duration::from_secs(2));
+    t.insert(Arc::clone(&late));
+    let (work, _) = t.plan(now + Duration::from_secs(3), false, standalone);
+    let tracked: Vec<u64> = work
+        .track
+        .values()
+        .flatten()
+        .map(|(h, _)| h.token)
+        .collect();
+    assert_eq!(tracked, vec![99], "a freed place in the budget is taken");
+    for h in holds.iter().filter(|h| h.token != first.token) {
+        assert!(h.leave(true));
+    }
+}

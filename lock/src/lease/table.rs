@@ -77,6 +77,8 @@ pub(super) struct Table {
     sched: Schedule,
     /// Invalidations are pushed: holds get a tracked read.
     tracking: bool,
+    /// At most this many holds are tracked (`LocksConfig::tracked_holds`).
+    track_budget: usize,
     /// The counter window is open: every renewal refreshes its counter.
     refresh_all: bool,
     /// Entries the last pass visited (the tests check that a pass visits
@@ -89,8 +91,16 @@ impl Table {
     pub(super) fn new(tracking: bool) -> Self {
         Self {
             tracking,
+            track_budget: usize::MAX,
             ..Self::default()
         }
+    }
+
+    /// At most `n` holds tracked at a time; the others are judged by their
+    /// renewals only.
+    pub(super) fn track_budget(mut self, n: usize) -> Self {
+        self.track_budget = n;
+        self
     }
 
     /// A hold handed over: young at first, watched from its first due on.
@@ -188,7 +198,10 @@ impl Table {
             );
             return;
         }
-        let slot = self.sched.add(Entry::new(&hold, since));
+        let mut entry = Entry::new(&hold, since);
+        entry.pushed =
+            self.tracking && hold.renewal.tracked && self.sched.pushed() < self.track_budget;
+        let slot = self.sched.add(entry);
         self.sched.look(slot, since, true);
     }
 
@@ -356,7 +369,7 @@ impl Table {
     ) -> Option<Instant> {
         let tracking = self.tracking;
         let e = self.sched.get_mut(slot)?;
-        if !tracking || !h.renewal.tracked || e.tracked {
+        if !tracking || !h.renewal.tracked || !e.pushed || e.tracked {
             return None;
         }
         let at = e.since + TRACK_AFTER;
@@ -514,7 +527,7 @@ impl Table {
                 }
                 let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
                 let overdue = e.next_renew + lease / 6;
-                let read_again = tracking && h.renewal.tracked && !e.tracked;
+                let read_again = tracking && h.renewal.tracked && e.pushed && !e.tracked;
                 let off_its_grid = !lease.is_zero() && e.grid != Some(lease);
                 let round = self.sched.round(lease);
                 if at_once || read_again || off_its_grid {
