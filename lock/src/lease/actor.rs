@@ -2,7 +2,7 @@
 //! outcomes into its [`Table`], plans, and sends what is due (each call on
 //! its own task, reporting back). Nothing else touches the table.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use super::calls::{run_batch, track, Batch};
 use super::hold::{nanos, Hold};
 use super::shared::{EngineShared, Invalidations};
 use super::table::{earliest, Done, Table, Wake, Work};
-use super::tuning::{BUSY_LOOK, RENEW_BATCH};
+use super::tuning::{BUSY_LOOK, CALLS_IN_FLIGHT, RENEW_BATCH};
 
 /// What woke the task, besides the clock and new holds.
 enum Event {
@@ -99,6 +99,10 @@ pub(super) struct Actor {
     /// counter is refreshed at least every half idle expiry; the work is
     /// per hold per few hours, not per hold per round.
     counters: CounterWindow,
+    /// Batches planned and not sent yet, with their round: at most
+    /// [`CALLS_IN_FLIGHT`] are out at a time.
+    queued: VecDeque<(Batch, u64)>,
+    in_flight: usize,
     /// Rounds with batches still out, by number.
     rounds: HashMap<u64, Round>,
     next_round: u64,
@@ -128,6 +132,8 @@ impl Actor {
             idle: Duration::from_millis(idle_ms.parse().unwrap_or(0)),
             idle_ms: Arc::from(idle_ms),
             counters: CounterWindow::default(),
+            queued: VecDeque::new(),
+            in_flight: 0,
             rounds: HashMap::new(),
             next_round: 0,
         }
@@ -177,6 +183,7 @@ impl Actor {
             while let Ok(back) = self.done_rx.try_recv() {
                 self.take_back(back);
             }
+            self.pump();
         }
     }
 
@@ -191,6 +198,7 @@ impl Actor {
                 failed,
                 error,
             } => {
+                self.in_flight = self.in_flight.saturating_sub(1);
                 let finished = match self.rounds.get_mut(&round) {
                     Some(r) => {
                         if let Done::Judged {
@@ -306,31 +314,12 @@ impl Actor {
                     on_node: node.is_some(),
                     refresh,
                 };
-                let (client, shared, tx) = (
-                    self.client.clone(),
-                    Arc::clone(&self.shared),
-                    self.done_tx.clone(),
-                );
-                let idle_ms = Arc::clone(&self.idle_ms);
-                tokio::spawn(async move {
-                    let sent_at = Instant::now();
-                    let out = run_batch(&client, &batch, &idle_ms).await;
-                    shared.renew_calls.fetch_add(out.calls, Ordering::Relaxed);
-                    let _ = tx.send(Back::Judged {
-                        done: Done::Judged {
-                            lease: batch.lease,
-                            sent_at,
-                            holds: batch.holds,
-                            verdicts: out.verdicts,
-                            refresh: batch.refresh,
-                        },
-                        round,
-                        calls: out.calls,
-                        failed: out.failed,
-                        error: out.error,
-                    });
-                    shared.wake.notify_one();
-                });
+                if lease.is_zero() {
+                    // A check: an invalidation is waiting on it.
+                    self.queued.push_front((batch, round));
+                } else {
+                    self.queued.push_back((batch, round));
+                }
             }
         }
         if batches > 0 {
@@ -353,6 +342,7 @@ impl Actor {
         if renewed {
             self.shared.renew_rounds.fetch_add(1, Ordering::Relaxed);
         }
+        self.pump();
         for (_, holds) in work.track {
             for chunk in holds.chunks(RENEW_BATCH) {
                 let holds = chunk.to_vec();
@@ -362,6 +352,44 @@ impl Actor {
                     let _ = tx.send(Back::Tracked(Done::Tracked { holds, found }));
                 });
             }
+        }
+    }
+}
+
+impl Actor {
+    /// Sends queued batches while fewer than [`CALLS_IN_FLIGHT`] are out;
+    /// each runs on its own task and reports back.
+    fn pump(&mut self) {
+        while self.in_flight < CALLS_IN_FLIGHT {
+            let Some((batch, round)) = self.queued.pop_front() else {
+                return;
+            };
+            self.in_flight += 1;
+            let (client, shared, tx) = (
+                self.client.clone(),
+                Arc::clone(&self.shared),
+                self.done_tx.clone(),
+            );
+            let idle_ms = Arc::clone(&self.idle_ms);
+            tokio::spawn(async move {
+                let sent_at = Instant::now();
+                let out = run_batch(&client, &batch, &idle_ms).await;
+                shared.renew_calls.fetch_add(out.calls, Ordering::Relaxed);
+                let _ = tx.send(Back::Judged {
+                    done: Done::Judged {
+                        lease: batch.lease,
+                        sent_at,
+                        holds: batch.holds,
+                        verdicts: out.verdicts,
+                        refresh: batch.refresh,
+                    },
+                    round,
+                    calls: out.calls,
+                    failed: out.failed,
+                    error: out.error,
+                });
+                shared.wake.notify_one();
+            });
         }
     }
 }
