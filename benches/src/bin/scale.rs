@@ -28,8 +28,12 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin scale -- \
 //!     [--holds 100000] [--inflight 256] [--watchdog-ms 3000] [--rounds 3] [--url redis://…]
-//!     [--tracking off]
+//!     [--tracking off] [--cluster local]
 //! ```
+//!
+//! `--cluster local` starts a 6-node harness cluster (3 masters, 3
+//! replicas) and holds the locks there, spread over the masters by slot;
+//! the server CPU is then not measured (one `INFO` answers for one node).
 //!
 //! `--tracking off` (a diagnostic, not the users' path): `Locks::new` on a
 //! plain `Client::connect`, without the client tracking `Locks::connect`
@@ -50,6 +54,7 @@ fn main() {
         "--rounds",
         "--url",
         "--tracking",
+        "--cluster",
     ]);
     let tracking = flags.text("--tracking").as_deref() != Some("off");
     let opts = ScaleOptions {
@@ -58,8 +63,17 @@ fn main() {
         watchdog: Duration::from_millis(flags.number("--watchdog-ms", 3000)),
         rounds: flags.number("--rounds", 3),
     };
-    let url = flags.text("--url");
-    let (url, _server) = url_or_local_server(url.as_deref());
+    let mut _cluster = None;
+    let (url, _server) = if flags.text("--cluster").as_deref() == Some("local") {
+        let cluster = keylatch_harness::RedisCluster::builder()
+            .start()
+            .expect("a local cluster");
+        let seed = cluster.seed_urls().into_iter().next().expect("a seed");
+        _cluster = Some(cluster);
+        (seed, None)
+    } else {
+        url_or_local_server(flags.text("--url").as_deref())
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
