@@ -42,16 +42,27 @@ async fn rounds(locks: &Locks, n: u64) {
     }
 }
 
+/// A 900 ms watchdog (a round every 300 ms) and a 60 s counter idle expiry.
+async fn short_rounds(server: &RedisServer) -> Locks {
+    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
+    cfg.token_idle_ttl = Duration::from_secs(60);
+    tracked_locks(server, cfg).await
+}
+
+/// Takes free lock `name` under the watchdog.
+async fn take(locks: &Locks, name: &str) -> LockGuard {
+    locks
+        .lock(name)
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .expect("free")
+}
+
 async fn hold_many(locks: &Locks, prefix: &str) -> Vec<LockGuard> {
     let mut guards = Vec::with_capacity(HOLDS);
     for i in 0..HOLDS {
-        let g = locks
-            .lock(&format!("{prefix}-{i}"))
-            .try_acquire_now(None)
-            .await
-            .unwrap()
-            .expect("free");
-        guards.push(g);
+        guards.push(take(locks, &format!("{prefix}-{i}")).await);
     }
     guards
 }
@@ -110,15 +121,8 @@ async fn renewed_keys_stay_tracked_and_an_outside_delete_is_pushed() {
 #[tokio::test]
 async fn the_counter_is_refreshed_once_not_every_round() {
     let server = RedisServer::start();
-    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
-    cfg.token_idle_ttl = Duration::from_secs(60);
-    let locks = tracked_locks(&server, cfg).await;
-    let g = locks
-        .lock("counted")
-        .try_acquire_now(None)
-        .await
-        .unwrap()
-        .expect("free");
+    let locks = short_rounds(&server).await;
+    let g = take(&locks, "counted").await;
     assert!(g.fencing_token().is_some());
     rounds(&locks, 12).await;
     let pttl: i64 = server
@@ -142,15 +146,8 @@ async fn the_counter_is_refreshed_once_not_every_round() {
 #[tokio::test]
 async fn a_counter_gone_while_held_is_put_back() {
     let server = RedisServer::start();
-    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
-    cfg.token_idle_ttl = Duration::from_secs(60);
-    let locks = tracked_locks(&server, cfg).await;
-    let g = locks
-        .lock("put-back")
-        .try_acquire_now(None)
-        .await
-        .unwrap()
-        .expect("free");
+    let locks = short_rounds(&server).await;
+    let g = take(&locks, "put-back").await;
     let token = g.fencing_token().expect("fenced");
     rounds(&locks, 2).await;
     server
@@ -222,14 +219,7 @@ async fn holds_past_the_tracking_budget_are_judged_by_their_renewals() {
     let locks = tracked_locks(&server, cfg).await;
     let mut guards = Vec::new();
     for i in 0..10 {
-        guards.push(
-            locks
-                .lock(&format!("budget-{i}"))
-                .try_acquire_now(None)
-                .await
-                .unwrap()
-                .expect("free"),
-        );
+        guards.push(take(&locks, &format!("budget-{i}")).await);
     }
     rounds(&locks, 3).await;
     let until = Instant::now() + Duration::from_secs(5);

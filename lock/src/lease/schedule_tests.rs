@@ -282,6 +282,15 @@ fn the_tables_shrink_once_most_holds_are_gone_and_new_holds_still_renew() {
     }
 }
 
+/// The tokens of the holds a pass plans tracked reads for.
+fn tracked_tokens(work: &Work) -> Vec<u64> {
+    work.track
+        .values()
+        .flatten()
+        .map(|(h, _)| h.token)
+        .collect()
+}
+
 #[test]
 fn only_holds_within_the_tracking_budget_get_tracked_reads() {
     let now = Instant::now();
@@ -293,12 +302,7 @@ fn only_holds_within_the_tracking_budget_get_tracked_reads() {
         t.insert(Arc::clone(h));
     }
     let (work, _) = t.plan(now + TRACK_AFTER * 2, false, standalone);
-    let tracked: Vec<u64> = work
-        .track
-        .values()
-        .flatten()
-        .map(|(h, _)| h.token)
-        .collect();
+    let tracked = tracked_tokens(&work);
     assert_eq!(tracked.len(), 3, "three within the budget: {tracked:?}");
     // One of them released: the next hold handed over takes its place.
     let first = holds.iter().find(|h| h.token == tracked[0]).unwrap();
@@ -311,13 +315,11 @@ fn only_holds_within_the_tracking_budget_get_tracked_reads() {
     let late = hold(&name(9), "c:1", 99, true, now + Duration::from_secs(2));
     t.insert(Arc::clone(&late));
     let (work, _) = t.plan(now + Duration::from_secs(3), false, standalone);
-    let tracked: Vec<u64> = work
-        .track
-        .values()
-        .flatten()
-        .map(|(h, _)| h.token)
-        .collect();
-    assert_eq!(tracked, vec![99], "a freed place in the budget is taken");
+    assert_eq!(
+        tracked_tokens(&work),
+        vec![99],
+        "a freed place in the budget is taken"
+    );
     for h in holds.iter().filter(|h| h.token != first.token) {
         assert!(h.leave(true));
     }
