@@ -101,15 +101,17 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
         "publish"
     };
     for name in ["orders-lock", "{tenant-9}:lock"] {
-        let (channel, token) = if name.contains('{') {
+        let (channel, token, waiters) = if name.contains('{') {
             (
                 format!("redisson_lock__channel:{name}"),
                 format!("redisson_lock_token:{name}"),
+                format!("keylatch_lock_waiters:{name}"),
             )
         } else {
             (
                 format!("redisson_lock__channel:{{{name}}}"),
                 format!("redisson_lock_token:{{{name}}}"),
+                format!("keylatch_lock_waiters:{{{name}}}"),
             )
         };
         let keys = [name, token.as_str()];
@@ -137,7 +139,13 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
             .eval_script(
                 &REENTRANT_RELEASE,
                 &[name, token.as_str()],
-                &["me:1", channel.as_str(), publish, fence.as_str()],
+                &[
+                    "me:1",
+                    channel.as_str(),
+                    publish,
+                    waiters.as_str(),
+                    fence.as_str(),
+                ],
             )
             .await
             .unwrap();

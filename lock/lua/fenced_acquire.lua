@@ -9,14 +9,31 @@
 --          tokens never start again below earlier ones)
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the whole hash)
 -- ARGV[2]  owner id, "<client uuid>:<handle id>"
+-- ARGV[3]  (unused: the other RLock acquires' counter expiry)
+-- ARGV[4]  when the caller will wait: how long (ms) this call registers
+--          the owner among the waiters a release wakes by name; absent or
+--          "0" (a try without a wait: ARGV[5] absent too) registers nothing
+-- ARGV[5]  with ARGV[4]: the waiters, keylatch_lock_waiters:{name} (a
+--          zset owner -> end in the lock's slot; not a key, see
+--          register_waiter)
 --
 -- Returns  {holds, token} when acquired (holds = this owner's count after;
 --          token = this acquire's INCR, greater than every token before);
 --          {0, pttl} when another owner holds it.
+--
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter.
+local span = tonumber(ARGV[4] or '0') or 0
 local free = redis.call('exists', KEYS[1]) == 0
 if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    return {0, redis.call('pttl', KEYS[1])}
+    local pttl = redis.call('pttl', KEYS[1])
+    if span > 0 then
+        register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span)
+    end
+    return {0, pttl}
 end
+-- Before anything is written: a registry of the wrong type fails the
+-- call with nothing taken.
+local others = span > 0 and unregister_waiter(ARGV[5], ARGV[2])
 -- The counter first: if it fails (another type), nothing is taken.
 local token = redis.call('incr', KEYS[2])
 if token == 1 then
@@ -31,5 +48,8 @@ end
 local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if free or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
+end
+if others then
+    redis.call('hsetnx', KEYS[1], 'keylatch_waiters', 1)
 end
 return {holds, token}

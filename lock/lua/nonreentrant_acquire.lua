@@ -7,12 +7,26 @@
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the whole hash)
 -- ARGV[2]  owner id, "<client uuid>:<handle id>"
 -- ARGV[3]  expiry of a fencing counter this call creates, in milliseconds
+-- ARGV[4]  when the caller will wait: how long (ms) this call registers
+--          the owner among the waiters a release wakes by name; absent or
+--          "0" (a try without a wait, the hot path: ARGV[5] absent too)
+--          registers nothing
+-- ARGV[5]  with ARGV[4]: the waiters, keylatch_lock_waiters:{name} (a
+--          zset owner -> end in the lock's slot; not a key, see
+--          register_waiter)
 --
 -- Returns  {1, token} when acquired (token: the hold's identity, as in
 --          reentrant_acquire); {-1, pttl} when this owner holds it already
 --          (a re-entry: refused, nothing changes); {0, pttl} when another
 --          owner holds it: pttl bounds the wait.
+--
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter.
+local span = tonumber(ARGV[4] or '0') or 0
+local others = false
 if redis.call('exists', KEYS[1]) == 0 then
+    if span > 0 then
+        others = unregister_waiter(ARGV[5], ARGV[2])
+    end
     local token = redis.call('incr', KEYS[2])
     if token == 1 then
         local t = redis.call('time')
@@ -21,9 +35,16 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if others then
+        redis.call('hset', KEYS[1], 'keylatch_waiters', 1)
+    end
     return {1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     return {-1, redis.call('pttl', KEYS[1])}
 end
-return {0, redis.call('pttl', KEYS[1])}
+local pttl = redis.call('pttl', KEYS[1])
+if span > 0 then
+    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span)
+end
+return {0, pttl}

@@ -8,6 +8,13 @@
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the whole hash)
 -- ARGV[2]  owner id, "<client uuid>:<handle id>"
 -- ARGV[3]  expiry of a fencing counter this call creates, in milliseconds
+-- ARGV[4]  when the caller will wait: how long (ms) this call registers
+--          the owner among the waiters a release wakes by name; absent or
+--          "0" (a try without a wait, the hot path: ARGV[5] absent too)
+--          registers nothing
+-- ARGV[5]  with ARGV[4]: the waiters, keylatch_lock_waiters:{name} (a
+--          zset owner -> end in the lock's slot; not a key, see
+--          register_waiter)
 --
 -- Returns  {holds, token} when acquired: holds = this owner's hold count
 --          after the call (1 for a first hold), token = the hold's token (a
@@ -22,7 +29,15 @@
 -- step back (a counter rises by one per acquire, far slower than the clock).
 -- The counter is written first: if it fails (WRONGTYPE, say), the script
 -- stops before the lock is touched, so no lock is left held by nobody.
+-- A waiter's entry among the waiters is dropped first for the same reason.
+--
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter.
+local span = tonumber(ARGV[4] or '0') or 0
+local others = false
 if redis.call('exists', KEYS[1]) == 0 then
+    if span > 0 then
+        others = unregister_waiter(ARGV[5], ARGV[2])
+    end
     local token = redis.call('incr', KEYS[2])
     if token == 1 then
         local t = redis.call('time')
@@ -31,12 +46,18 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if others then
+        redis.call('hset', KEYS[1], 'keylatch_waiters', 1)
+    end
     return {1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- Read before anything is written: a counter of the wrong type fails
     -- the call here, with no count taken.
     local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
+    if span > 0 and unregister_waiter(ARGV[5], ARGV[2]) then
+        redis.call('hsetnx', KEYS[1], 'keylatch_waiters', 1)
+    end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     -- A re-entry only ever extends the expiry: a shorter lease must not cut
     -- short the holds already taken (and watched) with a longer one.
@@ -45,4 +66,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     return {holds, token}
 end
-return {0, redis.call('pttl', KEYS[1])}
+local pttl = redis.call('pttl', KEYS[1])
+if span > 0 then
+    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span)
+end
+return {0, pttl}

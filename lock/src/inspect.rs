@@ -13,6 +13,10 @@ use crate::names::LockNames;
 use crate::probe::{ask, key_type, pairs, text};
 use crate::types::{fair, rwlock, semaphore};
 
+/// The RLock hash's field saying keylatch waiters are registered to be
+/// woken by name (`lua/lib/register_waiter.lua`): not a holder.
+const WAITERS_MARK: &str = "keylatch_waiters";
+
 impl Inspection {
     /// Reads what lock `name` holds through `client` (see
     /// [`Locks::inspect`](crate::Locks::inspect), which calls this with its
@@ -64,8 +68,9 @@ impl Inspection {
     }
 }
 
-/// A hash's fields: counts are holders, `mode` a read-write lock's; any
-/// other field makes it shapeless (an application's hash).
+/// A hash's fields: counts are holders, `mode` a read-write lock's,
+/// `keylatch_waiters` the mark of keylatch waiters to wake by name (no
+/// holder); any other field makes it shapeless (an application's hash).
 async fn hash_fields(client: &Client, seen: &mut Inspection) -> LockResult<()> {
     let entries = match ask(client, Cmd::new("HGETALL").key(seen.name.as_str())).await? {
         Frame::Map(m) => m,
@@ -76,6 +81,9 @@ async fn hash_fields(client: &Client, seen: &mut Inspection) -> LockResult<()> {
         let (Some(k), v) = (text(&k), text(&v)) else {
             continue;
         };
+        if k == WAITERS_MARK {
+            continue;
+        }
         if k == "mode" {
             seen.shapeless |= !matches!(v.as_deref(), Some("read" | "write"));
             seen.mode = v;

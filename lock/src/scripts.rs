@@ -40,7 +40,10 @@ macro_rules! script {
 /// ```
 /// assert_eq!(keylatch_lock::scripts::REENTRANT_ACQUIRE.sha1().len(), 40);
 /// ```
-pub static REENTRANT_ACQUIRE: Script = script!("reentrant_acquire");
+pub static REENTRANT_ACQUIRE: Script = script!(
+    "reentrant_acquire",
+    lib = ["register_waiter", "unregister_waiter"]
+);
 
 /// Take a non-reentrant lock (Redisson's RLock layout; a re-entry is
 /// refused); see `lua/nonreentrant_acquire.lua`.
@@ -48,7 +51,10 @@ pub static REENTRANT_ACQUIRE: Script = script!("reentrant_acquire");
 /// ```
 /// assert_eq!(keylatch_lock::scripts::NONREENTRANT_ACQUIRE.name(), "nonreentrant_acquire");
 /// ```
-pub static NONREENTRANT_ACQUIRE: Script = script!("nonreentrant_acquire");
+pub static NONREENTRANT_ACQUIRE: Script = script!(
+    "nonreentrant_acquire",
+    lib = ["register_waiter", "unregister_waiter"]
+);
 
 /// Drop one hold of a reentrant lock, publishing the unlock message on the
 /// last one; see `lua/reentrant_release.lua`.
@@ -56,7 +62,7 @@ pub static NONREENTRANT_ACQUIRE: Script = script!("nonreentrant_acquire");
 /// ```
 /// assert!(keylatch_lock::scripts::REENTRANT_RELEASE.source().contains("KEYS[2]"));
 /// ```
-pub static REENTRANT_RELEASE: Script = script!("reentrant_release");
+pub static REENTRANT_RELEASE: Script = script!("reentrant_release", lib = ["wake_one"]);
 
 /// Extend many holds at once (the watchdog); see `lua/reentrant_renew.lua`.
 ///
@@ -188,6 +194,15 @@ pub static RW_WRITE_RELEASE: Script =
 /// ```
 pub static RW_WRITE_LEAVE: Script = script!("rw_write_leave");
 
+/// A waiter of an RLock hash that gave up leaves the waiters its lock's
+/// releases wake by name (passing a wake that came to it on); see
+/// `lua/waiter_leave.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::WAITER_LEAVE.name(), "waiter_leave");
+/// ```
+pub static WAITER_LEAVE: Script = script!("waiter_leave");
+
 /// Take n permits of a semaphore (Redisson's `RSemaphore` layout); see `lua/semaphore_acquire.lua`.
 ///
 /// ```
@@ -260,7 +275,10 @@ pub static LATCH_COUNT_DOWN: Script = script!("latch_count_down");
 /// ```
 /// assert_eq!(keylatch_lock::scripts::FENCED_ACQUIRE.name(), "fenced_acquire");
 /// ```
-pub static FENCED_ACQUIRE: Script = script!("fenced_acquire");
+pub static FENCED_ACQUIRE: Script = script!(
+    "fenced_acquire",
+    lib = ["register_waiter", "unregister_waiter"]
+);
 
 /// Take several reentrant locks of one slot at once, all or none (a
 /// multi-lock's members sharing a hash tag); see `lua/multi_acquire.lua`.
@@ -301,6 +319,7 @@ pub static ALL: &[&Script] = &[
     &RW_WRITE_ACQUIRE,
     &RW_WRITE_RELEASE,
     &RW_WRITE_LEAVE,
+    &WAITER_LEAVE,
     &SEMAPHORE_ACQUIRE,
     &SEMAPHORE_CHANGE,
     &SEMAPHORE_SET,
@@ -330,15 +349,15 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         (
             "reentrant_acquire",
-            "28c603bf0ce64fd9701f2cf18e01ebb91fa5a5a4",
+            "4e6b1d3a0498cf387c598b88bd0cbbd2848d0ecd",
         ),
         (
             "nonreentrant_acquire",
-            "0f8b3353872f2786f77c8e24d561506ba2635cc2",
+            "dd9f4e41d9e2da9ea5c49364f176d3b0a9269e11",
         ),
         (
             "reentrant_release",
-            "e142db8ab3271ecce6b2327dbd989caa0635b777",
+            "3002fa3f1fb4f2163abd55142c2de649543bcf18",
         ),
         (
             "reentrant_renew",
@@ -372,6 +391,7 @@ mod tests {
             "fef1c7fa39dc67573d88ac0cfd801a085acf9bb1",
         ),
         ("rw_write_leave", "b26b285f79e06e9eb80c9dd17b78f84fe2bc9ace"),
+        ("waiter_leave", "17749ebf7da74b6eebba9d76b02fb176d725dc5a"),
         (
             "semaphore_acquire",
             "73517c24f5d7f1d013cb0f3c696bb3781cd0b823",
@@ -402,7 +422,7 @@ mod tests {
             "latch_count_down",
             "ef34d40e46dde25bfb46ee0f3bc11ddc320fde4c",
         ),
-        ("fenced_acquire", "4abdea109b20afa072f4daa99ea26d8f7be26135"),
+        ("fenced_acquire", "0f9554465764acee775392681123fc281dd0a656"),
         ("multi_acquire", "ca0492154ca2330db14b428cd0221a4e371d2d0e"),
         (
             "unfenced_acquire",

@@ -15,6 +15,12 @@ const FIRST_POLL: Duration = Duration::from_millis(10);
 /// A waiter's wake-up source.
 pub(crate) struct Wake {
     sub: Option<Subscription>,
+    /// Woken by name (an RLock hash's waiter, see `rlock_hash.rs`): the
+    /// channel releases name the one waiter they wake on, and this
+    /// waiter's owner id. While it is there, the lock's channel wakes this
+    /// waiter only for `"0"`; a release that woke a registered waiter by
+    /// name says `"00"` there, for Redisson's waiters alone.
+    named: Option<Named>,
     poll: Duration,
     recheck: Duration,
     /// The lock's name, for the wake events (a wait is the slow path: the
@@ -84,16 +90,75 @@ impl Wake {
             via = if sub.is_some() { "subscription" } else { "polling" }, "waiting");
         Self {
             sub,
+            named: None,
             poll: FIRST_POLL,
             recheck,
             name: name.into(),
         }
     }
 
+    /// [`subscribe`](Self::subscribe), and to `by_name`, the channel a
+    /// release names the waiter it wakes on: this waiter wakes there for
+    /// any owner of its process (`owner` up to its last `:`, the client
+    /// id): it is the head of the process's local queue, and a process-mate
+    /// behind it may have registered first, at its own first try. On
+    /// `channel` it wakes only for a plain `"0"`. Without both
+    /// subscriptions it wakes for every message, as a waiter not woken by
+    /// name does ([`named`](Self::named) says which).
+    pub(crate) async fn subscribe_named(
+        inner: &Inner,
+        name: &str,
+        channel: &str,
+        by_name: &str,
+        owner: &str,
+        deadline: Option<Instant>,
+    ) -> Self {
+        // Both at once: on a hot lock each is a hop to the hub, and this
+        // runs before a first try.
+        let mut limit = Instant::now() + inner.config.recheck;
+        if let Some(d) = deadline {
+            limit = limit.min(d);
+        }
+        let setup = async {
+            let hub = inner.pubsub().await?;
+            if inner.client.has_sharded_pubsub() {
+                hub.ssubscribe(by_name).await.ok()
+            } else {
+                hub.subscribe(by_name).await.ok()
+            }
+        };
+        let (mut wake, named) = tokio::join!(
+            Self::subscribe(inner, name, channel, deadline),
+            tokio::time::timeout_at(limit.into(), setup)
+        );
+        if wake.sub.is_none() {
+            return wake;
+        }
+        if let Ok(Some(sub)) = named {
+            let process = owner.rfind(':').map_or(owner, |i| &owner[..=i]);
+            wake.named = Some(Named {
+                sub,
+                process: process.into(),
+            });
+        }
+        wake
+    }
+
+    /// Whether releases can wake this waiter by name: only then may its
+    /// tries register it among the waiters a release wakes.
+    pub(crate) fn named(&self) -> bool {
+        self.named.is_some()
+    }
+
     /// Waits until a message, a gap (resubscribed: re-check), or `nap`
     /// runs out, all of which lead to another try. Polling, it sleeps the
     /// shorter of `nap` and a poll interval that doubles up to the re-check.
     pub(crate) async fn pause(&mut self, nap: Duration) {
+        if self.named.is_some() {
+            let by = self.pause_named(nap).await;
+            tracing::debug!(lock = %self.name, by, "woken; trying again");
+            return;
+        }
         let by = match self.sub.as_mut() {
             Some(s) => match tokio::time::timeout(nap, s.recv()).await {
                 Ok(Some(Event::Message { .. })) => "unlock message",
@@ -116,6 +181,63 @@ impl Wake {
         };
         tracing::debug!(lock = %self.name, by, "woken; trying again");
     }
+
+    /// [`pause`](Self::pause) of a waiter woken by name: messages for
+    /// others (another waiter's name, a `"00"`) do not end it.
+    async fn pause_named(&mut self, nap: Duration) -> &'static str {
+        let until = tokio::time::Instant::now() + nap;
+        loop {
+            let (Some(sub), Some(named)) = (self.sub.as_mut(), self.named.as_mut()) else {
+                return "subscription ended";
+            };
+            let event = tokio::select! {
+                e = sub.recv() => Heard::Lock(e),
+                e = named.sub.recv() => Heard::Named(e),
+                () = tokio::time::sleep_until(until) => return "timer (lease end or re-check)",
+            };
+            match event {
+                Heard::Lock(Some(Event::Message { payload, .. })) => {
+                    if &payload[..] == b"0" {
+                        return "unlock message";
+                    }
+                }
+                Heard::Named(Some(Event::Message { payload, .. })) => {
+                    if payload.starts_with(named.process.as_bytes()) {
+                        return "woken by name";
+                    }
+                }
+                Heard::Lock(Some(_)) | Heard::Named(Some(_)) => {
+                    return "resubscribed (gap) or messages dropped (lagged)"
+                }
+                Heard::Lock(None) => {
+                    tracing::warn!(lock = %self.name,
+                        "unlock subscription ended; waiting by polling instead");
+                    self.sub = None;
+                    self.named = None;
+                    return "subscription ended";
+                }
+                Heard::Named(None) => {
+                    // Registered or not, every message on the lock's channel
+                    // wakes it from now on.
+                    self.named = None;
+                    return "subscription ended";
+                }
+            }
+        }
+    }
+}
+
+/// The waiter's channel a message (or its end) came on.
+enum Heard {
+    Lock(Option<Event>),
+    Named(Option<Event>),
+}
+
+/// A waiter woken by name: its subscription, and the prefix of its
+/// process's owner ids (`<client id>:`).
+struct Named {
+    sub: Subscription,
+    process: Box<str>,
 }
 
 /// How long to sleep before trying again, from the PTTL (or wait) a try

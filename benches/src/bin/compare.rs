@@ -73,6 +73,8 @@ struct RedisRsLock<C> {
     name: String,
     token: String,
     channel: String,
+    /// ARGV[4] of the release script: the waiters woken by name.
+    waiters: String,
     owner: String,
 }
 
@@ -109,6 +111,7 @@ where
             name: name.to_owned(),
             token: format!("redisson_lock_token:{{{name}}}"),
             channel: format!("redisson_lock__channel:{{{name}}}"),
+            waiters: format!("keylatch_lock_waiters:{{{name}}}"),
             owner: format!("redis-rs-{}:{n}", std::process::id()),
         }
     }
@@ -164,6 +167,7 @@ where
             .arg(&self.owner)
             .arg(&self.channel)
             .arg(self.publish)
+            .arg(&self.waiters)
             .arg(fence)
             .invoke_async(&mut self.conn)
             .await

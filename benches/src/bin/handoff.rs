@@ -115,9 +115,8 @@ fn main() {
             lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
                 .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
         };
-        let delta = |k: &str| {
-            after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0)
-        };
+        let delta =
+            |k: &str| after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0);
         let all: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
         let acq = acquisitions.max(1) as f64;
         let (p50, p99) = (pct(0.5), pct(0.99));
@@ -136,7 +135,7 @@ fn main() {
             .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
             .filter(|(_, v)| *v > 0)
             .collect();
-        per.sort_by(|a, b| b.1.cmp(&a.1));
+        per.sort_by_key(|e| std::cmp::Reverse(e.1));
         let per: Vec<_> = per
             .iter()
             .map(|(k, v)| format!("{k} {:.2}", *v as f64 / acq))

@@ -164,11 +164,24 @@ fn same_release<'s>(
             .arg(&p.owner)
             .arg("publish")
             .arg(token);
+    } else if wakes_by_name() {
+        call.key(&p.name).key(&p.token);
+        call.arg(&p.owner)
+            .arg(&p.channel)
+            .arg("publish")
+            .arg(&p.waiters)
+            .arg(token);
     } else {
         call.key(&p.name).key(&p.token);
         call.arg(&p.owner).arg(&p.channel).arg("publish").arg(token);
     }
     call
+}
+
+/// Whether the release script takes the waiters woken by name (ARGV[4],
+/// the token moving to ARGV[5]).
+fn wakes_by_name() -> bool {
+    REENTRANT_RELEASE.source().contains("-- ARGV[5]")
 }
 
 /// An acquire script and a release script, loaded by redis-rs on first use.
@@ -226,6 +239,7 @@ impl Contender {
             owner: owner.to_owned(),
             token: format!("redisson_lock_token:{{{name}}}"),
             channel: format!("redisson_lock__channel:{{{name}}}"),
+            waiters: format!("keylatch_lock_waiters:{{{name}}}"),
         }
     }
 
@@ -291,6 +305,9 @@ struct Prepared {
     owner: String,
     token: String,
     channel: String,
+    /// The release's waiters woken by name (ARGV[4] since the scripts
+    /// that wake one waiter per release).
+    waiters: String,
 }
 
 /// CPU used so far by this process (the clients) and by the redis-server
@@ -1097,9 +1114,16 @@ mod tests {
 
     #[test]
     fn same_release_passes_what_the_release_header_lists() {
-        // `same_release`: 3 keys and 5 arguments (first core), or 2 and 4.
+        // `same_release`: 3 keys and 5 arguments (first core), 2 and 4, or
+        // (waking one waiter by name) 2 and 5.
         let header = REENTRANT_RELEASE.source();
-        let (keys, args) = if first_core_scripts() { (3, 5) } else { (2, 4) };
+        let (keys, args) = if first_core_scripts() {
+            (3, 5)
+        } else if wakes_by_name() {
+            (2, 5)
+        } else {
+            (2, 4)
+        };
         assert!(header.contains(&format!("-- KEYS[{keys}]")));
         assert!(!header.contains(&format!("-- KEYS[{}]", keys + 1)));
         assert!(header.contains(&format!("-- ARGV[{args}]")));

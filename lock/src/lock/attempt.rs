@@ -129,8 +129,9 @@ impl Lock {
         e.into()
     }
 
-    /// One acquire script call; a fair lock's joins (or stays in) the queue
-    /// when it cannot take the lock if `join` (the caller waits).
+    /// One acquire script call; when it cannot take the lock and `join`
+    /// is set, it takes (or keeps) the waiter's place: a fair lock's in
+    /// the queue, a writer's marker, an RLock waiter's registration.
     pub(crate) async fn attempt(
         &self,
         lease: Option<Duration>,
@@ -143,7 +144,12 @@ impl Lock {
             None => (clamp_span(cfg.watchdog_timeout), true),
         };
         let args = &self.inner.script_args;
-        let cmd = match renew.then(|| self.handle.acquire_watchdog(args)).flatten() {
+        // A waiter's try (`join`) differs: it registers, or queues.
+        let prepared = renew && !join;
+        let cmd = match prepared
+            .then(|| self.handle.acquire_watchdog(args))
+            .flatten()
+        {
             // A handle in repeated use: the prepared command, shared.
             Some(cmd) => Arc::clone(cmd),
             None => {

@@ -171,7 +171,8 @@ impl Handle {
 
     /// The acquire script's command for one lease (`lease_ms`); when it
     /// cannot take the lock and `join` is set, a fair lock's joins the
-    /// queue and a write lock's holds new readers back (the caller waits).
+    /// queue, a write lock's holds new readers back, and an RLock hash's
+    /// registers its owner to be woken by name (the caller waits).
     pub(crate) fn acquire_cmd(&self, args: &ScriptArgs, lease_ms: &str, join: bool) -> Cmd {
         (self.kind.acquire_cmd)(&AcquireCall {
             args,
@@ -225,6 +226,7 @@ mod tests {
             assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));
             let by_owner = h.release_cmd(&args, 0);
             assert_eq!(by_owner.args().last(), Some(&b"0"[..]));
+            // The hash and the counter (the waiters by name are an argument).
             assert_eq!(by_owner.keys().count(), 2);
             // And shared from then on.
             let again = h.acquire_watchdog(&args).expect("prepared");

@@ -64,8 +64,8 @@ pub(crate) struct AcquireCall<'a> {
     pub(crate) names: &'a LockNames,
     pub(crate) owner: &'a str,
     pub(crate) lease_ms: &'a str,
-    /// When it cannot take the lock: join the server's queue, or hold new
-    /// readers back (the caller waits).
+    /// When it cannot take the lock: join the server's queue, hold new
+    /// readers back, or register to be woken by name (the caller waits).
     pub(crate) join: bool,
 }
 
@@ -158,6 +158,12 @@ pub(crate) struct Place {
     /// Clones of one handle waiting at once share it (one entry per
     /// owner): only the last of them to give up leaves it.
     pub(crate) shared: bool,
+    /// A release wakes the one waiter it takes out of the place by name,
+    /// publishing the owner id on [`waiters_key`](super::waiters_key)'s
+    /// channel, and tells the lock's channel `"00"` rather than `"0"`
+    /// (the RLock hash's waiters, `rlock_hash.rs`): a waiter holding such a
+    /// place listens on both and wakes for its own name or a plain `"0"`.
+    pub(crate) by_name: bool,
 }
 
 /// The owner id itself: the field most types count a hold in.

@@ -61,6 +61,7 @@ static QUEUE_PLACE: Place = Place {
     leave: &FAIR_LEAVE,
     leave_cmd,
     shared: true,
+    by_name: false,
 };
 
 /// `fair_acquire.lua`: joins the queue when `join` and the lock is taken.

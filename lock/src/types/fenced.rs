@@ -4,7 +4,7 @@
 
 use crate::lock::{
     hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockKind, Tokens, Waiting,
-    HASH_LEASE,
+    HASH_LEASE, WAITERS,
 };
 use crate::names::LockNames;
 use crate::scripts::{FENCED_ACQUIRE, REENTRANT_RELEASE};
@@ -23,7 +23,7 @@ pub(crate) static FENCED: LockKind = LockKind {
     release_cmd: hash_release,
     lease: &HASH_LEASE,
     tokens: Tokens::PerAcquire,
-    waiting: Waiting::Turn(None),
+    waiting: Waiting::Turn(Some(&WAITERS)),
     multi_rank: 1,
     batchable: false,
 };

@@ -5,7 +5,7 @@
 
 use crate::lock::{
     hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockKind, Tokens, Waiting,
-    HASH_LEASE,
+    HASH_LEASE, WAITERS,
 };
 use crate::names::LockNames;
 use crate::scripts::{NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE};
@@ -23,7 +23,7 @@ pub(crate) static REENTRANT: LockKind = LockKind {
     release_cmd: hash_release,
     lease: &HASH_LEASE,
     tokens: Tokens::PerHold,
-    waiting: Waiting::Turn(None),
+    waiting: Waiting::Turn(Some(&WAITERS)),
     multi_rank: 1,
     batchable: true,
 };
@@ -42,7 +42,7 @@ pub(crate) static NON_REENTRANT: LockKind = LockKind {
     release_cmd: hash_release,
     lease: &HASH_LEASE,
     tokens: Tokens::PerHold,
-    waiting: Waiting::Turn(None),
+    waiting: Waiting::Turn(Some(&WAITERS)),
     multi_rank: 1,
     batchable: false,
 };

@@ -78,6 +78,7 @@ static WAITING_WRITER: Place = Place {
     leave: &RW_WRITE_LEAVE,
     leave_cmd: writer_leave,
     shared: false,
+    by_name: false,
 };
 
 fn owner_field(owner: &str) -> Arc<str> {

@@ -1,0 +1,28 @@
+-- `owner` waits for the lock `hash` (held by another, `pttl` ms left) and
+-- is to be woken by name by the next release (see wake_one), for `span`
+-- milliseconds of server time from now; a later call moves its end on.
+-- `registry` is a zset, owner id -> the server time in ms its entry ends;
+-- the key lives `span` from the last registration. It is passed as an
+-- argument, not a key (mostly missing: a migrating slot answers TRYAGAIN to
+-- a call declaring a missing key), so it is written through redis.pcall:
+-- if it cannot be (another type, or moved away with a migrating slot),
+-- nothing is registered and the waiter wakes as any other. The hash gets
+-- the field keylatch_waiters (once per hold, so the holder's tracking is
+-- not disturbed by every waiter): the release reads it with the hold, in
+-- the one call it makes anyway, and looks for registered waiters only
+-- when it is there. Redisson never reads fields but its own, and the field
+-- goes with the hash. Only an RLock hash with an expiry is marked: not a
+-- read-write lock's (its `mode` field), and not a hash without an expiry
+-- (an application's: the caller finds out what it is).
+local function register_waiter(hash, pttl, registry, owner, span)
+    if pttl <= 0 or redis.call('hexists', hash, 'mode') == 1 then
+        return
+    end
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if type(redis.pcall('zadd', registry, now + span, owner)) ~= 'number' then
+        return
+    end
+    redis.call('pexpire', registry, span)
+    redis.call('hsetnx', hash, 'keylatch_waiters', 1)
+end
