@@ -17,6 +17,7 @@ if [ "${QUICK:-0}" = 1 ]; then r=1; s=1; d=6s; else r=3; s=3; d=20s; fi
   echo "== cluster"; "$bin/cluster" --rounds "$r" --seconds "$s"
   echo "== pubsub"; "$bin/pubsub" --rounds "$r"
   echo "== locks"; "$bin/locks" --rounds "$r" --seconds "$s"
+  echo "== handoff across 8 processes (the herd)"; "$bin/handoff" --processes 8 --seconds "$s" --rounds "$r"
   echo "== fair lock: a dead waiter at the head"; "$bin/fair"
   echo "== read-write lock: 8 readers + 1 writer"; "$bin/rwlock" --seconds "$s"
   echo "== semaphores vs the lock"; "$bin/semaphore" --seconds "$s"

@@ -319,3 +319,36 @@ async fn next_message(sub: &mut keylatch_cluster::Subscription) -> String {
         }
     }
 }
+
+/// The waiters' mark in the lock hash is no holder: `inspect` shows the one
+/// holder, and the mark goes with the hash when the lock is released.
+#[tokio::test]
+async fn the_waiters_mark_is_no_holder_and_goes_with_the_hash() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let guard = take(&holder, "marked").await;
+    let waiter = process(&server).await;
+    let w = tokio::spawn(async move {
+        waiter
+            .lock("marked")
+            .try_acquire(Duration::from_secs(15), None)
+            .await
+            .unwrap()
+            .expect("acquired")
+            .unlock()
+            .await
+            .unwrap();
+    });
+    until_registered(&server, "marked", 1).await;
+    let fields = server.cli(&["HKEYS", "marked"]).unwrap();
+    assert!(fields.contains("keylatch_waiters"), "{fields}");
+    let seen = holder.inspect("marked").await.unwrap();
+    assert_eq!(seen.holders.len(), 1, "{seen:?}");
+    assert_ne!(seen.holders[0].owner, "keylatch_waiters");
+    guard.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), w)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(server.cli(&["EXISTS", "marked"]).unwrap().trim(), "0");
+}

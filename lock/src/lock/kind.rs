@@ -159,8 +159,8 @@ pub(crate) struct Place {
     /// owner): only the last of them to give up leaves it.
     pub(crate) shared: bool,
     /// A release wakes the one waiter it takes out of the place by name,
-    /// publishing the owner id on [`waiters_key`](super::waiters_key)'s
-    /// channel, and tells the lock's channel `"00"` rather than `"0"`
+    /// publishing the owner id on the channel named as its registry key
+    /// (`keylatch_lock_waiters:{name}`), and tells the lock's channel `"00"` rather than `"0"`
     /// (the RLock hash's waiters, `rlock_hash.rs`): a waiter holding such a
     /// place listens on both and wakes for its own name or a plain `"0"`.
     pub(crate) by_name: bool,

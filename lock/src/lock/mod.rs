@@ -36,4 +36,4 @@ pub(crate) use kind::{
     owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
 };
 pub(crate) use release::{retriable, spawn_queued, Detached};
-pub(crate) use rlock_hash::{hash_acquire, hash_release, waiters_key, HASH_LEASE, WAITERS};
+pub(crate) use rlock_hash::{hash_acquire, hash_release, HASH_LEASE, WAITERS};

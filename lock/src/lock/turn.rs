@@ -15,7 +15,7 @@ use super::base::Lock;
 use super::depart::Departure;
 use super::guard::LockGuard;
 use super::kind::Waiting;
-use super::waiters_key;
+use super::rlock_hash::waiters_key;
 
 impl Lock {
     /// After a failed first try: queue locally, subscribe, and try again on
