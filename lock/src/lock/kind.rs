@@ -25,8 +25,8 @@ pub(crate) struct LockKind {
     /// The key and channel names of a lock `name` of this type.
     pub(crate) names: fn(&str) -> LockNames,
     /// The hash field an owner's hold is counted in (the owner id for
-    /// most; a write hold's is `<owner>:write`).
-    pub(crate) field: fn(&str) -> Arc<str>,
+    /// most, shared with the handle's; a write hold's is `<owner>:write`).
+    pub(crate) field: fn(&Arc<str>) -> Arc<str>,
     /// What the renewal scripts take beside the hash for the hold with
     /// this field: the fencing counter, or the prefix of the hold's own keys.
     pub(crate) counter: fn(&LockNames, &str) -> Arc<str>,
@@ -166,9 +166,10 @@ pub(crate) struct Place {
     pub(crate) by_name: bool,
 }
 
-/// The owner id itself: the field most types count a hold in.
-pub(crate) fn owner_field(owner: &str) -> Arc<str> {
-    Arc::from(owner)
+/// The owner id itself: the field most types count a hold in (the
+/// handle's own id, shared: no copy per handle).
+pub(crate) fn owner_field(owner: &Arc<str>) -> Arc<str> {
+    Arc::clone(owner)
 }
 
 /// The fencing counter: what the RLock hash's renewals take beside it.

@@ -81,11 +81,11 @@ static WAITING_WRITER: Place = Place {
     by_name: false,
 };
 
-fn owner_field(owner: &str) -> Arc<str> {
-    Arc::from(owner)
+fn owner_field(owner: &Arc<str>) -> Arc<str> {
+    Arc::clone(owner)
 }
 
-fn write_field(owner: &str) -> Arc<str> {
+fn write_field(owner: &Arc<str>) -> Arc<str> {
     Arc::from(format!("{owner}:write"))
 }
 
