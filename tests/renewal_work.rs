@@ -15,6 +15,9 @@ use keylatch_harness::RedisServer;
 use keylatch_lock::{LockGuard, Locks, LocksConfig, LossReason};
 use keylatch_resp::Cmd;
 
+mod common;
+use common::take_free;
+
 const HOLDS: usize = 40;
 
 async fn tracked_locks(server: &RedisServer, cfg: LocksConfig) -> Locks {
@@ -49,20 +52,10 @@ async fn short_rounds(server: &RedisServer) -> Locks {
     tracked_locks(server, cfg).await
 }
 
-/// Takes free lock `name` under the watchdog.
-async fn take(locks: &Locks, name: &str) -> LockGuard {
-    locks
-        .lock(name)
-        .try_acquire_now(None)
-        .await
-        .unwrap()
-        .expect("free")
-}
-
 async fn hold_many(locks: &Locks, prefix: &str) -> Vec<LockGuard> {
     let mut guards = Vec::with_capacity(HOLDS);
     for i in 0..HOLDS {
-        guards.push(take(locks, &format!("{prefix}-{i}")).await);
+        guards.push(take_free(locks, &format!("{prefix}-{i}")).await);
     }
     guards
 }
@@ -122,7 +115,7 @@ async fn renewed_keys_stay_tracked_and_an_outside_delete_is_pushed() {
 async fn the_counter_is_refreshed_once_not_every_round() {
     let server = RedisServer::start();
     let locks = short_rounds(&server).await;
-    let g = take(&locks, "counted").await;
+    let g = take_free(&locks, "counted").await;
     assert!(g.fencing_token().is_some());
     rounds(&locks, 12).await;
     let pttl: i64 = server
@@ -147,7 +140,7 @@ async fn the_counter_is_refreshed_once_not_every_round() {
 async fn a_counter_gone_while_held_is_put_back() {
     let server = RedisServer::start();
     let locks = short_rounds(&server).await;
-    let g = take(&locks, "put-back").await;
+    let g = take_free(&locks, "put-back").await;
     let token = g.fencing_token().expect("fenced");
     rounds(&locks, 2).await;
     server
@@ -219,7 +212,7 @@ async fn holds_past_the_tracking_budget_are_judged_by_their_renewals() {
     let locks = tracked_locks(&server, cfg).await;
     let mut guards = Vec::new();
     for i in 0..10 {
-        guards.push(take(&locks, &format!("budget-{i}")).await);
+        guards.push(take_free(&locks, &format!("budget-{i}")).await);
     }
     rounds(&locks, 3).await;
     let until = Instant::now() + Duration::from_secs(5);

@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Client, Commands, Event, PubSub};
 use keylatch_harness::RedisServer;
 use keylatch_lock::scripts::{REENTRANT_ACQUIRE, WAITER_LEAVE};
-use keylatch_lock::{LockGuard, Locks, LocksConfig};
+use keylatch_lock::{Locks, LocksConfig};
 use keylatch_resp::Cmd;
+
+mod common;
+use common::take_free;
 
 /// A process whose waiters try again only when woken (or after 20 s).
 async fn process(server: &RedisServer) -> Locks {
@@ -60,15 +63,6 @@ async fn until_registered(server: &RedisServer, name: &str, n: u64) {
     }
 }
 
-async fn take(locks: &Locks, name: &str) -> LockGuard {
-    locks
-        .lock(name)
-        .try_acquire_now(None)
-        .await
-        .unwrap()
-        .expect("free")
-}
-
 /// Three processes wait on a lock a fourth holds. Each release wakes one of
 /// them by name: the three acquisitions cost one EVALSHA each, with no
 /// failed try among them (a herd would add two failed tries after the first
@@ -78,8 +72,8 @@ async fn each_release_wakes_one_waiting_process() {
     let server = RedisServer::start();
     let holder = process(&server).await;
     // Both scripts cached on the server, so no NOSCRIPT round is counted.
-    take(&holder, "warm").await.unlock().await.unwrap();
-    let guard = take(&holder, "herd").await;
+    take_free(&holder, "warm").await.unlock().await.unwrap();
+    let guard = take_free(&holder, "herd").await;
     let mut waiters = Vec::new();
     for _ in 0..3 {
         let locks = process(&server).await;
@@ -123,12 +117,12 @@ async fn redissons_channel_hears_a_zero_either_way() {
         .unwrap();
 
     // No keylatch waiter: "0".
-    take(&holder, "java").await.unlock().await.unwrap();
+    take_free(&holder, "java").await.unlock().await.unwrap();
     let first = next_message(&mut sub).await;
     assert_eq!(first, "0");
 
     // A registered keylatch waiter: "00", and that waiter holds the lock.
-    let guard = take(&holder, "java").await;
+    let guard = take_free(&holder, "java").await;
     let waiter = process(&server).await;
     let w = tokio::spawn(async move {
         let g = waiter
@@ -214,7 +208,7 @@ async fn a_wake_that_reached_nobody_is_passed_on_by_the_leave() {
     let server = RedisServer::start();
     let raw = Client::connect(&server.url()).await.unwrap();
     let holder = process(&server).await;
-    let guard = take(&holder, "ghosted").await;
+    let guard = take_free(&holder, "ghosted").await;
     let keys = ["ghosted", "redisson_lock_token:{ghosted}"];
     // The ghost's try: held, so it registers for 60 s.
     let reply = raw
@@ -286,7 +280,7 @@ async fn a_wake_that_reached_nobody_is_passed_on_by_the_leave() {
 async fn a_waiter_that_gives_up_leaves_the_registry() {
     let server = RedisServer::start();
     let holder = process(&server).await;
-    let guard = take(&holder, "patient").await;
+    let guard = take_free(&holder, "patient").await;
     let waiter = process(&server).await;
     let got = waiter
         .lock("patient")
@@ -326,7 +320,7 @@ async fn next_message(sub: &mut keylatch_cluster::Subscription) -> String {
 async fn the_waiters_mark_is_no_holder_and_goes_with_the_hash() {
     let server = RedisServer::start();
     let holder = process(&server).await;
-    let guard = take(&holder, "marked").await;
+    let guard = take_free(&holder, "marked").await;
     let waiter = process(&server).await;
     let w = tokio::spawn(async move {
         waiter

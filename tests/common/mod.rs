@@ -7,7 +7,8 @@
 //! - Pub/sub facts from a server: [`counts`], [`pubsub_clients`], [`field`],
 //!   [`expect_quiet`].
 //! - `INFO` counters: [`info_count`], [`error_count`].
-//! - Set-up: [`client_for`] (a cluster), [`acl_user`] with [`NO_SUBSCRIBE`].
+//! - Set-up: [`client_for`] (a cluster), [`acl_user`] with [`NO_SUBSCRIBE`],
+//!   [`take_free`] (a free lock, under the watchdog).
 //! - Process output: [`stdout`], [`stderr`].
 
 // Every test binary uses only some of these helpers; in each, the others
@@ -279,4 +280,17 @@ pub(crate) fn stdout(o: &Output) -> String {
 /// A finished process' standard error, as text.
 pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Takes free lock `name` at once under the watchdog (panics if it is held).
+pub(crate) async fn take_free(
+    locks: &keylatch_lock::Locks,
+    name: &str,
+) -> keylatch_lock::LockGuard {
+    locks
+        .lock(name)
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .expect("free")
 }
