@@ -291,3 +291,47 @@ async fn an_invalidation_flood_past_the_queue_checks_every_hold_and_loses_none()
         let _ = g.unlock().await;
     }
 }
+
+/// A release sent while the hold stood, but answered by a stalled server
+/// after the hold's local deadline (the key expired during the stall): the
+/// lease ran out on the way, which is `Expired`, never `NotOwner` (no one
+/// else ended the hold). The fault matrix's stall row met this as a
+/// "silent loss".
+#[tokio::test]
+async fn a_release_answered_after_the_deadline_by_a_stalled_server_is_expired() {
+    use keylatch_harness::Feature;
+    use keylatch_lock::LockError;
+    let server = RedisServer::builder()
+        .needs(Feature::EnableDebugCommand)
+        .args(["--enable-debug-command", "local"])
+        .start()
+        .unwrap();
+    let locks = tokio::time::timeout(STEP, Locks::connect(&server.url()))
+        .await
+        .unwrap()
+        .unwrap();
+    let guard = take(&locks, "stalled-release", Some(Duration::from_millis(400))).await;
+    // The server sleeps 1 s from now: the key's 400 ms end passes meanwhile.
+    let port = server.port();
+    let stall = std::thread::spawn(move || {
+        let url = format!("redis://127.0.0.1:{port}");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let c = keylatch_cluster::Client::connect(&url).await.unwrap();
+            let _ = c
+                .send(keylatch_resp::Cmd::new("DEBUG").arg("SLEEP").arg("1"))
+                .await;
+        });
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!guard.is_lost(), "the hold stands when its release is sent");
+    let out = tokio::time::timeout(STEP, guard.unlock()).await.unwrap();
+    assert!(
+        matches!(out, Err(LockError::Expired { .. })),
+        "a late answer is the lease's end: {out:?}"
+    );
+    stall.join().unwrap();
+}

@@ -154,7 +154,9 @@ impl LockGuard {
     /// # Errors
     /// Nothing changes on the server in the first two cases.
     /// [`LockError::Expired`] when the hold had already ended: its lease ran
-    /// out or it was lost (by the local deadline or the loss signal).
+    /// out or it was lost (by the local deadline or the loss signal), or
+    /// the server found it gone but answered past the hold's local deadline
+    /// (a stalled server: the lease may have run out on the way).
     /// [`LockError::NotOwner`] when it was ended otherwise (force-unlocked,
     /// deleted, the name reused by another type, or released through
     /// another handle of its owner): never a raw `WRONGTYPE`.
@@ -191,8 +193,14 @@ impl LockGuard {
         } else {
             release(&self.lock, token, until, Retry::Background).await
         };
+        // A reply after the local deadline cannot tell a hold ended by
+        // another from one whose lease ran out while the release was on
+        // its way (a stalled server answers late): the server's expiry is
+        // at or past that deadline, never before it, so only a reply that
+        // came earlier proves someone else ended the hold.
+        let late = until.is_some_and(|d| Instant::now() >= d);
         match outcome {
-            Err(LockError::NotOwner { name }) if ended => Err(LockError::Expired { name }),
+            Err(LockError::NotOwner { name }) if ended || late => Err(LockError::Expired { name }),
             other => other.map(drop),
         }
     }
