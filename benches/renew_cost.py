@@ -10,7 +10,8 @@ pipelined burst of calls of 100 holds each (the best of 3 bursts)?
 It FLUSHALLs the server: point it at a scratch redis-server. Scripts:
   redisson   Redisson's LockTask renewal (hexists + pexpire per lock)
   keylatch   keylatch's reentrant_renew as assembled by lock/src/scripts.rs
-             (lib/stretch.lua, lib/judge_reentrant.lua, reentrant_renew.lua)
+             (lib/stretch.lua, lib/judge_reentrant.lua, lib/renew_current.lua,
+             reentrant_renew.lua)
   six-calls  keylatch's renewal before issue 31 (hexists, get, pttl and
              pexpire of the key and of the counter), inline
 --tracked sends each call right after CLIENT CACHING YES on a RESP3
@@ -47,6 +48,7 @@ def keylatch_script():
     parts = [
         os.path.join(LUA, "lib", "stretch.lua"),
         os.path.join(LUA, "lib", "judge_reentrant.lua"),
+        os.path.join(LUA, "lib", "renew_current.lua"),
         os.path.join(LUA, "reentrant_renew.lua"),
     ]
     return "\n".join(open(p).read() for p in parts[:-1]) + "\n" + open(parts[-1]).read()

@@ -18,10 +18,13 @@
 --          expiry is kept, and a key without one keeps none); 0 when that hold is gone; -1 when a key could not be
 --          read here (e.g. served by another node now): unknown, ask again.
 
--- From lib/ (scripts.rs puts them first): stretch, judge_reentrant.
+-- From lib/ (scripts.rs puts them first): stretch, judge_reentrant, renew_current.
 
 local lease = tonumber(ARGV[1])
 local refresh = string.find(ARGV[3], 'c', 1, true) ~= nil
+-- Renewing without a counter refresh due: the common case goes through
+-- renew_current (two calls per hold), the rest through judge_reentrant.
+local common = lease > 0 and not refresh
 local n = #KEYS / 2
 -- Every counter in one read: one call, not one per hold. An error (a
 -- counter served elsewhere, mid-migration) leaves each to be read alone.
@@ -35,6 +38,13 @@ if type(seen) ~= 'table' or seen.err then
 end
 local out = {}
 for i = 1, n do
-    out[i] = judge_reentrant(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 2], ARGV[2 * i + 3], lease, ARGV[2], refresh, seen[i])
+    local key, counter, owner, token = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i + 2], ARGV[2 * i + 3]
+    -- A counter missing from the bulk read is false, never nil: only a
+    -- failed MGET leaves renew_current to read it.
+    if common and renew_current(key, counter, owner, token, ARGV[1], seen[i]) then
+        out[i] = 1
+    else
+        out[i] = judge_reentrant(key, counter, owner, token, lease, ARGV[2], refresh, seen[i])
+    end
 end
 return out

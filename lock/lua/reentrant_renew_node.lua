@@ -17,12 +17,17 @@
 -- The flag line, `#!lua flags=allow-cross-slot-keys`, is not in this file:
 -- scripts.rs puts it first in the assembled script, where Redis wants it.
 
--- From lib/ (scripts.rs puts them first): stretch, judge_reentrant.
+-- From lib/ (scripts.rs puts them first): stretch, judge_reentrant, renew_current.
 
 local lease = tonumber(ARGV[1])
 local refresh = string.find(ARGV[3], 'c', 1, true) ~= nil
+local common = lease > 0 and not refresh
 local out = {}
 for i = 4, #ARGV, 4 do
-    out[#out + 1] = judge_reentrant(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2], refresh, nil)
+    if common and renew_current(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[1], nil) then
+        out[#out + 1] = 1
+    else
+        out[#out + 1] = judge_reentrant(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], lease, ARGV[2], refresh, nil)
+    end
 end
 return out

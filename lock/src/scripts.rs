@@ -69,8 +69,10 @@ pub static REENTRANT_RELEASE: Script = script!("reentrant_release", lib = ["wake
 /// ```
 /// assert_eq!(keylatch_lock::scripts::REENTRANT_RENEW.name(), "reentrant_renew");
 /// ```
-pub static REENTRANT_RENEW: Script =
-    script!("reentrant_renew", lib = ["stretch", "judge_reentrant"]);
+pub static REENTRANT_RENEW: Script = script!(
+    "reentrant_renew",
+    lib = ["stretch", "judge_reentrant", "renew_current"]
+);
 
 /// [`REENTRANT_RENEW`] for holds in many slots of one cluster node (script
 /// flag `allow-cross-slot-keys`); see `lua/reentrant_renew_node.lua`.
@@ -81,7 +83,7 @@ pub static REENTRANT_RENEW: Script =
 pub static REENTRANT_RENEW_NODE: Script = script!(
     "reentrant_renew_node",
     flags = "allow-cross-slot-keys",
-    lib = ["stretch", "judge_reentrant"]
+    lib = ["stretch", "judge_reentrant", "renew_current"]
 );
 
 /// End whatever holds a name in the way its type means (a lock's hold, a
@@ -361,11 +363,11 @@ mod tests {
         ),
         (
             "reentrant_renew",
-            "f89cba947be426a2cc33d63201e8dcff70f350ec",
+            "dfa709a4e434ab82d57e8bef89196352da9c9b44",
         ),
         (
             "reentrant_renew_node",
-            "7c5159a3a58b6a19957cc62ef63287d0c1290b73",
+            "0e5fcd6a2ee6de9a9a2e7abcf8f6d9593a4f595c",
         ),
         ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
         ("key_shape", "968e8ac9721bc8cb83f1eb3cdfd96f3123819961"),
