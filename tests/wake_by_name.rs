@@ -346,3 +346,88 @@ async fn the_waiters_mark_is_no_holder_and_goes_with_the_hash() {
         .unwrap();
     assert_eq!(server.cli(&["EXISTS", "marked"]).unwrap().trim(), "0");
 }
+
+/// A force unlock wakes a registered waiter: it publishes a plain "0",
+/// which a waiter woken by name still wakes for (the registry is not
+/// consulted by `force_unlock`).
+#[tokio::test]
+async fn a_force_unlock_wakes_a_registered_waiter() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "forced").await;
+    let waiter = process(&server).await;
+    let w = tokio::spawn(async move {
+        let t0 = Instant::now();
+        let g = waiter
+            .lock("forced")
+            .try_acquire(Duration::from_secs(15), None)
+            .await
+            .unwrap()
+            .expect("acquired");
+        let waited = t0.elapsed();
+        g.unlock().await.unwrap();
+        waited
+    });
+    until_registered(&server, "forced", 1).await;
+    holder.force_unlock("forced").await.unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .expect("woken by the force unlock, not its 20 s re-check")
+        .unwrap();
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    assert!(guard.is_lost() || guard.unlock().await.is_err());
+}
+
+/// A read-write lock's hash is never marked, and its waiters never
+/// registered there: a reentrant lock's waiter on a name a write lock
+/// holds is told of the other type (or waits unregistered), and the hash
+/// keeps no `keylatch_waiters` field either way.
+#[tokio::test]
+async fn a_read_write_lock_hash_is_never_marked_by_a_reentrant_waiter() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let write = holder.rw_lock("shared-name").write();
+    let guard = tokio::time::timeout(Duration::from_secs(5), write.try_acquire_now(None))
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("a fresh name is free");
+    let waiter = process(&server).await;
+    let out = waiter
+        .lock("shared-name")
+        .try_acquire(Duration::from_millis(300), None)
+        .await;
+    assert!(
+        matches!(out, Ok(None) | Err(_)),
+        "never acquired while the write lock holds the name: {out:?}"
+    );
+    let fields = server.cli(&["HKEYS", "shared-name"]).unwrap();
+    assert!(fields.contains("mode"), "still the write lock's hash: {fields}");
+    assert!(
+        !fields.contains("keylatch_waiters"),
+        "a read-write lock's hash is not marked: {fields}"
+    );
+    assert_eq!(registered(&server, "shared-name"), 0);
+    guard.unlock().await.unwrap();
+}
+
+/// A registered waiter whose wait is dropped (cancelled) takes its
+/// registration back: the same departure as a wait that runs out.
+#[tokio::test]
+async fn a_cancelled_registered_wait_leaves_the_registry() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "cancelled").await;
+    let waiter = process(&server).await;
+    let w = tokio::spawn(async move {
+        let _ = waiter
+            .lock("cancelled")
+            .try_acquire(Duration::from_secs(30), None)
+            .await;
+    });
+    until_registered(&server, "cancelled", 1).await;
+    w.abort();
+    assert!(w.await.unwrap_err().is_cancelled());
+    until_registered(&server, "cancelled", 0).await;
+    guard.unlock().await.unwrap();
+}
