@@ -402,7 +402,10 @@ async fn a_read_write_lock_hash_is_never_marked_by_a_reentrant_waiter() {
         "never acquired while the write lock holds the name: {out:?}"
     );
     let fields = server.cli(&["HKEYS", "shared-name"]).unwrap();
-    assert!(fields.contains("mode"), "still the write lock's hash: {fields}");
+    assert!(
+        fields.contains("mode"),
+        "still the write lock's hash: {fields}"
+    );
     assert!(
         !fields.contains("keylatch_waiters"),
         "a read-write lock's hash is not marked: {fields}"

@@ -3,7 +3,9 @@
 //! and RedLock's members share. Its lease, and the acquire and release
 //! commands of the types that take it with no more keys than the two.
 
-use keylatch_resp::Cmd;
+use std::io::Write as _;
+
+use keylatch_resp::{Cmd, ToArg};
 
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
@@ -37,7 +39,33 @@ pub(crate) static WAITERS: Place = Place {
 /// zset, owner id -> the server time its entry ends), and the channel it
 /// wakes them on. Built when a command is (a prepared release has it).
 pub(crate) fn waiters_key(names: &LockNames) -> String {
-    companion("keylatch_lock_waiters", &names.key)
+    companion(WAITERS_PREFIX, &names.key)
+}
+
+const WAITERS_PREFIX: &str = "keylatch_lock_waiters";
+
+/// [`waiters_key`] written straight into a command's arguments: an acquire
+/// or release built whole (a handle's first, or every one of a handle made
+/// per request) allocates no name of its own for it.
+struct WaitersArg<'a>(&'a str);
+
+impl ToArg for WaitersArg<'_> {
+    fn write_arg(&self, out: &mut Vec<u8>) {
+        let name = self.0;
+        // `prefix:{name}`, or `prefix:name` when the name has a brace.
+        let braced = !name.contains('{');
+        let len = WAITERS_PREFIX.len() + 1 + name.len() + if braced { 2 } else { 0 };
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "${len}\r\n{WAITERS_PREFIX}:");
+        if braced {
+            out.push(b'{');
+        }
+        out.extend_from_slice(name.as_bytes());
+        if braced {
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"\r\n");
+    }
 }
 
 fn waiter_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
@@ -64,28 +92,44 @@ pub(crate) fn hash_acquire(script: &keylatch_cluster::Script, c: &AcquireCall<'_
     if !c.join {
         return script.evalsha_cmd(&keys, &argv);
     }
-    let waiters = waiters_key(c.names);
+    let waiters = WaitersArg(&c.names.key);
     let [l, o, e] = argv;
-    script.evalsha_cmd(&keys, &[l, o, e, &c.args.fair_waiter_ms, &waiters])
+    let span = c.args.fair_waiter_ms.as_str();
+    script.evalsha_cmd(&keys, &[&l as &dyn ToArg, &o, &e, &span, &waiters])
 }
 
 /// `reentrant_release.lua`: `KEYS` = hash, counter; `ARGV` = owner,
 /// channel, publish command, waiters[, token] (the waiters by name: an
 /// argument, not a key, see the script).
 pub(crate) fn hash_release(c: &ReleaseCall<'_>) -> Cmd {
-    let waiters = waiters_key(c.names);
-    let head = [
-        c.owner,
-        c.names.channel.as_str(),
-        c.args.publish,
-        waiters.as_str(),
-    ];
+    let waiters = WaitersArg(&c.names.key);
+    let head: [&dyn ToArg; 4] = [&c.owner, &c.names.channel, &c.args.publish, &waiters];
     let keys = [&*c.names.key, &*c.names.token];
     match c.token {
         Some(t) => {
             let [a, b, p, w] = head;
-            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, p, w, t])
+            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, p, w, &t])
         }
         None => REENTRANT_RELEASE.evalsha_cmd(&keys, &head),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_waiters_argument_is_the_waiters_key_as_written() {
+        for name in ["orders", "{tenant}:orders", "a{b", "", "ünïcode"] {
+            let names = LockNames::new(name);
+            let (mut direct, mut owned) = (Vec::new(), Vec::new());
+            WaitersArg(&names.key).write_arg(&mut direct);
+            waiters_key(&names).write_arg(&mut owned);
+            assert_eq!(
+                String::from_utf8_lossy(&direct),
+                String::from_utf8_lossy(&owned),
+                "{name:?}"
+            );
+        }
     }
 }
