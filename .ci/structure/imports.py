@@ -85,7 +85,7 @@ if '-v' in sys.argv:
 LAYERS = [
     ("0 base", ["error.rs", "names.rs", "scripts.rs", "hold_key.rs", "background.rs", "waiters.rs", "reply.rs", "config.rs", "span.rs", "inspection.rs"]),
     ("1 lease engine + hold", ["lease/"]),
-    ("2 context", ["context.rs", "wake.rs", "shape.rs", "probe.rs"]),
+    ("2 context", ["context.rs", "wake.rs", "shape.rs", "probe.rs", "section.rs"]),
     ("3 lock handle + guard", ["lock/"]),
     ("4 types", ["types/"]),
     ("5 Locks", ["locks.rs", "force.rs", "inspect.rs"]),

@@ -127,12 +127,26 @@ pub enum LockError {
     },
     /// The script answered something the lock layer does not understand.
     Protocol(String),
+    /// A critical section run under a hold (`run` on a guard, or
+    /// [`Lock::run`](crate::Lock::run)) lost the hold: the section was
+    /// stopped at once (when the loss was seen while it ran) or its release
+    /// found the hold already ended (the section may have outlived it).
+    Lost {
+        /// The lock's name.
+        name: String,
+        /// Why the hold was lost.
+        reason: crate::LossReason,
+    },
 }
 
 impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LockError::Client(e) => write!(f, "{e}"),
+            LockError::Lost { name, reason } => write!(
+                f,
+                "the hold on lock {name:?} was lost during its critical section ({reason:?})"
+            ),
             LockError::NotOwner { name } => {
                 write!(
                     f,

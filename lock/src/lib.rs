@@ -99,6 +99,7 @@ mod probe;
 mod redlock;
 mod reply;
 pub mod scripts;
+mod section;
 mod shape;
 mod span;
 mod types;

@@ -14,6 +14,35 @@ use super::kind::Waiting;
 use super::release::{release, Retry};
 
 impl Lock {
+    /// Acquires ([`acquire`](Self::acquire)), then runs a critical section
+    /// while the hold lives ([`LockGuard::run`]): `work` gets the fencing
+    /// token, is stopped at once if the hold is lost, and the hold is
+    /// released when it ends.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let report = lock
+    ///     .run(|token| async move { format!("written under token {token:?}") })
+    ///     .await?;
+    /// # let _ = report;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// What [`acquire`](Self::acquire) fails with; then
+    /// [`LockError::Lost`](crate::LockError::Lost) as [`LockGuard::run`].
+    ///
+    /// # Cancel safety
+    /// Dropped while waiting, as [`acquire`](Self::acquire); dropped while
+    /// the work runs, the work is dropped and the hold released in the
+    /// background.
+    pub async fn run<T, Fut>(&self, work: impl FnOnce(Option<u64>) -> Fut) -> LockResult<T>
+    where
+        Fut: Future<Output = T>,
+    {
+        self.acquire().await?.run(work).await
+    }
+
     /// Waits as long as it takes, then holds the lock under the watchdog.
     ///
     /// ```no_run

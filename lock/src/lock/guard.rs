@@ -118,6 +118,46 @@ impl LostToken {
 }
 
 impl LockGuard {
+    /// Runs a critical section while this hold lives: `work` gets the
+    /// fencing token ([`fencing_token`](Self::fencing_token)) to tag its
+    /// writes with. When the work ends the hold is released and its output
+    /// returned. When the hold is lost first ([`lost`](Self::lost)) the
+    /// work is dropped at once (nothing of it runs on), the hold released,
+    /// and the loss returned.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: keylatch_lock::Lock) -> keylatch_lock::LockResult<()> {
+    /// let guard = lock.acquire().await?;
+    /// let written = guard
+    ///     .run(|token| async move {
+    ///         // … writes tagged with `token` …
+    ///         token.is_some()
+    ///     })
+    ///     .await?;
+    /// # let _ = written;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] with the reason when the hold was lost while the
+    /// work ran, or its release found it already ended (the work may have
+    /// outlived it). A release that could not be delivered is retried in
+    /// the background until the hold's deadline (see
+    /// [`unlock`](Self::unlock)); the work's output stands.
+    ///
+    /// # Cancel safety
+    /// Dropped before it finished, the work is dropped and the guard with
+    /// it, which releases the hold in the background.
+    pub async fn run<T, Fut>(self, work: impl FnOnce(Option<u64>) -> Fut) -> LockResult<T>
+    where
+        Fut: Future<Output = T>,
+    {
+        let lock = self.lock.clone();
+        let lost = self.lost();
+        let work = work(self.fencing_token());
+        crate::section::run_section(|| lock.name().to_owned(), lost, work, || self.unlock()).await
+    }
+
     pub(crate) fn new(
         lock: Lock,
         hold: Arc<Hold>,

@@ -45,6 +45,39 @@ pub struct RedLockGuard {
 }
 
 impl RedLockGuard {
+    /// Runs a critical section while the RedLock holds (a quorum of its
+    /// masters): when `work` ends the RedLock is released and its output
+    /// returned; when the quorum is lost first ([`lost`](Self::lost)) the
+    /// work is dropped at once, every member released, and the loss
+    /// returned. As [`LockGuard::run`].
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) -> keylatch_lock::LockResult<()> {
+    /// let g = r.lock("payouts").acquire().await?;
+    /// g.run(|| async { /* pay out */ }).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when the quorum was lost while the work ran, or
+    /// the release found the RedLock already ended.
+    ///
+    /// # Cancel safety
+    /// Dropped before it finished, the work is dropped and the guard with
+    /// it, which releases every member in the background.
+    pub async fn run<T, Fut>(self, work: impl FnOnce() -> Fut) -> LockResult<T>
+    where
+        Fut: std::future::Future<Output = T>,
+    {
+        let name = self
+            .members
+            .first()
+            .map(|g| g.lock().name().to_owned())
+            .unwrap_or_default();
+        let lost = self.lost();
+        crate::section::run_section(|| name, lost, work(), || self.unlock()).await
+    }
+
     /// How many masters hold it now (by their holds' loss signals and
     /// local deadlines).
     ///

@@ -393,6 +393,44 @@ pub struct MultiGuard {
 }
 
 impl MultiGuard {
+    /// Runs a critical section while every member holds: `work` gets the
+    /// members' fencing tokens in canonical order. When it ends every
+    /// member is released and its output returned; when any member is lost
+    /// first ([`lost`](Self::lost)) the work is dropped at once, every
+    /// member released, and the loss returned (named by the members'
+    /// names). As [`LockGuard::run`].
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.multi_lock(&["a", "b"]).acquire().await?;
+    /// g.run(|tokens| async move { assert_eq!(tokens.len(), 2) }).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when a member was lost while the work ran, or
+    /// the release found one already ended.
+    ///
+    /// # Cancel safety
+    /// Dropped before it finished, the work is dropped and the guard with
+    /// it, which releases every member in the background.
+    pub async fn run<T, Fut>(self, work: impl FnOnce(Vec<Option<u64>>) -> Fut) -> LockResult<T>
+    where
+        Fut: std::future::Future<Output = T>,
+    {
+        let names = || {
+            self.guards
+                .iter()
+                .map(|g| g.lock().name())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let name = names();
+        let tokens = self.guards.iter().map(LockGuard::fencing_token).collect();
+        let lost = self.lost();
+        crate::section::run_section(|| name, lost, work(tokens), || self.unlock()).await
+    }
+
     /// The members' guards, in canonical order.
     ///
     /// ```no_run

@@ -51,6 +51,36 @@ impl fmt::Debug for PermitGuard {
 }
 
 impl PermitGuard {
+    /// Runs a critical section while these permits live: when `work` ends
+    /// the permits are released and its output returned; when they are
+    /// lost first ([`lost`](Self::lost)) the work is dropped at once, the
+    /// permits released, and the loss returned. As
+    /// [`LockGuard::run`](crate::LockGuard::run).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let g = locks.expirable_semaphore("render-slots").acquire(1).await?;
+    /// let frames = g.run(|| async { 24 }).await?;
+    /// # let _ = frames;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when the permits were lost while the work ran,
+    /// or their release found them already ended.
+    ///
+    /// # Cancel safety
+    /// Dropped before it finished, the work is dropped and the guard with
+    /// it, which releases the permits in the background.
+    pub async fn run<T, Fut>(self, work: impl FnOnce() -> Fut) -> LockResult<T>
+    where
+        Fut: std::future::Future<Output = T>,
+    {
+        let name = Arc::clone(&self.c.names.key);
+        let lost = self.lost();
+        crate::section::run_section(|| name.to_string(), lost, work(), || self.release()).await
+    }
+
     /// The permits' ids (hand them to [`ExpirableSemaphore::release_ids`](crate::ExpirableSemaphore::release_ids)
     /// elsewhere to release them there).
     ///
