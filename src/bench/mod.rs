@@ -12,7 +12,7 @@
 //! - [`run_suite`] (`suite.rs`): every scenario for every client, clients
 //!   alternating, the duration split as [`Plan`] says.
 //! - [`table`], [`comparison`] (`report.rs`): aligned text tables.
-//! - [`svg`] (`plot.rs`): a hand-written SVG of the latency CDFs.
+//! - [`svg`] (`plot.rs`): a hand-written SVG of latency by percentile.
 //! - [`Progress`] (`progress.rs`): the progress line on stderr.
 //! - [`process_cpu`], [`resident_bytes`] (`cpu.rs`): this process's CPU
 //!   time and resident memory from `/proc`.

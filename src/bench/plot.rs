@@ -1,4 +1,5 @@
-//! A hand-written SVG of latency CDFs: no plotting dependency for one chart.
+//! A hand-written SVG of latency by percentile: no plotting dependency for
+//! one chart.
 
 use std::fmt::Write as _;
 
@@ -14,11 +15,15 @@ const BOTTOM: f64 = 470.0;
 const COLOURS: [&str; 3] = ["#1f77b4", "#d62728", "#2ca02c"];
 const DASHES: [&str; 4] = ["", "8 4", "2 3", "12 3 2 3"];
 
-/// An SVG image with one latency CDF curve per result (per scenario, and
-/// per client when several are compared): x is latency on a log scale
-/// with a labelled tick per decade, y is the share of operations at or
-/// below it (0–100 %). Colour tells the scenario, line style the client.
-/// Results without samples are listed in the legend without a curve.
+/// An SVG image with one latency-by-percentile curve per result (per
+/// scenario, and per client when several are compared), drawn the way
+/// HdrHistogram's plots are: x is the percentile on a `1/(1−p)` log scale,
+/// so each step right is one more nine (0 %, 90 %, 99 %, 99.9 %, 99.99 %,
+/// …, as far as the samples reach) and the tail gets as much room as the
+/// body; y is the latency on a log scale with a labelled line per decade.
+/// The right edge is each curve's max. Colour tells the scenario, line style
+/// the client. Results without samples are listed in the legend without a
+/// curve.
 ///
 /// ```
 /// use std::time::Duration;
@@ -33,6 +38,7 @@ const DASHES: [&str; 4] = ["", "8 4", "2 3", "12 3 2 3"];
 /// };
 /// let image = svg(&[r], "demo");
 /// assert!(image.starts_with("<svg") && image.contains("100µs"));
+/// assert!(image.contains(">99 %<") && image.contains(">max<"));
 /// assert_eq!(image.matches("<path").count(), 1);
 /// ```
 pub fn svg(results: &[ScenarioResult], title: &str) -> String {
@@ -56,22 +62,28 @@ pub fn svg(results: &[ScenarioResult], title: &str) -> String {
     out
 }
 
-/// Where a latency and a share go on the chart: x on a log scale over
-/// whole decades of µs, `lo` to `hi` (log10), y linear.
+/// Where a percentile and a latency go on the chart: x is
+/// `log10(1/(1−p))` from 0 to `nines` (the max sits at the right edge), y
+/// is the latency on a log scale over whole decades of µs, `lo` to `hi`.
 #[derive(Clone, Copy)]
 struct Scale {
     lo: f64,
     hi: f64,
+    /// Nines the x axis shows: enough for the largest sample count (a
+    /// percentile past 1 − 1/n says nothing more than the max), at least 3.
+    nines: u32,
 }
 
 impl Scale {
-    /// The x range in whole decades of µs around every sample (1 µs to
-    /// 1 ms when there is none).
+    /// The latency range in whole decades of µs around every sample (1 µs
+    /// to 1 ms when there is none), and the nines the samples reach.
     fn around(results: &[ScenarioResult]) -> Self {
         let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+        let mut most = 0u64;
         for r in results.iter().filter(|r| r.latency.count() > 0) {
             lo = lo.min(micros(r.latency.min()).max(0.1).log10());
             hi = hi.max(micros(r.latency.max()).max(0.1).log10());
+            most = most.max(r.latency.count());
         }
         if lo > hi {
             (lo, hi) = (0.0, 3.0);
@@ -80,49 +92,73 @@ impl Scale {
         if hi <= lo {
             hi = lo + 1.0;
         }
-        Self { lo, hi }
+        let nines = (most.max(1) as f64).log10().ceil().clamp(3.0, 7.0) as u32;
+        Self { lo, hi, nines }
     }
 
-    fn x(self, us: f64) -> f64 {
-        LEFT + (us.max(0.1).log10() - self.lo) / (self.hi - self.lo) * (RIGHT - LEFT)
+    /// x of the share `p` (0 to 1) of operations: 1 (and anything past
+    /// the last nine) is the right edge.
+    fn x(self, p: f64) -> f64 {
+        let nines = f64::from(self.nines);
+        let at = if p >= 1.0 {
+            nines
+        } else {
+            (1.0 / (1.0 - p)).log10().min(nines)
+        };
+        LEFT + at / nines * (RIGHT - LEFT)
     }
 
-    fn y(share: f64) -> f64 {
-        BOTTOM - share * (BOTTOM - TOP)
+    fn y(self, us: f64) -> f64 {
+        BOTTOM - (us.max(0.1).log10() - self.lo) / (self.hi - self.lo) * (BOTTOM - TOP)
     }
 }
 
-/// Grid: a labelled line per decade, light lines at 2..9 of each, and one
-/// per percentile shown.
+/// Grid: a labelled line per decade of latency, light lines at 2..9 of
+/// each, and a labelled line per nine of percentile.
 fn grid(out: &mut String, scale: Scale) {
     let mut decade = scale.lo;
     while decade <= scale.hi {
-        let gx = scale.x(10f64.powf(decade));
+        let gy = scale.y(10f64.powf(decade));
         let _ = writeln!(
             out,
-            r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{BOTTOM}" stroke="#bbb"/><text x="{gx:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            BOTTOM + 18.0,
+            r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{RIGHT}" y2="{gy:.1}" stroke="#bbb"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT - 6.0,
+            gy + 4.0,
             decade_label(decade as i32)
         );
         if decade < scale.hi {
             for m in 2..10 {
-                let mx = scale.x(f64::from(m) * 10f64.powf(decade));
+                let my = scale.y(f64::from(m) * 10f64.powf(decade));
                 let _ = writeln!(
                     out,
-                    r##"<line x1="{mx:.1}" y1="{TOP}" x2="{mx:.1}" y2="{BOTTOM}" stroke="#eee"/>"##
+                    r##"<line x1="{LEFT}" y1="{my:.1}" x2="{RIGHT}" y2="{my:.1}" stroke="#eee"/>"##
                 );
             }
         }
         decade += 1.0;
     }
-    for pct in [0, 25, 50, 75, 90, 99, 100] {
-        let gy = Scale::y(f64::from(pct) / 100.0);
+    for nine in 0..=scale.nines {
+        let p = 1.0 - 10f64.powi(-(nine as i32));
+        let gx = scale.x(p);
+        let label = if nine == scale.nines {
+            "max".to_owned()
+        } else {
+            percentile_label(nine)
+        };
         let _ = writeln!(
             out,
-            r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{RIGHT}" y2="{gy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{pct} %</text>"##,
-            LEFT - 6.0,
-            gy + 4.0
+            r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{BOTTOM}" stroke="#ddd"/><text x="{gx:.1}" y="{}" text-anchor="middle">{label}</text>"##,
+            BOTTOM + 18.0
         );
+    }
+}
+
+/// `0 %`, `90 %`, `99 %`, `99.9 %`, … for 0, 1, 2, 3 nines.
+fn percentile_label(nines: u32) -> String {
+    match nines {
+        0 => "0 %".to_owned(),
+        1 => "90 %".to_owned(),
+        n => format!("99.{} %", "9".repeat(n as usize - 2)).replace(". %", " %"),
     }
 }
 
@@ -136,21 +172,22 @@ fn axes(out: &mut String) {
     );
     let _ = writeln!(
         out,
-        r#"<text x="{}" y="{}" text-anchor="middle">latency (log scale)</text>"#,
+        r#"<text x="{}" y="{}" text-anchor="middle">percentile (1/(1−p) scale: one step per nine)</text>"#,
         (LEFT + RIGHT) / 2.0,
         BOTTOM + 40.0
     );
     let _ = writeln!(
         out,
-        r#"<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">operations at or below (%)</text>"#,
+        r#"<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">latency (log scale)</text>"#,
         (TOP + BOTTOM) / 2.0,
         (TOP + BOTTOM) / 2.0
     );
 }
 
-/// One CDF curve per result with samples, and a legend entry for every
-/// result: colour per scenario, line style per client (in order of first
-/// appearance).
+/// One latency-by-percentile curve per result with samples, and a legend
+/// entry for every result: colour per scenario, line style per client (in
+/// order of first appearance). Each bucket is a step: its latency holds
+/// from the share below it to the share at it.
 fn curves(out: &mut String, scale: Scale, results: &[ScenarioResult]) {
     let mut clients: Vec<&str> = Vec::new();
     for r in results {
@@ -170,20 +207,19 @@ fn curves(out: &mut String, scale: Scale, results: &[ScenarioResult]) {
         let total = r.latency.count();
         if total > 0 {
             let mut d = String::new();
-            for (i, b) in r.latency.buckets().enumerate() {
-                let px = scale.x(micros(b.high));
-                if i == 0 {
-                    let _ = write!(d, "M{px:.1},{:.1}", Scale::y(0.0));
-                }
-                let _ = write!(
-                    d,
-                    " L{px:.1},{:.1}",
-                    Scale::y(b.cumulative as f64 / total as f64)
-                );
+            let mut below = 0u64;
+            for b in r.latency.buckets().filter(|b| b.count > 0) {
+                let py = scale.y(micros(b.high));
+                let from = scale.x(below as f64 / total as f64);
+                let to = scale.x(b.cumulative as f64 / total as f64);
+                let step = if below == 0 { 'M' } else { 'L' };
+                let _ = write!(d, "{step}{from:.1},{py:.1} L{to:.1},{py:.1} ");
+                below = b.cumulative;
             }
             let _ = writeln!(
                 out,
-                r#"<path class="cdf" d="{d}" fill="none" stroke="{colour}" stroke-width="1.8"{dash_attr}><title>{}</title></path>"#,
+                r#"<path class="percentiles" d="{}" fill="none" stroke="{colour}" stroke-width="1.8"{dash_attr}><title>{}</title></path>"#,
+                d.trim_end(),
                 escape(&format!("{} — {}", r.scenario.label(), r.client))
             );
         }
@@ -244,6 +280,72 @@ mod tests {
         assert_eq!(
             labels,
             ["100ns", "1µs", "10µs", "100µs", "1ms", "10ms", "100ms", "1s", "10s"]
+        );
+    }
+
+    #[test]
+    fn each_nine_gets_the_same_room_and_the_tail_is_readable() {
+        // 10,000 samples at 100 µs, then 10 at 10 ms: the slow 0.1 % must
+        // show as a step at 99.9 %, not in the last pixels.
+        let mut latency = Histogram::new();
+        for _ in 0..10_000 {
+            latency.record(Duration::from_micros(100));
+        }
+        for _ in 0..10 {
+            latency.record(Duration::from_millis(10));
+        }
+        let r = ScenarioResult {
+            scenario: Scenario::Uncontended,
+            client: "k".into(),
+            ops: 10_010,
+            elapsed: Duration::from_secs(1),
+            cpu: None,
+            latency,
+        };
+        let scale = Scale::around(std::slice::from_ref(&r));
+        assert_eq!(scale.nines, 5, "10,010 samples reach 99.99 %");
+        let xs: Vec<f64> = [0.9, 0.99, 0.999, 0.9999]
+            .iter()
+            .map(|p| scale.x(*p))
+            .collect();
+        for w in xs.windows(2) {
+            let step = w[1] - w[0];
+            assert!(
+                (step - (RIGHT - LEFT) / 5.0).abs() < 0.5,
+                "one nine = a fifth of the width: {xs:?}"
+            );
+        }
+        let image = svg(&[r], "tail");
+        for label in [">90 %<", ">99 %<", ">99.9 %<", ">99.99 %<", ">max<"] {
+            assert!(image.contains(label), "{label}");
+        }
+        // The curve's 10 ms step starts where 99.9 % of samples are below.
+        let path = image
+            .split("d=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap();
+        let at_10ms = format!("{:.1}", scale.y(10_000.0));
+        let first_slow_x: f64 = path
+            .split(['M', 'L'])
+            .filter_map(|pt| pt.trim().split_once(','))
+            .find(|(_, y)| *y == at_10ms)
+            .map(|(x, _)| x.parse().unwrap())
+            .expect("a 10 ms step");
+        let expected = scale.x(10_000.0 / 10_010.0);
+        assert!(
+            (first_slow_x - expected).abs() < 0.2,
+            "{first_slow_x} vs {expected}"
+        );
+        assert!(first_slow_x > scale.x(0.999) - 1.0, "at 99.9 % or later");
+    }
+
+    #[test]
+    fn percentiles_read_as_people_write_them() {
+        let labels: Vec<String> = (0..=5).map(percentile_label).collect();
+        assert_eq!(
+            labels,
+            ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %"]
         );
     }
 

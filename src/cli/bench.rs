@@ -1,5 +1,5 @@
 //! `keylatch bench`: the lock scenarios of [`keylatch_cli::bench`] against a
-//! server, as a table (and optionally an SVG of the latency CDFs). With
+//! server, as a table (and optionally an SVG of latency by percentile). With
 //! `--compare` the same scenarios run through redis-rs and rslock as well,
 //! in the separate comparison binary (see [`super::compare`]), so the
 //! product never links another Redis client.
@@ -42,7 +42,8 @@ halves in alternating order (A B C, then C B A).
                  keylatch, or cargo in the source tree); on a cluster
                  redis-rs runs through its cluster client and rslock
                  (RedLock over independent servers) is left out
-  --plot FILE    write an SVG with one latency CDF per scenario (and client)
+  --plot FILE    write an SVG of latency by percentile (1/(1-p) axis: one
+                 step per nine), one curve per scenario (and client)
 
 Scale mode (--holds N): one client (Locks::connect's path) holds N watchdog
 locks, 256 acquires in flight, idles --rounds renewal rounds (a round every
@@ -239,11 +240,11 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
     drop(progress);
     out!("{}", table(&results));
     if let Some(path) = &a.plot {
-        let title = format!("keylatch bench — latency CDF ({kind})");
+        let title = format!("keylatch bench — latency by percentile ({kind})");
         std::fs::write(path, svg(&results, &title)).map_err(|e| {
             Failure::software(format!("bench: cannot write {}: {e}", path.display()))
         })?;
-        outln!("CDF plot: {}", path.display());
+        outln!("percentile plot: {}", path.display());
     }
     Ok(0)
 }
