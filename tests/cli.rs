@@ -779,6 +779,8 @@ fn bench_prints_three_scenarios_and_plots_one_curve_each() {
         ])
         .arg("--plot")
         .arg(&svg)
+        .arg("--timeline")
+        .arg(dir.path().join("timeline.svg"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -803,6 +805,12 @@ fn bench_prints_three_scenarios_and_plots_one_curve_each() {
     ] {
         assert!(image.contains(label), "legend lacks {label}");
     }
+    assert!(image.contains(">99.9 %<"), "the percentile axis");
+    // The timeline: a lane per contender (8), holds drawn.
+    let timeline = std::fs::read_to_string(dir.path().join("timeline.svg")).unwrap();
+    assert_eq!(timeline.matches("holds (").count(), 8, "{timeline}");
+    assert!(timeline.contains("class=\"hold\""));
+    assert!(out.contains("timeline: "), "{out}");
 
     // --cluster insists on a cluster: one line, exit 64.
     let o = run(

@@ -13,6 +13,8 @@
 //!   alternating, the duration split as [`Plan`] says.
 //! - [`table`], [`comparison`] (`report.rs`): aligned text tables.
 //! - [`svg`] (`plot.rs`): a hand-written SVG of latency by percentile.
+//! - [`contended_timeline`], [`timeline_svg`] (`timeline.rs`): who held the
+//!   lock when in a contended run, and who waited meanwhile.
 //! - [`Progress`] (`progress.rs`): the progress line on stderr.
 //! - [`process_cpu`], [`resident_bytes`] (`cpu.rs`): this process's CPU
 //!   time and resident memory from `/proc`.
@@ -41,6 +43,7 @@ mod report;
 mod scale;
 mod scenarios;
 mod suite;
+mod timeline;
 
 use std::time::Duration;
 
@@ -52,6 +55,7 @@ pub use progress::Progress;
 pub use report::{comparison, format_duration, table, ScenarioResult};
 pub use scale::{run_scale, ScaleOptions, ScaleReport};
 pub use suite::{run_suite, Contender};
+pub use timeline::{contended_timeline, timeline_svg, Lane, Timeline};
 
 /// The three scenarios, in the order they run.
 ///

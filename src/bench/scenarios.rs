@@ -142,10 +142,21 @@ pub(crate) async fn distinct<C: LockClient>(
 
 /// A contender's log entry in scenario c.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Event {
+pub(crate) enum Event {
     Waiting,
     Acquired,
+    /// Logged as the release starts (at the acquisition: hold 0).
     Released,
+    /// The release's reply came.
+    Unlocked,
+}
+
+/// Scenario c's merged logs: when, which contender, what.
+pub(crate) struct ContendedLog {
+    pub(crate) start: Instant,
+    pub(crate) events: Vec<(Instant, usize, Event)>,
+    pub(crate) elapsed: Duration,
+    pub(crate) cpu: Option<Duration>,
 }
 
 /// c. `plan.contenders` tasks on one lock: acquire (waiting), release at
@@ -158,6 +169,23 @@ pub(crate) async fn contended<C: LockClient>(
     plan: &Plan,
     span: Duration,
 ) -> BenchResult<Run> {
+    let log = contended_log(client, name, plan, span).await?;
+    let (ops, latency) = handoffs(log.events);
+    Ok(Run {
+        ops,
+        elapsed: log.elapsed,
+        cpu: log.cpu,
+        latency,
+    })
+}
+
+/// Scenario c, returning every contender's log.
+pub(crate) async fn contended_log<C: LockClient>(
+    client: &C,
+    name: &str,
+    plan: &Plan,
+    span: Duration,
+) -> BenchResult<ContendedLog> {
     let think = plan.think;
     let mut handles = Vec::with_capacity(plan.contenders);
     for _ in 0..plan.contenders.max(2) {
@@ -185,6 +213,7 @@ pub(crate) async fn contended<C: LockClient>(
                     log.push((now, Event::Acquired));
                     log.push((now, Event::Released));
                     h.release(held).await?;
+                    log.push((Instant::now(), Event::Unlocked));
                     tokio::time::sleep(think).await;
                 }
                 Ok::<_, BenchError>(log)
@@ -207,14 +236,12 @@ pub(crate) async fn contended<C: LockClient>(
     if let Some(e) = first_error {
         return Err(e);
     }
-    let elapsed = t0.elapsed();
-    let cpu = cpu_since(cpu0);
-    let (ops, latency) = handoffs(events);
-    Ok(Run {
-        ops,
-        elapsed,
-        cpu,
-        latency,
+    events.sort_by_key(|e| e.0);
+    Ok(ContendedLog {
+        start: t0,
+        events,
+        elapsed: t0.elapsed(),
+        cpu: cpu_since(cpu0),
     })
 }
 
@@ -243,6 +270,7 @@ fn handoffs(mut events: Vec<(Instant, usize, Event)>) -> (u64, Histogram) {
                 waiting_since[c] = None;
             }
             Event::Released => last_release = Some((t, c)),
+            Event::Unlocked => {}
         }
     }
     (acquisitions, latency)

@@ -8,15 +8,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use keylatch::{Client, Locks, LocksConfig};
-use keylatch_cli::bench::{run_suite, svg, table, Plan, Progress, Scenario};
+use keylatch_cli::bench::{
+    contended_timeline, run_suite, svg, table, timeline_svg, Plan, Progress, Scenario,
+};
 
 use super::args::{self, Argv};
 use super::{bench_scale, compare, local_server, runtime, Failure};
 
+/// How long `--timeline`'s own run of scenario c lasts, and how much of it
+/// the picture shows.
+const TIMELINE_RUN: Duration = Duration::from_secs(1);
+const TIMELINE_WINDOW: Duration = Duration::from_millis(20);
+
 /// `keylatch bench --help`.
 pub(crate) const USAGE: &str = "\
 usage: keylatch bench [--url URL]... [--cluster URL]... [--clients N] [--duration 10s]
-                      [--compare] [--plot out.svg]
+                      [--compare] [--plot out.svg] [--timeline out.svg]
        keylatch bench --holds N [--rounds 3] [--watchdog 3s] [--url URL]...
 
 Measures keylatch's reentrant lock against a server:
@@ -44,6 +51,10 @@ halves in alternating order (A B C, then C B A).
                  (RedLock over independent servers) is left out
   --plot FILE    write an SVG of latency by percentile (1/(1-p) axis: one
                  step per nine), one curve per scenario (and client)
+  --timeline FILE  after the scenarios, run c once more for 1s and write an
+                 SVG of who held the lock when (a lane per contender, 20 ms
+                 from the middle of the run) with each one's share of the
+                 holds; not with --compare
 
 Scale mode (--holds N): one client (Locks::connect's path) holds N watchdog
 locks, 256 acquires in flight, idles --rounds renewal rounds (a round every
@@ -72,6 +83,7 @@ pub(crate) struct BenchArgs {
     pub(crate) duration: Duration,
     pub(crate) compare: bool,
     pub(crate) plot: Option<PathBuf>,
+    pub(crate) timeline: Option<PathBuf>,
     /// Scale mode: `--holds`, with its rounds and watchdog.
     pub(crate) holds: Option<usize>,
     pub(crate) rounds: u32,
@@ -86,6 +98,7 @@ fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
         duration: Duration::from_secs(10),
         compare: false,
         plot: None,
+        timeline: None,
         holds: None,
         rounds: 3,
         watchdog: Duration::from_secs(3),
@@ -116,6 +129,7 @@ fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
             }
             "--compare" => a.compare = true,
             "--plot" => a.plot = Some(PathBuf::from(argv.value("--plot")?)),
+            "--timeline" => a.timeline = Some(PathBuf::from(argv.value("--timeline")?)),
             "--holds" => a.holds = Some(number(&mut argv, "--holds", 1, 10_000_000)?),
             "--rounds" => a.rounds = number(&mut argv, "--rounds", 1, 100)?,
             "--watchdog" => {
@@ -131,9 +145,14 @@ fn parse(mut argv: Argv) -> Result<BenchArgs, Failure> {
         }
     }
     let scale_only = a.rounds != 3 || a.watchdog != Duration::from_secs(3);
-    if a.holds.is_some() && (a.compare || a.plot.is_some()) {
+    if a.holds.is_some() && (a.compare || a.plot.is_some() || a.timeline.is_some()) {
         return Err(Failure::usage(
-            "bench: --holds (scale mode) takes no --compare or --plot",
+            "bench: --holds (scale mode) takes no --compare, --plot or --timeline",
+        ));
+    }
+    if a.compare && a.timeline.is_some() {
+        return Err(Failure::usage(
+            "bench: --timeline draws keylatch's own run; leave out --compare",
         ));
     }
     if a.holds.is_none() && scale_only {
@@ -246,6 +265,27 @@ async fn bench(a: BenchArgs, seeds: Vec<String>) -> Result<u8, Failure> {
         })?;
         outln!("percentile plot: {}", path.display());
     }
+    if let Some(path) = &a.timeline {
+        let t = contended_timeline(&locks, &plan, TIMELINE_RUN)
+            .await
+            .map_err(|e| Failure::software(format!("bench: timeline run: {e}")))?;
+        let title = format!(
+            "keylatch bench — who held the lock ({} contenders, hold 0, think {} ms; {} ms of the {:.1} s run)",
+            t.lanes.len(),
+            plan.think.as_millis(),
+            TIMELINE_WINDOW.as_millis(),
+            t.elapsed.as_secs_f64()
+        );
+        std::fs::write(path, timeline_svg(&t, &title, TIMELINE_WINDOW)).map_err(|e| {
+            Failure::software(format!("bench: cannot write {}: {e}", path.display()))
+        })?;
+        outln!(
+            "timeline: {} ({} holds in {:.1} s)",
+            path.display(),
+            t.holds(),
+            t.elapsed.as_secs_f64()
+        );
+    }
     Ok(0)
 }
 
@@ -312,6 +352,8 @@ mod tests {
             &["--holds", "many"],
             &["--holds", "5", "--compare"],
             &["--holds", "5", "--plot", "x.svg"],
+            &["--holds", "5", "--timeline", "x.svg"],
+            &["--compare", "--timeline", "x.svg"],
             &["--rounds", "2"],
             &["--holds", "5", "--watchdog", "10ms"],
             &["--holds", "5", "--rounds", "0"],
