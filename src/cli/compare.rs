@@ -130,6 +130,7 @@ mod tests {
             duration: Duration::from_millis(1500),
             compare: true,
             plot: None,
+            timeline: None,
             holds: None,
             rounds: 3,
             watchdog: Duration::from_secs(3),
