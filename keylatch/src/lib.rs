@@ -42,8 +42,8 @@ pub use keylatch_cluster::{
 };
 pub use keylatch_lock::{
     CountDownLatch, ExpirableSemaphore, ForceUnlocked, Holder, Inspection, KeyShape, LeasedPermit,
-    Lock, LockError, LockGuard, LockResult, Locks, LocksConfig, LossReason, LostToken, MultiGuard,
-    MultiLock, PermitGuard, PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard, RedLockHandle,
-    ReplicaSync, RwLock, Semaphore, SemaphorePermits, WaitingWriter,
+    Lock, LockError, LockGuard, LockResult, LockStats, Locks, LocksConfig, LossReason, LostToken,
+    MultiGuard, MultiLock, PermitGuard, PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard,
+    RedLockHandle, ReplicaSync, RwLock, Semaphore, SemaphorePermits, WaitingWriter,
 };
 pub use keylatch_resp::{Attributed, Cmd, Frame};

@@ -3,14 +3,14 @@
 //! the background releases, the waiters' pub/sub hub (opened on first need)
 //! and the script arguments fixed by the settings.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use keylatch_cluster::{Client, PubSub, PubSubConfig};
 
 use crate::background::Background;
 use crate::config::LocksConfig;
-use crate::lease::{Engine, Invalidations};
+use crate::lease::{Counters, Engine, Invalidations};
 use crate::span::millis;
 use crate::waiters::WaitQueues;
 
@@ -40,8 +40,9 @@ pub(crate) struct Inner {
     client_id: String,
     next_handle: AtomicU64,
     pub(crate) engine: Engine,
-    /// Holds with a guard that are not known lost.
-    pub(crate) live_holds: Arc<AtomicUsize>,
+    /// What this `Locks` counts (live holds among them), shared with its
+    /// holds.
+    pub(crate) counters: Arc<Counters>,
     /// Releases running on the runtime (see [`Locks::settle`]).
     pub(crate) background: Arc<Background>,
     pub(crate) waiters: Arc<WaitQueues>,
@@ -84,7 +85,7 @@ impl Inner {
             client_id: uuid::Uuid::new_v4().to_string(),
             next_handle: AtomicU64::new(1),
             engine,
-            live_holds: Arc::new(AtomicUsize::new(0)),
+            counters: Arc::new(Counters::default()),
             background: Arc::default(),
             waiters: Arc::new(WaitQueues::default()),
             pubsub: tokio::sync::OnceCell::new(),

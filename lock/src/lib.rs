@@ -109,7 +109,7 @@ mod wake;
 pub use config::LocksConfig;
 pub use error::{LockError, LockResult};
 pub use inspection::{Holder, Inspection, LeasedPermit, QueuedWaiter, Reader, WaitingWriter};
-pub use lease::{LossReason, RENEW_BATCH};
+pub use lease::{LockStats, LossReason, WaitStats, RENEW_BATCH};
 pub use lock::{Lock, LockGuard, LostToken, ReplicaSync};
 pub use locks::Locks;
 pub use redlock::{

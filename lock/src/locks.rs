@@ -508,6 +508,36 @@ impl Locks {
         self.inner.engine.renew_rounds()
     }
 
+    /// What this `Locks` has done since it was made: holds alive now,
+    /// guards handed out by lock kind, waits (how they ended, their time,
+    /// a bucketed spread), losses by reason, renewal calls and failures,
+    /// waits that fell back to polling, and release retries. Each count is
+    /// a relaxed atomic; the snapshot is not one instant across them.
+    ///
+    /// With the `metrics` feature the same counts also go to the
+    /// [`metrics`](https://docs.rs/metrics) facade as they happen:
+    /// `keylatch_holds` (gauge), `keylatch_acquisitions_total{kind}`,
+    /// `keylatch_waits_total{outcome}`, `keylatch_wait_seconds`
+    /// (histogram), `keylatch_losses_total{reason}`,
+    /// `keylatch_subscription_fallbacks_total` and
+    /// `keylatch_release_retries_total`, for the application's own
+    /// exporter. (Renewal calls are read from here.)
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// locks.lock("batch").acquire().await?.unlock().await?;
+    /// let s = locks.stats();
+    /// assert_eq!(s.acquired, [("reentrant", 1)]);
+    /// println!("{} held, mean wait {:?}", s.held, s.waits.mean());
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> crate::LockStats {
+        let engine = &self.inner.engine;
+        self.inner
+            .counters
+            .snapshot(engine.renew_calls(), engine.renew_failures())
+    }
+
     /// Holds the watchdog currently watches.
     ///
     /// ```no_run
@@ -520,7 +550,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn watched_holds(&self) -> usize {
-        self.inner.live_holds.load(Ordering::Relaxed)
+        self.inner.counters.live_holds.load(Ordering::Relaxed)
     }
 
     /// Lock names with local waiters queued right now.

@@ -86,6 +86,9 @@ impl Wake {
                     "unlock subscription not ready in time; waiting by polling instead");
                 None
             });
+        if sub.is_none() {
+            inner.counters.subscription_fallback();
+        }
         tracing::debug!(lock = %name, channel,
             via = if sub.is_some() { "subscription" } else { "polling" }, "waiting");
         Self {

@@ -160,9 +160,38 @@ pub fn timeline_svg(t: &Timeline, title: &str, window: Duration) -> String {
         LEFT + d.as_secs_f64() / span * (RIGHT - LEFT)
     };
     let bottom = TOP + LANE * t.lanes.len().max(1) as f64;
-    let height = bottom + 60.0;
-    let total = t.holds().max(1);
     let mut out = String::with_capacity(64 * 1024);
+    head(&mut out, title, bottom);
+    for i in 0..=10u32 {
+        let at = from + window * i / 10;
+        let gx = x(at);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{bottom}" stroke="#ddd"/><text x="{gx:.1}" y="{}" text-anchor="middle">{:.1} ms</text>"##,
+            bottom + 18.0,
+            at.as_secs_f64() * 1e3
+        );
+    }
+    let total = t.holds().max(1);
+    for (i, lane) in t.lanes.iter().enumerate() {
+        let shown = |s: &&(Duration, Duration)| s.1 >= from && s.0 <= to;
+        let waits = lane.waits.iter().filter(shown).map(|&(a, b)| (x(a), x(b)));
+        let holds = lane.holds.iter().filter(shown).map(|&(a, b)| (x(a), x(b)));
+        draw_lane(&mut out, i, lane.holds.len(), total, waits, holds);
+    }
+    let _ = writeln!(
+        out,
+        r#"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="black"/>"#,
+        RIGHT - LEFT,
+        bottom - TOP
+    );
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The image's head: its size, background, title and the x axis' title.
+fn head(out: &mut String, title: &str, bottom: f64) {
+    let height = bottom + 60.0;
     let _ = writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
@@ -174,62 +203,50 @@ pub fn timeline_svg(t: &Timeline, title: &str, window: Duration) -> String {
         WIDTH / 2.0,
         escape(title)
     );
-    for i in 0..=10u32 {
-        let at = from + window * i / 10;
-        let gx = x(at);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{bottom}" stroke="#ddd"/><text x="{gx:.1}" y="{}" text-anchor="middle">{:.1} ms</text>"##,
-            bottom + 18.0,
-            at.as_secs_f64() * 1e3
-        );
-    }
     let _ = writeln!(
         out,
         r#"<text x="{}" y="{}" text-anchor="middle">time since the run's start (bars: holds, grey: waiting)</text>"#,
         (LEFT + RIGHT) / 2.0,
         bottom + 42.0
     );
-    for (i, lane) in t.lanes.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let top = TOP + LANE * i as f64;
-        let mid = top + LANE / 2.0;
-        let share = 100.0 * lane.holds.len() as f64 / total as f64;
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">contender {i}: {} holds ({share:.1} %)</text>"#,
-            LEFT - 10.0,
-            mid + 4.0,
-            lane.holds.len()
-        );
-        for &(a, b) in lane.waits.iter().filter(|(a, b)| *b >= from && *a <= to) {
-            let _ = writeln!(
-                out,
-                r##"<line class="wait" x1="{:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="#aaa" stroke-width="2"/>"##,
-                x(a),
-                x(b)
-            );
-        }
-        for &(a, b) in lane.holds.iter().filter(|(a, b)| *b >= from && *a <= to) {
-            // At least a pixel: a hold shorter than one still shows.
-            let (xa, xb) = (x(a), x(b));
-            let _ = writeln!(
-                out,
-                r#"<rect class="hold" x="{xa:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{colour}"/>"#,
-                top + 6.0,
-                (xb - xa).max(1.0),
-                LANE - 12.0
-            );
-        }
-    }
+}
+
+/// Lane `i`: its label (holds over the run and their share of `total`),
+/// its waits as grey lines and its holds as bars, given in x.
+fn draw_lane(
+    out: &mut String,
+    i: usize,
+    holds: usize,
+    total: usize,
+    waits: impl Iterator<Item = (f64, f64)>,
+    bars: impl Iterator<Item = (f64, f64)>,
+) {
+    let colour = COLOURS[i % COLOURS.len()];
+    let top = TOP + LANE * i as f64;
+    let mid = top + LANE / 2.0;
+    let share = 100.0 * holds as f64 / total as f64;
     let _ = writeln!(
         out,
-        r#"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="black"/>"#,
-        RIGHT - LEFT,
-        bottom - TOP
+        r#"<text x="{}" y="{:.1}" text-anchor="end">contender {i}: {holds} holds ({share:.1} %)</text>"#,
+        LEFT - 10.0,
+        mid + 4.0
     );
-    out.push_str("</svg>\n");
-    out
+    for (xa, xb) in waits {
+        let _ = writeln!(
+            out,
+            r##"<line class="wait" x1="{xa:.1}" y1="{mid:.1}" x2="{xb:.1}" y2="{mid:.1}" stroke="#aaa" stroke-width="2"/>"##
+        );
+    }
+    for (xa, xb) in bars {
+        // At least a pixel: a hold shorter than one still shows.
+        let _ = writeln!(
+            out,
+            r#"<rect class="hold" x="{xa:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{colour}"/>"#,
+            top + 6.0,
+            (xb - xa).max(1.0),
+            LANE - 12.0
+        );
+    }
 }
 
 fn escape(text: &str) -> String {

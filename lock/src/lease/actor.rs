@@ -375,6 +375,9 @@ impl Actor {
                 let sent_at = Instant::now();
                 let out = run_batch(&client, &batch, &idle_ms).await;
                 shared.renew_calls.fetch_add(out.calls, Ordering::Relaxed);
+                shared
+                    .renew_failures
+                    .fetch_add(out.failed, Ordering::Relaxed);
                 let _ = tx.send(Back::Judged {
                     done: Done::Judged {
                         lease: batch.lease,

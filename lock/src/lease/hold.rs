@@ -16,12 +16,13 @@
 //! - *lost*: the loss signal fired (renewal found it gone, deadline passed,
 //!   max hold, or a newer token of the same owner). Final.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::span::{clamp_span, millis};
 
+use super::counters::Counters;
 use super::reason::LossReason;
 use super::renewal::Renewal;
 use super::signal::LossSignal;
@@ -54,7 +55,7 @@ pub(crate) struct Hold {
     drift_permille: u32,
     /// Counted in the `Locks`' live holds.
     counted: AtomicBool,
-    live: Arc<AtomicUsize>,
+    counters: Arc<Counters>,
     /// Inline: the hold is already shared, so the signal needs no `Arc`
     /// (and no allocation) of its own.
     pub(crate) lost: LossSignal,
@@ -81,12 +82,12 @@ pub(crate) struct NewHold {
     pub(crate) sent_at: Instant,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) drift_permille: u32,
-    pub(crate) live: Arc<AtomicUsize>,
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl Hold {
     pub(crate) fn new(n: NewHold) -> Arc<Self> {
-        n.live.fetch_add(1, Ordering::Relaxed);
+        n.counters.hold_up();
         let hold = Self {
             key: n.key,
             counter: n.counter,
@@ -100,7 +101,7 @@ impl Hold {
             max_hold_end: n.max_hold.map(|m| n.sent_at + clamp_span(m)),
             drift_permille: n.drift_permille,
             counted: AtomicBool::new(true),
-            live: n.live,
+            counters: n.counters,
             lost: LossSignal::default(),
         };
         hold.extend(n.sent_at, n.lease);
@@ -120,7 +121,7 @@ impl Hold {
         if revived {
             self.epoch.fetch_add(1, Ordering::AcqRel);
             if self.lost.get().is_none() && !self.counted.swap(true, Ordering::AcqRel) {
-                self.live.fetch_add(1, Ordering::Relaxed);
+                self.counters.hold_up();
             }
         }
         revived || starts_renewing
@@ -166,6 +167,7 @@ impl Hold {
     /// from here on; at info for a max hold, which the holder asked for.
     pub(crate) fn fire_because(&self, why: LossReason, detail: &'static str) {
         if self.lost.fire(why) {
+            self.counters.lost(why);
             if why == LossReason::MaxHold {
                 tracing::info!(lock = %self.key.name(), token = self.token, reason = ?why,
                     detail, "lock lost");
@@ -179,7 +181,7 @@ impl Hold {
 
     fn uncount(&self) {
         if self.counted.swap(false, Ordering::AcqRel) {
-            self.live.fetch_sub(1, Ordering::Relaxed);
+            self.counters.hold_down();
         }
     }
 
@@ -241,8 +243,8 @@ fn instant(n: u64) -> Instant {
 mod tests {
     use super::*;
 
-    fn hold(renew: bool, lease: Duration, sent_at: Instant) -> (Arc<Hold>, Arc<AtomicUsize>) {
-        let live = Arc::new(AtomicUsize::new(0));
+    fn hold(renew: bool, lease: Duration, sent_at: Instant) -> (Arc<Hold>, Arc<Counters>) {
+        let live = Arc::new(Counters::default());
         let h = Hold::new(NewHold {
             key: HoldKey::new(Arc::from("orders"), Arc::from("c:1")),
             counter: Arc::from("redisson_lock_token:{orders}"),
@@ -253,7 +255,7 @@ mod tests {
             sent_at,
             max_hold: None,
             drift_permille: 10,
-            live: Arc::clone(&live),
+            counters: Arc::clone(&live),
         });
         (h, live)
     }
@@ -280,20 +282,20 @@ mod tests {
     fn guards_end_and_revive_a_hold_under_new_epochs() {
         let t0 = Instant::now();
         let (h, live) = hold(true, Duration::from_secs(30), t0);
-        assert_eq!(live.load(Ordering::Relaxed), 1);
+        assert_eq!(live.live_holds.load(Ordering::Relaxed), 1);
         assert!(!h.join(false, t0, Duration::from_secs(30)), "a re-entry");
         assert!(!h.leave(true));
         assert!(!h.renews(), "the watchdog guard left: a fixed lease now");
         let e0 = h.epoch();
         assert!(h.leave(false), "the last guard");
         assert!(h.epoch() > e0 && !h.is_active());
-        assert_eq!(live.load(Ordering::Relaxed), 0);
+        assert_eq!(live.live_holds.load(Ordering::Relaxed), 0);
         // A late re-entry reply with this token revives it.
         assert!(h.join(true, t0, Duration::from_secs(30)));
         assert!(h.renews() && h.is_active());
-        assert_eq!(live.load(Ordering::Relaxed), 1);
+        assert_eq!(live.live_holds.load(Ordering::Relaxed), 1);
         h.fire(LossReason::Gone);
-        assert_eq!(live.load(Ordering::Relaxed), 0);
+        assert_eq!(live.live_holds.load(Ordering::Relaxed), 0);
         assert!(h.is_lost() && !h.is_active());
     }
 

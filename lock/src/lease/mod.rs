@@ -30,6 +30,7 @@
 
 mod actor;
 mod calls;
+mod counters;
 pub(crate) mod hold;
 mod reason;
 mod renewal;
@@ -42,6 +43,8 @@ mod tuning;
 pub(crate) use calls::extend_one;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use calls::{found, parse as verdicts};
+pub(crate) use counters::{Counters, WaitEnd};
+pub use counters::{LockStats, WaitStats};
 pub use reason::LossReason;
 pub(crate) use renewal::Renewal;
 pub(crate) use tuning::INVALIDATION_QUEUE;
@@ -80,6 +83,7 @@ impl Engine {
             wake: Notify::new(),
             planned_wake: AtomicU64::new(0),
             renew_calls: AtomicU64::new(0),
+            renew_failures: AtomicU64::new(0),
             renew_rounds: AtomicU64::new(0),
             tracking: invalidations.is_some(),
         });
@@ -156,6 +160,11 @@ impl Engine {
     /// Renewal script calls made so far.
     pub(crate) fn renew_calls(&self) -> u64 {
         self.shared.renew_calls.load(Ordering::Relaxed)
+    }
+
+    /// Renewal script calls that failed (or answered something unreadable).
+    pub(crate) fn renew_failures(&self) -> u64 {
+        self.shared.renew_failures.load(Ordering::Relaxed)
     }
 
     /// Rounds that sent at least one renewal.

@@ -12,11 +12,10 @@
 use super::*;
 use crate::hold_key::HoldKey;
 use crate::lease::hold::NewHold;
-use std::sync::atomic::AtomicUsize;
 
 const LEASE: Duration = Duration::from_secs(30);
 
-fn hold(i: usize, live: &Arc<AtomicUsize>, sent_at: Instant) -> Arc<Hold> {
+fn hold(i: usize, live: &Arc<crate::lease::Counters>, sent_at: Instant) -> Arc<Hold> {
     let name = format!("lock:{i}");
     Hold::new(NewHold {
         counter: Arc::from(format!("redisson_lock_token:{{{name}}}")),
@@ -28,7 +27,7 @@ fn hold(i: usize, live: &Arc<AtomicUsize>, sent_at: Instant) -> Arc<Hold> {
         sent_at,
         max_hold: None,
         drift_permille: 10,
-        live: Arc::clone(live),
+        counters: Arc::clone(live),
     })
 }
 
@@ -69,7 +68,7 @@ fn tracked(t: &mut Table, work: &mut Work) {
 }
 
 fn measure(n: usize, tracking: bool) {
-    let live = Arc::new(AtomicUsize::new(0));
+    let live = Arc::new(crate::lease::Counters::default());
     let now = Instant::now();
     let holds: Vec<Arc<Hold>> = (0..n).map(|i| hold(i, &live, now)).collect();
     let mut t = Table::new(tracking);

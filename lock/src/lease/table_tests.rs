@@ -3,7 +3,6 @@
 use super::*;
 use crate::hold_key::HoldKey;
 use crate::lease::hold::NewHold;
-use std::sync::atomic::AtomicUsize;
 
 pub(super) const LEASE: Duration = Duration::from_secs(30);
 
@@ -24,7 +23,7 @@ pub(super) fn hold(
         sent_at,
         max_hold: None,
         drift_permille: 10,
-        live: Arc::new(AtomicUsize::new(0)),
+        counters: Arc::new(crate::lease::Counters::default()),
     })
 }
 

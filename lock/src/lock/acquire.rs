@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
+use crate::lease::WaitEnd;
 
 use super::attempt::Attempt;
 use super::base::Lock;
@@ -153,6 +154,7 @@ impl Lock {
             // wait, whose guard takes the owner out of the queue however
             // the wait ends (an error, a drop).
             let r = Box::pin(self.wait_in_queue(deadline, lease)).await;
+            self.count_wait(&r, wait, deadline);
             return self.log_outcome(r, wait, deadline);
         }
         match self.attempt(lease, deadline, false).await {
@@ -170,7 +172,27 @@ impl Lock {
             // and inline it would enlarge every uncontended acquire's future.
             Box::pin(self.wait_for_turn(deadline, lease)).await
         };
+        self.count_wait(&r, wait, deadline);
         self.log_outcome(r, wait, deadline)
+    }
+
+    /// Counts a wait that ended with `r` ([`Locks::stats`](crate::Locks::stats)):
+    /// its time is the call's, from its start (`deadline − wait`).
+    fn count_wait(
+        &self,
+        r: &LockResult<Option<LockGuard>>,
+        wait: Duration,
+        deadline: Option<Instant>,
+    ) {
+        let left = deadline.map_or(Duration::ZERO, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let end = match r {
+            Ok(Some(_)) => WaitEnd::Acquired,
+            Ok(None) => WaitEnd::TimedOut,
+            Err(_) => WaitEnd::Failed,
+        };
+        self.inner.counters.waited(end, wait.saturating_sub(left));
     }
 
     /// The acquire's event, at debug (one per acquire call: per lock, not

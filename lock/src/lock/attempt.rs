@@ -268,7 +268,7 @@ impl Lock {
                 sent_at,
                 max_hold: self.max_hold,
                 drift_permille: cfg.drift_permille,
-                live: Arc::clone(&inner.live_holds),
+                counters: Arc::clone(&inner.counters),
             })
         });
         if new || hold.join(renew, sent_at, lease_d) {
@@ -277,6 +277,7 @@ impl Lock {
             // A re-entry's own write untracked the key: read it again.
             inner.engine.retrack(&hold);
         }
+        inner.counters.acquired(self.handle.kind.label);
         // A read session's token names it; readers get no fencing token.
         let shown = tokens.shown(value, hold.token, cfg.fencing);
         LockGuard::new(

@@ -72,6 +72,7 @@ async fn retry_until(lock: &Lock, token: u64, until: Option<Instant>) -> LockRes
     loop {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_PAUSE);
+        lock.inner.counters.release_retry();
         match once(lock, token, until).await {
             Ok(done) => return done,
             Err(e) if again(&e, until, pause) => {

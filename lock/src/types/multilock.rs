@@ -393,12 +393,9 @@ pub struct MultiGuard {
 }
 
 impl MultiGuard {
-    /// Runs a critical section while every member holds: `work` gets the
-    /// members' fencing tokens in canonical order. When it ends every
-    /// member is released and its output returned; when any member is lost
-    /// first ([`lost`](Self::lost)) the work is dropped at once, every
-    /// member released, and the loss returned (named by the members'
-    /// names). As [`LockGuard::run`].
+    /// [`LockGuard::run`] for every member: `work` gets the members'
+    /// fencing tokens in canonical order, and stops at once when any is
+    /// lost ([`lost`](Self::lost)); every member is released after.
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
@@ -418,14 +415,8 @@ impl MultiGuard {
     where
         Fut: std::future::Future<Output = T>,
     {
-        let names = || {
-            self.guards
-                .iter()
-                .map(|g| g.lock().name())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let name = names();
+        let name: Vec<&str> = self.guards.iter().map(|g| g.lock().name()).collect();
+        let name = name.join(",");
         let tokens = self.guards.iter().map(LockGuard::fencing_token).collect();
         let lost = self.lost();
         crate::section::run_section(|| name, lost, work(tokens), || self.unlock()).await

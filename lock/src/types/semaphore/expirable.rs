@@ -219,9 +219,10 @@ how many. They are not leased: they come back only by
             sent_at,
             max_hold: None,
             drift_permille: inner.config.drift_permille,
-            live: Arc::clone(&inner.live_holds),
+            counters: Arc::clone(&inner.counters),
         });
         inner.engine.watch(&hold, sent_at);
+        inner.counters.acquired("expirable semaphore");
         PermitGuard {
             c: self.c.clone(),
             ids,
