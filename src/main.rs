@@ -61,12 +61,15 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
   status NAME [--json]
          holders, hold counts, TTL, type, waiters, readers and writer,
          permits of NAME
+  watch NAME|PATTERN [--interval 1s] [--json] [--once]
+         the locks matching PATTERN across every master, as status shows
+         them, redrawn every --interval (--json: a line per lock)
   latch NAME (--set N | --count-down | --wait [--timeout D] | --count)
          a count-down latch shared by processes
   unlock --force NAME [--yes]
          delete lock NAME whoever holds it, after confirmation
   bench [--url URL]... [--cluster URL]... [--clients 64] [--duration 10s]
-        [--compare] [--plot out.svg]
+        [--compare] [--plot out.svg] [--timeline out.svg]
          lock latency and throughput: uncontended pairs, N tasks on distinct
          locks, 8 contenders on one lock; --compare adds redis-rs and rslock
   demo [--url redis://host:port] [--seconds N] [--clients N]
@@ -138,13 +141,14 @@ fn main() -> ExitCode {
             .any(|a| a == "-h" || a == "--help")
     };
     let result = match command.as_deref() {
-        Some(sub @ ("exec" | "status" | "unlock" | "bench" | "latch")) => {
+        Some(sub @ ("exec" | "status" | "unlock" | "bench" | "latch" | "watch")) => {
             let rest: Vec<String> = argv.collect();
             let (usage, run): (&str, cli::Subcommand) = match sub {
                 "exec" => (cli::exec::USAGE, cli::exec::run),
                 "status" => (cli::status::USAGE, cli::status::run),
                 "bench" => (cli::bench::USAGE, cli::bench::run),
                 "latch" => (cli::latch::USAGE, cli::latch::run),
+                "watch" => (cli::watch::USAGE, cli::watch::run),
                 _ => (cli::unlock::USAGE, cli::unlock::run),
             };
             if wants_help(&rest) {

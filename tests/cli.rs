@@ -972,4 +972,49 @@ fn cluster_exec_status_unlock_and_bench_through_several_seeds() {
     let out = stdout(&o);
     assert!(out.contains("(cluster)"), "{out}");
     assert_bench_table(&out);
+
+    // watch: locks on every master are found (SCAN on each), one JSON line
+    // each.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let names: Vec<String> = (0..6).map(|i| format!("cw-{i}")).collect();
+    let (locks, guards) = rt.block_on(async {
+        let urls: Vec<&str> = seeds.iter().map(String::as_str).collect();
+        let locks = keylatch_lock::Locks::connect_with(
+            keylatch_cluster::ClientConfig::from_urls(&urls).unwrap(),
+            keylatch_lock::LocksConfig::default(),
+        )
+        .await
+        .unwrap();
+        let mut guards = Vec::new();
+        for n in &names {
+            guards.push(locks.lock(n).acquire().await.unwrap());
+        }
+        (locks, guards)
+    });
+    let masters: std::collections::BTreeSet<_> = names
+        .iter()
+        .map(|n| {
+            locks
+                .client()
+                .master_for_slot(keylatch_cluster::Client::slot_of(n.as_str()))
+        })
+        .collect();
+    assert!(masters.len() > 1, "the names span masters: {masters:?}");
+    let o = on_cluster(&seeds, &["watch", "cw-*", "--once", "--json"], &[])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 6, "{out}");
+    for n in &names {
+        assert!(
+            out.contains(&format!(r#""name":"{n}","state":"held""#)),
+            "{out}"
+        );
+    }
+    rt.block_on(async {
+        for g in guards {
+            g.unlock().await.unwrap();
+        }
+    });
 }

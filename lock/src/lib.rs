@@ -112,6 +112,7 @@ pub use inspection::{Holder, Inspection, LeasedPermit, QueuedWaiter, Reader, Wai
 pub use lease::{LockStats, LossReason, WaitStats, RENEW_BATCH};
 pub use lock::{Lock, LockGuard, LostToken, ReplicaSync};
 pub use locks::Locks;
+pub use names::is_companion_key;
 pub use redlock::{
     RedLock, RedLockGuard, RedLockHandle, DEFAULT_NODE_TIMEOUT, DRIFT_FLOOR, DRIFT_PERMILLE,
     MAX_RETRY_DELAY,

@@ -57,6 +57,45 @@ pub(crate) fn companion(prefix: &str, name: &str) -> String {
     }
 }
 
+/// Whether `key` is one the lock types keep beside a lock's own key (a
+/// fencing counter, a fair lock's queue, timeouts and liveness, the
+/// waiters woken by name, a read-write lock's read-hold timeouts and
+/// waiting writers, an expirable semaphore's leases): never a lock name of
+/// its own, so a listing of locks by pattern leaves it out. For a lock
+/// name with braces Redisson suffixes without them (`name:timeout`), and
+/// those cannot be told from a name of their own: they count as names.
+///
+/// ```
+/// use keylatch_lock::is_companion_key;
+/// assert!(is_companion_key("redisson_lock_token:{orders}"));
+/// assert!(is_companion_key("{docs}:u:1:rwlock_timeout:1"));
+/// assert!(is_companion_key("{jobs}:timeout"));
+/// assert!(!is_companion_key("orders"));
+/// assert!(!is_companion_key("{tenant}:orders"));
+/// ```
+pub fn is_companion_key(key: &str) -> bool {
+    const PREFIXES: [&str; 5] = [
+        "redisson_lock_token:",
+        "redisson_lock_queue:",
+        "redisson_lock_timeout:",
+        "keylatch_fair_alive:",
+        "keylatch_lock_waiters:",
+    ];
+    if PREFIXES.iter().any(|p| key.starts_with(p)) {
+        return true;
+    }
+    // `{name}:suffix` for a name without braces.
+    let Some(rest) = key.strip_prefix('{') else {
+        return false;
+    };
+    let Some((_, suffix)) = rest.split_once('}') else {
+        return false;
+    };
+    suffix == ":timeout"
+        || suffix == ":rwlock_writers_waiting"
+        || (suffix.contains(":rwlock_timeout") && suffix.starts_with(':'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

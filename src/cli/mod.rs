@@ -10,6 +10,7 @@
 //! - [`latch`]: set, count down, wait on or read a count-down latch.
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
+//! - [`watch`]: the locks matching a pattern, redrawn every interval.
 //! - [`bench`](mod@bench): the lock benchmark (scenarios, histogram, table and plot
 //!   live in the library, [`keylatch_cli::bench`]); [`compare`] finds and runs
 //!   the comparison binary for `--compare`.
@@ -34,6 +35,7 @@ pub(crate) mod status;
 pub(crate) mod supervise;
 pub(crate) mod unlock;
 pub(crate) mod verbose;
+pub(crate) mod watch;
 
 use std::process::ExitCode;
 
