@@ -12,7 +12,7 @@ use keylatch_harness::{RedisServer, TempDir};
 use keylatch_lock::{Locks, LocksConfig};
 
 mod common;
-use common::{stderr, stdout, Soon};
+use common::{stderr, stdout, tmux, Soon};
 
 fn watch(server: &RedisServer, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_keylatch"))
@@ -119,23 +119,9 @@ async fn watch_lists_every_lock_type_and_nothing_else() {
     permit.release().await.unwrap();
 }
 
-/// tmux, which CI installs; `None` where it is missing and
-/// `KEYLATCH_REQUIRE_TMUX` is not set.
-fn tmux() -> Option<&'static str> {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok && std::env::var_os("KEYLATCH_REQUIRE_TMUX").is_some() {
-        panic!("tmux is required (KEYLATCH_REQUIRE_TMUX) but missing");
-    }
-    ok.then_some("tmux")
-}
-
 #[test]
 fn in_a_terminal_watch_redraws_as_locks_come_and_go_until_ctrl_c() {
-    let Some(tmux) = tmux() else {
-        eprintln!("cli_watch: no tmux here; the terminal test is not run");
+    let Some(tmux) = tmux("cli_watch") else {
         return;
     };
     let server = RedisServer::start();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use keylatch_harness::{Masters, RedisServer, TempDir};
 
 mod common;
-use common::{stderr, Soon};
+use common::{stderr, tmux, Soon};
 
 /// The built binary, pointed at `server`.
 fn keylatch(server: &RedisServer) -> Command {
@@ -497,28 +497,14 @@ fn a_stopped_command_is_continued_so_the_signal_ends_it_before_the_grace() {
     tree.assert_all_gone("stopped");
 }
 
-/// tmux, which CI installs; `None` (and a line on stderr) where it is
-/// missing and `KEYLATCH_REQUIRE_TMUX` is not set.
-fn tmux() -> Option<&'static str> {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok && std::env::var_os("KEYLATCH_REQUIRE_TMUX").is_some() {
-        panic!("tmux is required (KEYLATCH_REQUIRE_TMUX) but missing");
-    }
-    if !ok {
-        eprintln!("exec_signals: no tmux here; the terminal test is not run");
-    }
-    ok.then_some("tmux")
-}
-
 /// In a real terminal (tmux): a command that reads the terminal is a
 /// background job in its own group, so it is stopped, and keylatch says
 /// so; Ctrl-C still ends it at once. With --foreground it reads the line.
 #[test]
 fn in_a_terminal_a_reading_command_is_reported_and_foreground_reads() {
-    let Some(tmux) = tmux() else { return };
+    let Some(tmux) = tmux("exec_signals") else {
+        return;
+    };
     let server = RedisServer::start();
     let dir = TempDir::new("keylatch-tty").unwrap();
     let session = format!("kl{}", std::process::id());

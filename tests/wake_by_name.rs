@@ -63,6 +63,23 @@ async fn until_registered(server: &RedisServer, name: &str, n: u64) {
     }
 }
 
+/// A waiter (up to 15 s) that releases at once once it holds: its task
+/// answers how long it waited.
+fn waits_then_releases(waiter: Locks, name: &'static str) -> tokio::task::JoinHandle<Duration> {
+    tokio::spawn(async move {
+        let t0 = Instant::now();
+        let g = waiter
+            .lock(name)
+            .try_acquire(Duration::from_secs(15), None)
+            .await
+            .unwrap()
+            .expect("acquired");
+        let waited = t0.elapsed();
+        g.unlock().await.unwrap();
+        waited
+    })
+}
+
 /// Three processes wait on a lock a fourth holds. Each release wakes one of
 /// them by name: the three acquisitions cost one EVALSHA each, with no
 /// failed try among them (a herd would add two failed tries after the first
@@ -155,18 +172,7 @@ async fn a_registered_waiter_wakes_for_a_redisson_release() {
     server.cli(&["HSET", "mixed", "java-uuid:1", "1"]).unwrap();
     server.cli(&["PEXPIRE", "mixed", "30000"]).unwrap();
     let waiter = process(&server).await;
-    let w = tokio::spawn(async move {
-        let t0 = Instant::now();
-        let g = waiter
-            .lock("mixed")
-            .try_acquire(Duration::from_secs(15), None)
-            .await
-            .unwrap()
-            .expect("acquired");
-        let waited = t0.elapsed();
-        g.unlock().await.unwrap();
-        waited
-    });
+    let w = waits_then_releases(waiter, "mixed");
     until_registered(&server, "mixed", 1).await;
     // Redisson's unlockInnerAsync, last hold: del + publish "0".
     let script = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
@@ -356,18 +362,7 @@ async fn a_force_unlock_wakes_a_registered_waiter() {
     let holder = process(&server).await;
     let guard = take_free(&holder, "forced").await;
     let waiter = process(&server).await;
-    let w = tokio::spawn(async move {
-        let t0 = Instant::now();
-        let g = waiter
-            .lock("forced")
-            .try_acquire(Duration::from_secs(15), None)
-            .await
-            .unwrap()
-            .expect("acquired");
-        let waited = t0.elapsed();
-        g.unlock().await.unwrap();
-        waited
-    });
+    let w = waits_then_releases(waiter, "forced");
     until_registered(&server, "forced", 1).await;
     holder.force_unlock("forced").await.unwrap();
     let waited = tokio::time::timeout(Duration::from_secs(10), w)

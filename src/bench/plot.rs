@@ -261,7 +261,8 @@ fn decade_label(k: i32) -> String {
     format!("{}{unit}", 10u64.pow(base.clamp(0, 18) as u32))
 }
 
-fn escape(text: &str) -> String {
+/// `text` as SVG text or an attribute value.
+pub(super) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::plot::escape;
 use super::scenarios::{contended_log, ContendedLog, Event};
 use super::{BenchResult, LockClient, Plan};
 
@@ -247,13 +248,6 @@ fn draw_lane(
             LANE - 12.0
         );
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

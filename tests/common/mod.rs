@@ -273,6 +273,22 @@ pub(crate) fn acl_user(server: &RedisServer, name: &str, rules: &[&str]) -> Stri
 }
 
 /// A finished process' standard output, as text.
+/// tmux, which CI installs; `None` (and a line on stderr naming `test`)
+/// where it is missing and `KEYLATCH_REQUIRE_TMUX` is not set.
+pub(crate) fn tmux(test: &str) -> Option<&'static str> {
+    let ok = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok && std::env::var_os("KEYLATCH_REQUIRE_TMUX").is_some() {
+        panic!("tmux is required (KEYLATCH_REQUIRE_TMUX) but missing");
+    }
+    if !ok {
+        eprintln!("{test}: no tmux here; the terminal test is not run");
+    }
+    ok.then_some("tmux")
+}
+
 pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
