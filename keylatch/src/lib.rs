@@ -41,9 +41,10 @@ pub use keylatch_cluster::{
     SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
-    CountDownLatch, ExpirableSemaphore, ForceUnlocked, Holder, Inspection, KeyShape, LeasedPermit,
-    Lock, LockError, LockGuard, LockResult, LockStats, Locks, LocksConfig, LossReason, LostToken,
-    MultiGuard, MultiLock, PermitGuard, PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard,
-    RedLockHandle, ReplicaSync, RwLock, Semaphore, SemaphorePermits, WaitingWriter,
+    CountDownLatch, ExpirableSemaphore, ForceUnlocked, Holder, Inspection, KeyShape, Leader,
+    LeaderGuard, LeaderInfo, LeaderObserver, LeasedPermit, Lock, LockError, LockGuard, LockResult,
+    LockStats, Locks, LocksConfig, LossReason, LostToken, MultiGuard, MultiLock, PermitGuard,
+    PermitId, QueuedWaiter, Reader, RedLock, RedLockGuard, RedLockHandle, ReplicaSync, RwLock,
+    Semaphore, SemaphorePermits, WaitingWriter,
 };
 pub use keylatch_resp::{Attributed, Cmd, Frame};

@@ -119,6 +119,7 @@ pub use redlock::{
 };
 pub use shape::{ForceUnlocked, KeyShape};
 pub use types::latch::CountDownLatch;
+pub use types::leader::{Leader, LeaderGuard, LeaderInfo, LeaderObserver};
 pub use types::multilock::{MultiGuard, MultiLock};
 pub use types::rwlock::RwLock;
 pub use types::semaphore::{

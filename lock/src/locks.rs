@@ -297,6 +297,22 @@ impl Locks {
         CountDownLatch::new(Arc::clone(&self.inner), name)
     }
 
+    /// A leader election on `name` with a fresh owner id: campaign for it
+    /// (the leader proclaims a value, such as its address, and is renewed
+    /// by the watchdog until it resigns or is lost), or observe who leads
+    /// from any process. The leadership is a lock of its own kind on
+    /// `name`; the proclamation is `keylatch_leader:{name}`.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let lead = locks.leader("scheduler").campaign("10.0.0.7:8080").await?;
+    /// lead.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn leader(&self, name: &str) -> crate::Leader {
+        crate::Leader::new(self.kind(name, self.inner.new_owner(), &crate::types::leader::LEADER))
+    }
+
     /// A read-write lock with a fresh owner id: many readers or one writer,
     /// in Redisson's `RReadWriteLock` layout (see [`RwLock`]). Its
     /// [`read`](RwLock::read) and [`write`](RwLock::write) sides are

@@ -59,7 +59,7 @@ pub(crate) fn companion(prefix: &str, name: &str) -> String {
 
 /// Whether `key` is one the lock types keep beside a lock's own key (a
 /// fencing counter, a fair lock's queue, timeouts and liveness, the
-/// waiters woken by name, a read-write lock's read-hold timeouts and
+/// waiters woken by name, a leader's proclamation, a read-write lock's read-hold timeouts and
 /// waiting writers, an expirable semaphore's leases): never a lock name of
 /// its own, so a listing of locks by pattern leaves it out. For a lock
 /// name with braces Redisson suffixes without them (`name:timeout`), and
@@ -74,8 +74,9 @@ pub(crate) fn companion(prefix: &str, name: &str) -> String {
 /// assert!(!is_companion_key("{tenant}:orders"));
 /// ```
 pub fn is_companion_key(key: &str) -> bool {
-    const PREFIXES: [&str; 5] = [
+    const PREFIXES: [&str; 6] = [
         "redisson_lock_token:",
+        "keylatch_leader:",
         "redisson_lock_queue:",
         "redisson_lock_timeout:",
         "keylatch_fair_alive:",

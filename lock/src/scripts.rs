@@ -95,6 +95,22 @@ pub static REENTRANT_RENEW_NODE: Script = script!(
 /// ```
 pub static FORCE_UNLOCK: Script = script!("force_unlock");
 
+/// The leader's proclamation, written while it leads; see
+/// `lua/leader_proclaim.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::LEADER_PROCLAIM.name(), "leader_proclaim");
+/// ```
+pub static LEADER_PROCLAIM: Script = script!("leader_proclaim");
+
+/// A resigning leader's proclamation taken back; see
+/// `lua/leader_clear.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::LEADER_CLEAR.name(), "leader_clear");
+/// ```
+pub static LEADER_CLEAR: Script = script!("leader_clear");
+
 /// What a name's key holds (read only), for typed wrong-type answers; see
 /// `lua/key_shape.lua`.
 ///
@@ -304,6 +320,8 @@ pub static UNFENCED_ACQUIRE: Script = script!("unfenced_acquire");
 /// assert!(!keylatch_lock::scripts::ALL.is_empty());
 /// ```
 pub static ALL: &[&Script] = &[
+    &LEADER_PROCLAIM,
+    &LEADER_CLEAR,
     &REENTRANT_ACQUIRE,
     &NONREENTRANT_ACQUIRE,
     &REENTRANT_RELEASE,
@@ -370,6 +388,11 @@ mod tests {
             "0e5fcd6a2ee6de9a9a2e7abcf8f6d9593a4f595c",
         ),
         ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
+        ("leader_clear", "c627feca654551d82cf2ddef3449e47e59231e36"),
+        (
+            "leader_proclaim",
+            "be3370476c75264ac42c98eb8b293a5660290a1a",
+        ),
         ("key_shape", "968e8ac9721bc8cb83f1eb3cdfd96f3123819961"),
         ("fair_acquire", "24296ce4fc10f7380683896534367d08805e5bbd"),
         ("fair_release", "7566428ac8f9bc7b00cf3d82ca644fba12d437cd"),

@@ -13,7 +13,7 @@ use super::reason::LossReason;
 
 /// The lock kinds counted apart, by the label their seam gives them (the
 /// last entry takes any other).
-const KINDS: [&str; 10] = [
+const KINDS: [&str; 11] = [
     "reentrant",
     "non-reentrant",
     "fair",
@@ -23,6 +23,7 @@ const KINDS: [&str; 10] = [
     "write",
     "redlock member",
     "expirable semaphore",
+    "leader",
     "other",
 ];
 

@@ -6,6 +6,7 @@
 pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod latch;
+pub(crate) mod leader;
 pub(crate) mod losses;
 pub(crate) mod multilock;
 pub(crate) mod reentrant;
