@@ -58,6 +58,11 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
          when lost while CMD runs (CMD gets SIGTERM, SIGKILL after
          --grace), 128+N on signal N (129 HUP, 130 INT, 131 QUIT,
          143 TERM), stopping CMD's whole process group first
+  elect NAME [--proclaim VALUE] [--wait D] -- CMD [ARGS...]
+         run CMD only while leading election NAME (campaigning until
+         elected); stopped like exec's CMD when leadership is lost (76)
+  elect --observe NAME [--json]
+         print who leads election NAME, then a line at each change
   status NAME [--json]
          holders, hold counts, TTL, type, waiters, readers and writer,
          permits of NAME
@@ -141,10 +146,11 @@ fn main() -> ExitCode {
             .any(|a| a == "-h" || a == "--help")
     };
     let result = match command.as_deref() {
-        Some(sub @ ("exec" | "status" | "unlock" | "bench" | "latch" | "watch")) => {
+        Some(sub @ ("exec" | "elect" | "status" | "unlock" | "bench" | "latch" | "watch")) => {
             let rest: Vec<String> = argv.collect();
             let (usage, run): (&str, cli::Subcommand) = match sub {
                 "exec" => (cli::exec::USAGE, cli::exec::run),
+                "elect" => (cli::elect::USAGE, cli::elect::run),
                 "status" => (cli::status::USAGE, cli::status::run),
                 "bench" => (cli::bench::USAGE, cli::bench::run),
                 "latch" => (cli::latch::USAGE, cli::latch::run),

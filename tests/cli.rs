@@ -10,9 +10,10 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use keylatch_harness::{Masters, RedisCluster, RedisServer, TempDir};
+use keylatch_harness::{FailoverMode, Masters, RedisCluster, RedisServer, TempDir};
 
 mod common;
+use common::lines::Lines;
 use common::{acl_user, stderr, stdout, Soon, NO_SUBSCRIBE};
 
 /// The built binary, pointed at `server` only through `$KEYLATCH_URL`.
@@ -1020,4 +1021,87 @@ fn cluster_exec_status_unlock_and_bench_through_several_seeds() {
             g.unlock().await.unwrap();
         }
     });
+
+    elect_observed_through_a_failover(&cluster, &seeds, &dir);
+}
+
+/// `elect --observe` through a failover: the leader leads on across it
+/// (the promoted replica has its hold, and renewal finds it there), then
+/// steps down on SIGTERM; the next campaigner is elected with a higher
+/// token. The observer's lines are printed (`--nocapture` shows them).
+fn elect_observed_through_a_failover(cluster: &RedisCluster, seeds: &[String], dir: &TempDir) {
+    let observer = Lines::start(on_cluster(seeds, &["elect", "--observe", "cl-elect"], &[]));
+    observer.wait_for(" none");
+    let ready_a = dir.path().join("ready-a");
+    let script = format!("echo up > {}; exec sleep 60", ready_a.display());
+    let mut a = on_cluster(
+        seeds,
+        &[
+            "elect",
+            "cl-elect",
+            "--proclaim",
+            "10.0.0.1:80",
+            "--grace",
+            "200ms",
+        ],
+        &["sh", "-c", &script],
+    )
+    .spawn()
+    .unwrap();
+    wait_for(&ready_a);
+    observer.wait_for(r#"value="10.0.0.1:80""#);
+
+    let master = cluster.master_for_slot(RedisCluster::slot_of("cl-elect"));
+    let t = Instant::now();
+    cluster
+        .failover(cluster.replicas_of(master)[0], FailoverMode::Default)
+        .unwrap();
+    eprintln!("failover done in {:?}", t.elapsed());
+    // Past a renewal (every ~3.3 s), which runs on the new master.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        a.try_wait().unwrap().is_none(),
+        "A still leads after the failover"
+    );
+
+    let ready_b = dir.path().join("ready-b");
+    let script = format!("echo up > {}", ready_b.display());
+    let mut b = on_cluster(
+        seeds,
+        &["elect", "cl-elect", "--proclaim", "10.0.0.2:80"],
+        &["sh", "-c", &script],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        std::fs::metadata(&ready_b).is_err(),
+        "B waits while A leads"
+    );
+    let ok = Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    assert_eq!(a.wait().unwrap().code(), Some(143), "A stopped by SIGTERM");
+    assert!(b.wait().unwrap().success(), "B elected, ran, resigned");
+    observer.wait_for(r#"value="10.0.0.2:80""#);
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, lines) = observer.stop();
+    eprintln!("elect --observe through a failover:\n{}", lines.join("\n"));
+    assert_eq!(code, Some(0));
+    let token = |value: &str| -> u64 {
+        let line = lines.iter().find(|l| l.contains(value)).unwrap();
+        line.split("token=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(token("10.0.0.1:80") < token("10.0.0.2:80"), "{lines:#?}");
+    assert!(lines.last().unwrap().ends_with(" none"), "{lines:#?}");
 }

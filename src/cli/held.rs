@@ -1,16 +1,21 @@
-//! What `exec` holds while its command runs: a lock's guard, or leased
-//! permits of a permit-expirable semaphore (`--semaphore N`). One shape for
-//! the exec flow: the loss signal, the fencing token, the release.
+//! What `exec` holds while its command runs: a lock's guard, leased
+//! permits of a permit-expirable semaphore (`--semaphore N`), or (for
+//! `elect`) an election's leadership. One shape for the exec flow: the
+//! loss signal, the fencing token, the release.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use keylatch::{LockGuard, LockResult, LossReason, MultiGuard, PermitGuard, RedLockGuard};
+use keylatch::{
+    LeaderGuard, LockGuard, LockResult, LossReason, MultiGuard, PermitGuard, RedLockGuard,
+};
 
-/// A lock hold, leased permits, a RedLock over independent masters, or
-/// several locks at once (`exec A B …`, a multi-lock).
+/// A lock hold, leased permits, a RedLock over independent masters,
+/// several locks at once (`exec A B …`, a multi-lock), or the leadership
+/// of an election (`elect`).
 pub(crate) enum Held {
+    Leader(LeaderGuard),
     Lock(LockGuard),
     Multi(MultiGuard),
     Permits(PermitGuard),
@@ -21,6 +26,7 @@ impl Held {
     /// Resolves when the hold (or a permit) is known lost.
     pub(crate) fn lost(&self) -> Pin<Box<dyn Future<Output = LossReason> + Send>> {
         match self {
+            Held::Leader(l) => Box::pin(l.lost()),
             Held::Lock(g) => Box::pin(g.lost()),
             Held::Multi(m) => Box::pin(m.lost()),
             Held::Permits(p) => Box::pin(p.lost()),
@@ -33,6 +39,7 @@ impl Held {
     /// RedLock (whose loss signal already counts the masters).
     pub(crate) fn remaining_lease(&self) -> Option<Duration> {
         match self {
+            Held::Leader(l) => l.remaining_lease(),
             Held::Lock(g) => g.remaining_lease(),
             Held::Permits(p) => p.remaining_lease(),
             Held::Multi(m) => m
@@ -50,6 +57,7 @@ impl Held {
     /// none).
     pub(crate) fn fencing_token(&self) -> Option<u64> {
         match self {
+            Held::Leader(l) => l.fencing_token(),
             Held::Lock(g) => g.fencing_token(),
             Held::Permits(_) | Held::RedLock(_) | Held::Multi(_) => None,
         }
@@ -58,7 +66,7 @@ impl Held {
     /// The permits' ids, comma-separated (for the command's environment).
     pub(crate) fn permit_ids(&self) -> Option<String> {
         match self {
-            Held::Lock(_) | Held::RedLock(_) | Held::Multi(_) => None,
+            Held::Leader(_) | Held::Lock(_) | Held::RedLock(_) | Held::Multi(_) => None,
             Held::Permits(p) => Some(
                 p.ids()
                     .iter()
@@ -69,9 +77,11 @@ impl Held {
         }
     }
 
-    /// Releases it, with the guards' own errors (`Expired`, `NotOwner`).
+    /// Releases it (a leader resigns), with the guards' own errors
+    /// (`Expired`, `NotOwner`).
     pub(crate) async fn unlock(self) -> LockResult<()> {
         match self {
+            Held::Leader(l) => l.resign().await,
             Held::Lock(g) => g.unlock().await,
             Held::Multi(m) => m.unlock().await,
             Held::Permits(p) => p.release().await,

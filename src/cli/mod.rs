@@ -7,6 +7,8 @@
 //!   or leased semaphore permits; [`held`]: what it holds, one shape;
 //!   [`supervise`]: the command's process group, stopped as a whole;
 //!   [`signals`]: INT, TERM, HUP and QUIT, handled alike (exit 128 + N).
+//! - [`elect`]: run a command only while leading an election, or print
+//!   who leads as it changes (`--observe`).
 //! - [`latch`]: set, count down, wait on or read a count-down latch.
 //! - [`status`]: what a lock name holds right now, for people and scripts.
 //! - [`unlock`]: force-release a lock, with confirmation.
@@ -26,6 +28,7 @@ pub(crate) mod args;
 pub(crate) mod bench;
 pub(crate) mod bench_scale;
 pub(crate) mod compare;
+pub(crate) mod elect;
 pub(crate) mod exec;
 pub(crate) mod held;
 pub(crate) mod latch;

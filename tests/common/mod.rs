@@ -9,12 +9,14 @@
 //! - `INFO` counters: [`info_count`], [`error_count`].
 //! - Set-up: [`client_for`] (a cluster), [`acl_user`] with [`NO_SUBSCRIBE`],
 //!   [`take_free`] (a free lock, under the watchdog).
-//! - Process output: [`stdout`], [`stderr`].
+//! - Process output: [`stdout`], [`stderr`]; [`lines::Lines`], a running
+//!   process's lines as they come.
 
 // Every test binary uses only some of these helpers; in each, the others
 // would be reported as dead code.
 #![allow(dead_code)]
 
+pub(crate) mod lines;
 pub(crate) mod locks;
 
 use std::future::Future;
@@ -272,7 +274,6 @@ pub(crate) fn acl_user(server: &RedisServer, name: &str, rules: &[&str]) -> Stri
     format!("redis://{name}:pw@127.0.0.1:{}", server.port())
 }
 
-/// A finished process' standard output, as text.
 /// tmux, which CI installs; `None` (and a line on stderr naming `test`)
 /// where it is missing and `KEYLATCH_REQUIRE_TMUX` is not set.
 pub(crate) fn tmux(test: &str) -> Option<&'static str> {
@@ -289,6 +290,7 @@ pub(crate) fn tmux(test: &str) -> Option<&'static str> {
     ok.then_some("tmux")
 }
 
+/// A finished process' standard output, as text.
 pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

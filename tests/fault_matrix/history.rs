@@ -22,47 +22,17 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Nanoseconds on `CLOCK_MONOTONIC`, comparable across processes.
-///
-/// The workspace forbids `unsafe` (so no `clock_gettime` call here); std's
-/// `Instant` is `CLOCK_MONOTONIC` on Linux and its `Debug` shows the
-/// timespec. [`clock_works`] checks the reading once per process, so a
-/// change of that format fails the test instead of skewing it.
+/// Nanoseconds on `CLOCK_MONOTONIC`, comparable across processes
+/// ([`keylatch_harness::monotonic_ns`]).
 pub(crate) fn now_ns() -> u64 {
-    instant_ns(Instant::now())
+    keylatch_harness::monotonic_ns()
 }
 
-fn instant_ns(t: Instant) -> u64 {
-    let text = format!("{t:?}");
-    let field = |name: &str| -> Option<u64> {
-        let at = text.find(name)? + name.len();
-        let digits: String = text[at..]
-            .chars()
-            .skip_while(|c| !c.is_ascii_digit())
-            .take_while(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
-    };
-    match (field("tv_sec"), field("tv_nsec")) {
-        (Some(s), Some(ns)) => s * 1_000_000_000 + ns,
-        _ => panic!("cannot read CLOCK_MONOTONIC from {text:?}"),
-    }
-}
-
-/// Panics unless [`now_ns`] advances with `Instant` (the format it parses
-/// is what this std prints).
+/// Panics unless [`now_ns`] reads the clock right.
 pub(crate) fn clock_works() {
-    let a = Instant::now();
-    std::thread::sleep(Duration::from_millis(5));
-    let b = Instant::now();
-    let want = b.duration_since(a).as_nanos() as i128;
-    let got = instant_ns(b) as i128 - instant_ns(a) as i128;
-    assert!(
-        (got - want).abs() < 1_000,
-        "CLOCK_MONOTONIC reading is off: {got} ns vs {want} ns"
-    );
+    keylatch_harness::check_monotonic_clock();
 }
 
 /// One operation of one holder.

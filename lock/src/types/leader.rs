@@ -172,6 +172,52 @@ impl Leader {
         Ok(lead)
     }
 
+    /// Gives up whatever leadership this campaigner holds without its
+    /// guard: for a campaign whose outcome is unknown (the connection
+    /// failed with it in flight), which may have elected this owner with
+    /// nobody to renew or resign it. Releases the election's lock if this
+    /// owner holds it, and takes back this owner's proclamation. `true`
+    /// when it held the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let held = locks.leader("scheduler").step_down().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`] when the server cannot be reached (call it
+    /// again: both steps are safe to repeat).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a cancelled call may have done either step.
+    pub async fn step_down(&self) -> LockResult<bool> {
+        let held = match self.lock.release_one().await {
+            Ok(_) => true,
+            Err(LockError::NotOwner { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        self.clear().await?;
+        Ok(held)
+    }
+
+    /// Takes this owner's proclamation back (nothing when another's stands).
+    async fn clear(&self) -> LockResult<()> {
+        let owner = self.lock.owner();
+        let publish = self.lock.inner.script_args.publish;
+        let key = [self.proclamation.as_str()];
+        self.lock
+            .inner
+            .client
+            .eval_with_written(
+                &LEADER_CLEAR,
+                || LEADER_CLEAR.evalsha_cmd(&key, &[owner, publish]),
+                None,
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Who leads now, if anyone.
     ///
     /// ```no_run
@@ -351,6 +397,21 @@ impl LeaderGuard {
         self.guard.fencing_token()
     }
 
+    /// How long this leadership lasts by the local clock unless renewed
+    /// (the lease's end, measured from before the request that set it);
+    /// `None` once lost. A leader about to act on its leadership checks
+    /// that this exceeds the action's duration.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
+    /// let lead = locks.leader("scheduler").campaign("me").await?;
+    /// assert!(lead.remaining_lease().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining_lease(&self) -> Option<Duration> {
+        self.guard.remaining_lease()
+    }
+
     /// Proclaims `value` anew (an address that changed, say); observers
     /// see the change.
     ///
@@ -413,19 +474,7 @@ impl LeaderGuard {
     pub async fn resign(self) -> LockResult<()> {
         let Self { guard, leader } = self;
         let released = guard.unlock().await;
-        let owner = leader.lock.owner();
-        let publish = leader.lock.inner.script_args.publish;
-        let key = [leader.proclamation.as_str()];
-        leader
-            .lock
-            .inner
-            .client
-            .eval_with_written(
-                &LEADER_CLEAR,
-                || LEADER_CLEAR.evalsha_cmd(&key, &[owner, publish]),
-                None,
-            )
-            .await?;
+        leader.clear().await?;
         released
     }
 }

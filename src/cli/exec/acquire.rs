@@ -1,10 +1,11 @@
 //! Taking what `exec` holds, within `--wait` and interruptible by a
 //! signal: a lock of one kind, several as a multi-lock, semaphore permits,
-//! or a RedLock; and undoing an acquire of unknown outcome.
+//! a RedLock, or an election's leadership (`elect`); and undoing an acquire
+//! of unknown outcome.
 
 use std::time::{Duration, Instant};
 
-use keylatch::{Lock, LockError, LockResult, Locks, LocksConfig, MultiLock};
+use keylatch::{Leader, Lock, LockError, LockResult, Locks, LocksConfig, MultiLock};
 
 use super::options::{ExecArgs, Kind};
 use super::{interrupted, show, EXEC_WATCHDOG};
@@ -21,7 +22,8 @@ pub(super) async fn acquire_lock(
 ) -> Result<(Held, Option<String>), Failure> {
     let lock = handle(locks, a.kind, &a.name);
     let what = format!("lock {:?}", a.name);
-    let acquired = wait_undoing(a, &what, std::slice::from_ref(&lock), signals, |wait| {
+    let undo = Undo::Locks(std::slice::from_ref(&lock));
+    let acquired = wait_undoing(a, &what, undo, signals, |wait| {
         lock.try_acquire(wait, a.lease)
     })
     .await?;
@@ -66,7 +68,7 @@ pub(super) async fn acquire_multi(
         kind => MultiLock::new(names.iter().map(|n| handle(locks, kind, n)).collect()),
     };
     let what = format!("locks {}", a.names.join(", "));
-    let acquired = wait_undoing(a, &what, multi.members(), signals, |wait| {
+    let acquired = wait_undoing(a, &what, Undo::Locks(multi.members()), signals, |wait| {
         multi.try_acquire(wait, a.lease)
     })
     .await?;
@@ -89,8 +91,68 @@ pub(super) async fn acquire_multi(
     }
 }
 
+/// The leadership of the election `a.name` (`elect`), within `--wait`
+/// (forever by default), proclaiming `a.proclaim`.
+pub(super) async fn acquire_leader(
+    locks: &Locks,
+    a: &ExecArgs,
+    signals: &mut Signals,
+) -> Result<(Held, Option<String>), Failure> {
+    let election = locks.leader(&a.name);
+    let what = format!("the leadership of {:?}", a.name);
+    let acquired = wait_undoing(a, &what, Undo::Leader(&election), signals, |wait| {
+        election.try_campaign(wait, &a.proclaim)
+    })
+    .await?;
+    match acquired {
+        Ok(Some(l)) => Ok((Held::Leader(l), Some(election.owner().to_owned()))),
+        Ok(None) => Err(Failure {
+            code: EXIT_TIMEOUT,
+            message: format!(
+                "election {:?}: another leads; not elected within {}",
+                a.name,
+                show(a.wait)
+            ),
+        }),
+        Err(e) => Err(Failure::lock(
+            &e,
+            format!("cannot campaign in election {:?}: {e}", a.name),
+        )),
+    }
+}
+
+/// What an acquire of unknown outcome may have taken, to give back.
+enum Undo<'a> {
+    /// The locks it takes (one, or a multi-lock's members).
+    Locks(&'a [Lock]),
+    /// An election this process campaigns in.
+    Leader(&'a Leader),
+}
+
+impl Undo<'_> {
+    /// Gives back what this owner may hold; `false` when the server did
+    /// not answer within `bound`.
+    async fn run(&self, bound: Duration) -> bool {
+        match self {
+            Undo::Locks(members) => {
+                let mut all = true;
+                for member in *members {
+                    all &= release_orphan(member, bound).await;
+                }
+                all
+            }
+            Undo::Leader(election) => {
+                answered(bound, election.name(), || async {
+                    election.step_down().await.map(drop)
+                })
+                .await
+            }
+        }
+    }
+}
+
 /// Calls `attempt` with the wait left until it answers, within `--wait`;
-/// `members` are the locks it takes. A signal ends the wait (`Err`, 128 +
+/// `undo` gives back what it may take. A signal ends the wait (`Err`, 128 +
 /// N). An acquire of unknown outcome (the connection failed with it in
 /// flight) may have taken any member: nobody would release that hold before
 /// its lease ran out, and the next acquire of this owner would re-enter it
@@ -100,7 +162,7 @@ pub(super) async fn acquire_multi(
 async fn wait_undoing<G, F, Fut>(
     a: &ExecArgs,
     what: &str,
-    members: &[Lock],
+    undo: Undo<'_>,
     signals: &mut Signals,
     mut attempt: F,
 ) -> Result<LockResult<Option<G>>, Failure>
@@ -118,9 +180,7 @@ where
                 // The acquire just dropped may have taken the lock before
                 // the signal (its late reply is settled in the background,
                 // which would die with the runtime when we return).
-                for member in members {
-                    release_orphan(member, Duration::from_secs(2)).await;
-                }
+                undo.run(Duration::from_secs(2)).await;
                 return Err(interrupted(&format!("waiting for {what}"), stop));
             }
         };
@@ -130,14 +190,12 @@ where
                     u.saturating_duration_since(Instant::now())
                         .max(ORPHAN_BOUND)
                 });
-                for member in members {
-                    if !release_orphan(member, bound).await {
-                        return Err(Failure::software(format!(
-                            "cannot acquire {what}: {e}; an acquire of unknown outcome could \
-                             not be undone (it expires with its {:?} lease)",
-                            a.lease.unwrap_or(EXEC_WATCHDOG)
-                        )));
-                    }
+                if !undo.run(bound).await {
+                    return Err(Failure::software(format!(
+                        "cannot acquire {what}: {e}; an acquire of unknown outcome could \
+                         not be undone (it expires with its {:?} lease)",
+                        a.lease.unwrap_or(EXEC_WATCHDOG)
+                    )));
                 }
                 if wait.is_zero() {
                     return Ok(Err(LockError::Client(e)));
@@ -160,14 +218,30 @@ const ORPHAN_BOUND: Duration = Duration::from_secs(5);
 /// the hold's count is at most 1, and a second release answers "not
 /// owner". `true` once answered.
 async fn release_orphan(lock: &Lock, bound: Duration) -> bool {
+    answered(bound, lock.name(), || async {
+        match lock.release_one().await {
+            Ok(_) | Err(LockError::NotOwner { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+}
+
+/// Calls `step` (with backoff) until the server has answered it, within
+/// `bound`; `true` once it has.
+async fn answered<F, Fut>(bound: Duration, name: &str, mut step: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = LockResult<()>>,
+{
     let until = Instant::now() + bound;
     let mut pause = Duration::from_millis(20);
     loop {
         let left = until.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, lock.release_one()).await {
-            Ok(Ok(_) | Err(LockError::NotOwner { .. })) => return true,
+        match tokio::time::timeout(left, step()).await {
+            Ok(Ok(())) => return true,
             Ok(Err(e)) => {
-                tracing::debug!(lock = %lock.name(), error = %e, "undoing an acquire of unknown outcome; trying again");
+                tracing::debug!(lock = %name, error = %e, "undoing an acquire of unknown outcome; trying again");
             }
             Err(_) => {}
         }

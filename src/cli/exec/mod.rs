@@ -28,9 +28,10 @@ mod acquire;
 mod command;
 mod options;
 
-use acquire::{acquire_lock, acquire_multi, acquire_permits, acquire_redlock};
+use acquire::{acquire_leader, acquire_lock, acquire_multi, acquire_permits, acquire_redlock};
 use command::run_held;
-use options::{parse, ExecArgs, Kind};
+use options::parse;
+pub(crate) use options::{ExecArgs, Kind};
 
 /// `keylatch exec --help`.
 pub(crate) const USAGE: &str = "\
@@ -111,7 +112,11 @@ Exit codes:
 
 /// Entry point: parses, runs, and returns the exit code to use.
 pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
-    let a = parse(argv)?;
+    run_args(parse(argv)?)
+}
+
+/// Runs what `a` asks (`exec`'s flow; `elect` builds its own `a`).
+pub(crate) fn run_args(a: ExecArgs) -> Result<u8, Failure> {
     runtime()?.block_on(exec(a))
 }
 
@@ -150,6 +155,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
             Kind::Semaphore { n, create } => {
                 acquire_permits(&locks, &a, n, create, &mut signals).await
             }
+            Kind::Leader => acquire_leader(&locks, &a, &mut signals).await,
             _ if a.names.len() > 1 => acquire_multi(&locks, &a, &mut signals).await,
             _ => acquire_lock(&locks, &a, &mut signals).await,
         };
@@ -205,6 +211,9 @@ async fn release(guard: Held, what: &str) {
 /// What `exec` holds, for messages: `lock "a"`, or `locks "a", "b"` for a
 /// multi-lock (whose loss signal does not say which member went).
 fn subject(a: &ExecArgs) -> String {
+    if a.kind == Kind::Leader {
+        return format!("the leadership of {:?}", a.name);
+    }
     match a.names.as_slice() {
         [one] => format!("lock {one:?}"),
         many => {

@@ -8,31 +8,33 @@ use crate::cli::Failure;
 
 /// What `exec` was asked to do.
 #[derive(Debug)]
-pub(super) struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// The first of `names`, for messages.
-    pub(super) name: String,
+    pub(crate) name: String,
     /// Every lock name given (several: a multi-lock).
-    pub(super) names: Vec<String>,
-    pub(super) wait: Duration,
+    pub(crate) names: Vec<String>,
+    pub(crate) wait: Duration,
     /// When the wait began (as the arguments were read): connecting and
     /// acquiring both spend from `wait`.
-    pub(super) started: Instant,
+    pub(crate) started: Instant,
     /// `None`: watchdog renewal.
-    pub(super) lease: Option<Duration>,
-    pub(super) grace: Duration,
-    pub(super) urls: Vec<String>,
-    pub(super) command: Vec<String>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) grace: Duration,
+    pub(crate) urls: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Which lock of that name (`--fair`, `--read`, `--write`, …).
-    pub(super) kind: Kind,
+    pub(crate) kind: Kind,
     /// `--redlock`: the masters' URLs.
-    pub(super) redlock: Vec<String>,
+    pub(crate) redlock: Vec<String>,
     /// `--foreground`: the command stays in keylatch's process group.
-    pub(super) foreground: bool,
+    pub(crate) foreground: bool,
+    /// `elect --proclaim`: what the leader publishes (its address, say).
+    pub(crate) proclaim: String,
 }
 
 /// The lock `exec` holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     Reentrant,
     Fair,
     Read,
@@ -45,6 +47,9 @@ pub(super) enum Kind {
     },
     /// A RedLock over the masters in `ExecArgs::redlock`.
     RedLock,
+    /// The leadership of an election (`keylatch elect`), proclaiming
+    /// `ExecArgs::proclaim`.
+    Leader,
 }
 
 impl Kind {
@@ -62,27 +67,33 @@ impl Kind {
 }
 
 impl ExecArgs {
+    /// `exec`'s defaults, with no name and no command yet.
+    pub(crate) fn defaults() -> Self {
+        Self {
+            name: String::new(),
+            names: Vec::new(),
+            wait: Duration::from_secs(10),
+            started: Instant::now(),
+            lease: None,
+            grace: Duration::from_secs(5),
+            urls: Vec::new(),
+            command: Vec::new(),
+            kind: Kind::Reentrant,
+            redlock: Vec::new(),
+            foreground: false,
+            proclaim: String::new(),
+        }
+    }
+
     /// What is left of `--wait`.
-    pub(super) fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         self.wait.saturating_sub(self.started.elapsed())
     }
 }
 
 /// Reads `exec`'s arguments (`argv` after the subcommand's name).
 pub(super) fn parse(mut argv: Argv) -> Result<ExecArgs, Failure> {
-    let mut a = ExecArgs {
-        name: String::new(),
-        names: Vec::new(),
-        wait: Duration::from_secs(10),
-        started: Instant::now(),
-        lease: None,
-        grace: Duration::from_secs(5),
-        urls: Vec::new(),
-        command: Vec::new(),
-        kind: Kind::Reentrant,
-        redlock: Vec::new(),
-        foreground: false,
-    };
+    let mut a = ExecArgs::defaults();
     let mut urls = Vec::new();
     let mut create = None;
     while let Some(arg) = argv.next() {

@@ -15,6 +15,8 @@
 //! - [`Feature`] (`features.rs`): what a server offers, by its version; a
 //!   test that needs something the configured binary lacks runs on the
 //!   default `redis-server` ([`ServerBuilder::needs`]).
+//! - [`monotonic_ns`] (`clock.rs`): `CLOCK_MONOTONIC`, one clock for the
+//!   histories that several client processes write.
 //! - [`rss_kib`] (`memory.rs`): this process' resident memory, for the lock
 //!   tests and benchmarks that report what many holds cost the client.
 //!
@@ -39,6 +41,7 @@
 //! println!("cluster seeds {:?}", cluster.seed_urls());
 //! ```
 
+mod clock;
 mod cluster;
 mod features;
 mod masters;
@@ -48,6 +51,7 @@ mod server;
 mod slot;
 mod tls;
 
+pub use clock::{check_monotonic_clock, monotonic_ns};
 pub use cluster::{ClusterBuilder, ClusterNode, FailoverMode, RedisCluster};
 pub use features::Feature;
 pub use masters::Masters;
