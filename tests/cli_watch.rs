@@ -8,11 +8,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use keylatch_harness::{RedisServer, TempDir};
+use keylatch_harness::RedisServer;
 use keylatch_lock::{Locks, LocksConfig};
 
 mod common;
-use common::{stderr, stdout, tmux, Soon};
+use common::terminal::Terminal;
+use common::{stderr, stdout, Soon};
 
 fn watch(server: &RedisServer, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_keylatch"))
@@ -121,74 +122,33 @@ async fn watch_lists_every_lock_type_and_nothing_else() {
 
 #[test]
 fn in_a_terminal_watch_redraws_as_locks_come_and_go_until_ctrl_c() {
-    let Some(tmux) = tmux("cli_watch") else {
+    let Some(term) = Terminal::start("cli_watch", 160, 40) else {
         return;
     };
     let server = RedisServer::start();
-    let dir = TempDir::new("keylatch-watch").unwrap();
-    let session = format!("klw{}", std::process::id());
-    let socket = dir.path().join("tmux.sock");
-    let tm = |args: &[&str]| {
-        Command::new(tmux)
-            .arg("-S")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let out = tm(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "160",
-        "-y",
-        "40",
-        "sh",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let screen = || {
-        String::from_utf8_lossy(&tm(&["capture-pane", "-p", "-J", "-t", &session]).stdout)
-            .into_owned()
-    };
-    let until = |what: &dyn Fn(&str) -> bool, label: &str| {
-        Soon::new(Duration::from_secs(15), Duration::from_millis(50)).until_blocking(|| {
-            let s = screen();
-            what(&s)
-                .then_some(())
-                .ok_or_else(|| format!("{label}; screen:\n{s}"))
-        })
-    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let locks = rt.block_on(locks(&server));
     let guard = rt.block_on(locks.lock("tm-held").acquire()).unwrap();
-    let line = format!(
+    term.line(&format!(
         "KEYLATCH_URL={} {} watch 'tm-*' --interval 200ms; echo EXIT=$?",
         server.url(),
         env!("CARGO_BIN_EXE_keylatch")
-    );
-    tm(&["send-keys", "-t", &session, &line, "Enter"]);
-    until(
-        &|s| s.contains(r#"lock "tm-held": held (reentrant)"#) && s.contains("1 lock"),
+    ));
+    term.until(
+        |s| s.contains(r#"lock "tm-held": held (reentrant)"#) && s.contains("1 lock"),
         "the held lock shown",
     );
     // A second lock appears, the first goes: the screen follows.
     let second = rt.block_on(locks.lock("tm-second").acquire()).unwrap();
     rt.block_on(guard.unlock()).unwrap();
-    until(
-        &|s| s.contains(r#"lock "tm-second""#) && !s.contains(r#"lock "tm-held""#),
+    term.until(
+        |s| s.contains(r#"lock "tm-second""#) && !s.contains(r#"lock "tm-held""#),
         "redrawn",
     );
     // One screen, redrawn in place: the header once.
-    assert_eq!(
-        screen().matches("keylatch watch tm-*").count(),
-        1,
-        "{}",
-        screen()
-    );
-    tm(&["send-keys", "-t", &session, "C-c"]);
-    until(&|s| s.contains("EXIT=0"), "Ctrl-C ends it with 0");
+    let screen = term.screen();
+    assert_eq!(screen.matches("keylatch watch tm-*").count(), 1, "{screen}");
+    term.keys(&["C-c"]);
+    term.shows("EXIT=0");
     rt.block_on(second.unlock()).unwrap();
-    tm(&["kill-server"]);
 }

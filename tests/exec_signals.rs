@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use keylatch_harness::{Masters, RedisServer, TempDir};
 
 mod common;
-use common::{stderr, tmux, Soon};
+use common::terminal::Terminal;
+use common::{stderr, Soon};
 
 /// The built binary, pointed at `server`.
 fn keylatch(server: &RedisServer) -> Command {
@@ -502,65 +503,26 @@ fn a_stopped_command_is_continued_so_the_signal_ends_it_before_the_grace() {
 /// so; Ctrl-C still ends it at once. With --foreground it reads the line.
 #[test]
 fn in_a_terminal_a_reading_command_is_reported_and_foreground_reads() {
-    let Some(tmux) = tmux("exec_signals") else {
+    let Some(term) = Terminal::start("exec_signals", 200, 30) else {
         return;
     };
     let server = RedisServer::start();
-    let dir = TempDir::new("keylatch-tty").unwrap();
-    let session = format!("kl{}", std::process::id());
-    let socket = dir.path().join("tmux.sock");
-    let tm = |args: &[&str]| {
-        Command::new(tmux)
-            .arg("-S")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let out = tm(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "200",
-        "-y",
-        "30",
-        "sh",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let screen = || {
-        String::from_utf8_lossy(&tm(&["capture-pane", "-p", "-J", "-t", &session]).stdout)
-            .into_owned()
-    };
-    let shows = |what: &str| {
-        let what = what.to_owned();
-        Soon::new(Duration::from_secs(15), Duration::from_millis(50)).until_blocking(|| {
-            let s = screen();
-            s.contains(&what)
-                .then_some(())
-                .ok_or_else(|| format!("no {what:?} on screen:\n{s}"))
-        })
-    };
     let bin = env!("CARGO_BIN_EXE_keylatch");
-    let line = format!(
+    term.line(&format!(
         "KEYLATCH_URL={} {bin} exec tty -- sh -c 'read a; echo got $a'; echo EXIT=$?",
         server.url()
-    );
-    tm(&["send-keys", "-t", &session, &line, "Enter"]);
-    shows("the command is stopped");
-    tm(&["send-keys", "-t", &session, "C-c"]);
-    shows("EXIT=130");
-    let line = format!(
+    ));
+    term.shows("the command is stopped");
+    term.keys(&["C-c"]);
+    term.shows("EXIT=130");
+    term.line(&format!(
         "clear; KEYLATCH_URL={} {bin} exec tty --foreground -- sh -c 'read a; echo got $a'; echo EXIT2=$?",
         server.url()
-    );
-    tm(&["send-keys", "-t", &session, &line, "Enter"]);
+    ));
     std::thread::sleep(Duration::from_millis(500));
-    tm(&["send-keys", "-t", &session, "hello", "Enter"]);
-    shows("got hello");
-    shows("EXIT2=0");
-    tm(&["kill-server"]);
+    term.line("hello");
+    term.shows("got hello");
+    term.shows("EXIT2=0");
 }
 
 /// The write end of a pipe whose only reader has exited: every write to it

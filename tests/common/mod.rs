@@ -10,7 +10,7 @@
 //! - Set-up: [`client_for`] (a cluster), [`acl_user`] with [`NO_SUBSCRIBE`],
 //!   [`take_free`] (a free lock, under the watchdog).
 //! - Process output: [`stdout`], [`stderr`]; [`lines::Lines`], a running
-//!   process's lines as they come.
+//!   process's lines as they come; [`terminal::Terminal`], a tmux session.
 
 // Every test binary uses only some of these helpers; in each, the others
 // would be reported as dead code.
@@ -18,6 +18,7 @@
 
 pub(crate) mod lines;
 pub(crate) mod locks;
+pub(crate) mod terminal;
 
 use std::future::Future;
 use std::process::Output;

@@ -161,21 +161,27 @@ pub(crate) async fn inspect_queue(client: &Client, name: &str) -> LockResult<Vec
     if owners.is_empty() {
         return Ok(Vec::new());
     }
-    let now_ms = server_now_ms(client).await?;
-    let mut out = Vec::with_capacity(owners.len());
+    let mut scores = Vec::with_capacity(owners.len());
     for owner in owners {
         let liveness = zscore(client, &q.alive, &owner).await?;
         let score = match liveness {
             Some(d) => Some(d),
             None => zscore(client, &q.timeouts, &owner).await?,
         };
-        out.push(QueuedWaiter {
-            deadline_in_ms: score.zip(now_ms).map(|(d, now)| d as i64 - now),
-            keylatch: liveness.is_some(),
-            owner,
-        });
+        scores.push((owner, liveness.is_some(), score));
     }
-    Ok(out)
+    // The server's clock read after every deadline: a waiter that renews
+    // its deadline while this runs wrote it at a server time at or before
+    // this one, so no deadline shows longer than the timeout it was given.
+    let now_ms = server_now_ms(client).await?;
+    Ok(scores
+        .into_iter()
+        .map(|(owner, keylatch, score)| QueuedWaiter {
+            deadline_in_ms: score.zip(now_ms).map(|(d, now)| d as i64 - now),
+            keylatch,
+            owner,
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -20,30 +20,16 @@ use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
-use crate::lock::{
-    hash_acquire, hash_release, owner_field, token_counter, AcquireCall, Lock, LockGuard, LockKind,
-    Tokens, Waiting, HASH_LEASE, WAITERS,
-};
-use crate::names::{companion, LockNames};
-use crate::scripts::{LEADER_CLEAR, LEADER_PROCLAIM, NONREENTRANT_ACQUIRE, REENTRANT_RELEASE};
+use crate::lock::{Lock, LockGuard, LockKind};
+use crate::names::companion;
+use crate::scripts::{LEADER_CLEAR, LEADER_PROCLAIM};
+use crate::types::reentrant::NON_REENTRANT;
 
 /// The leadership lock: the non-reentrant hash (a leader does not campaign
 /// twice), labelled as an election.
 pub(crate) static LEADER: LockKind = LockKind {
     label: "leader",
-    names: LockNames::new,
-    field: owner_field,
-    counter: token_counter,
-    acquire: &NONREENTRANT_ACQUIRE,
-    acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&NONREENTRANT_ACQUIRE, c),
-    prepared: true,
-    release: &REENTRANT_RELEASE,
-    release_cmd: hash_release,
-    lease: &HASH_LEASE,
-    tokens: Tokens::PerHold,
-    waiting: Waiting::Turn(Some(&WAITERS)),
-    multi_rank: 1,
-    batchable: false,
+    ..NON_REENTRANT
 };
 
 /// One election: campaign for it, or watch who leads.
