@@ -67,6 +67,14 @@ fn say(line: String) {
     let _ = out.flush();
 }
 
+/// A client of the election's server (or cluster: comma-separated seeds).
+async fn connect(seeds: &str, config: LocksConfig) -> Locks {
+    let urls: Vec<&str> = seeds.split(',').collect();
+    Locks::connect_with(ClientConfig::from_urls(&urls).unwrap(), config)
+        .await
+        .unwrap()
+}
+
 /// Campaigns, leads for 25–44 acts 20 ms apart (500–900 ms), resigns;
 /// again until `run_for` has passed. `careless`: acts without checking
 /// that the leadership still stands (the control).
@@ -78,13 +86,7 @@ fn campaign_until(seeds: &str, id: u64, run_for: Duration, careless: bool) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let urls: Vec<&str> = seeds.split(',').collect();
-        let locks = Locks::connect_with(
-            ClientConfig::from_urls(&urls).unwrap(),
-            LocksConfig::default().watchdog_timeout(LEASE),
-        )
-        .await
-        .unwrap();
+        let locks = connect(seeds, LocksConfig::default().watchdog_timeout(LEASE)).await;
         let election = locks.leader(ELECTION);
         say(format!("owner {}", election.owner()));
         let until = Instant::now() + run_for;
@@ -221,13 +223,7 @@ impl Run {
                 .build()
                 .unwrap();
             rt.block_on(async {
-                let urls: Vec<&str> = seeds.split(',').collect();
-                let locks = Locks::connect_with(
-                    ClientConfig::from_urls(&urls).unwrap(),
-                    LocksConfig::default().recheck(RECHECK),
-                )
-                .await
-                .unwrap();
+                let locks = connect(&seeds, LocksConfig::default().recheck(RECHECK)).await;
                 let mut watch = locks.leader(ELECTION).observe().await;
                 while !stop.load(Ordering::Relaxed) {
                     // Cancel safe: a change seen by a call cut short here
