@@ -76,7 +76,7 @@ async fn connect(seeds: &str, config: LocksConfig) -> Locks {
 }
 
 /// Campaigns, leads for 25–44 acts 20 ms apart (500–900 ms), resigns;
-/// again until `run_for` has passed. `careless`: acts without checking
+/// again until `run_for` has passed. `careless`: 150 acts, without checking
 /// that the leadership still stands (the control).
 fn campaign_until(seeds: &str, id: u64, run_for: Duration, careless: bool) {
     check_monotonic_clock();
@@ -104,7 +104,13 @@ fn campaign_until(seeds: &str, id: u64, run_for: Duration, careless: bool) {
             let token = lead.fencing_token().unwrap_or(0);
             say(format!("elected {token} {}", monotonic_ns()));
             terms += 1;
-            let acts = 25 + (id * 7 + terms * 13) % 20;
+            // The control's terms are long (3 s), so a pause always lands
+            // inside one, with acts left for after it.
+            let acts = if careless {
+                150
+            } else {
+                25 + (id * 7 + terms * 13) % 20
+            };
             let mut how = "resigned";
             for _ in 0..acts {
                 let at = monotonic_ns();
@@ -243,22 +249,22 @@ impl Run {
         })
     }
 
-    /// The slot of the worker that leads now (as the observer last saw
-    /// it), once one has led for at least 100 ms; waits up to 5 s.
+    /// The slot of the worker that leads now, caught early in its term:
+    /// the observer saw it elected 20–250 ms ago (terms last 500 ms or
+    /// more, so a fault then lands inside the term). Waits up to 5 s.
     fn leader_slot(&self) -> usize {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let last = self.seen.lock().unwrap().last().cloned();
             if let Some((at, Some(owner), Some(_))) = last {
                 let slot = self.owners.lock().unwrap().get(&owner).copied();
-                if let Some(slot) = slot {
-                    if monotonic_ns() - at > 100_000_000 {
-                        return slot;
-                    }
+                let age = monotonic_ns().saturating_sub(at);
+                if let Some(slot) = slot.filter(|_| (20_000_000..250_000_000).contains(&age)) {
+                    return slot;
                 }
             }
-            assert!(Instant::now() < deadline, "no leader seen within 5 s");
-            std::thread::sleep(Duration::from_millis(20));
+            assert!(Instant::now() < deadline, "no new leader seen within 5 s");
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -447,7 +453,7 @@ fn the_checker_sees_an_act_after_the_next_election() {
 fn control_a_leader_that_ignores_its_loss_is_caught() {
     let _serial = serial();
     let server = RedisServer::start();
-    let mut run = Run::start_with(server.url(), Duration::from_secs(6), true);
+    let mut run = Run::start_with(server.url(), Duration::from_secs(8), true);
     std::thread::sleep(Duration::from_millis(1500));
     run.pause_leader(LEASE * 2);
     let h = run.finish();
