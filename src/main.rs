@@ -84,8 +84,10 @@ const USAGE: &str = "usage: keylatch <command> [options]   (keylatch <command> -
          when missing and running as root, unless KEYLATCH_NO_INSTALL=1)
 
 Servers: --url (repeat for cluster seeds), else $KEYLATCH_URL (comma-
-separated), else redis://127.0.0.1:6379. A password in a URL is never
-printed (shown as ***).
+separated), else redis://127.0.0.1:6379. Through Sentinel:
+redis+sentinel://[user:pass@]host:26379,host2:26379/MASTER (the master is
+asked of the sentinels; their own password: ?sentinel_password=). A
+password in a URL is never printed (shown as ***).
 Exit codes (sysexits.h, as flock(1)): 0 success (exec: CMD's own code);
   64 usage error (bad command line, or a request the name cannot serve);
   69 no server reachable, or the connection/AUTH refused; 70 the server

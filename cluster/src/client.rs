@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
 use crate::router::{command_slot, seed_addr, Router, RouterOptions};
 use crate::script::Script;
+use crate::sentinel::Sentinels;
 use crate::slot::Slot;
 use crate::topology::Shard;
 
@@ -88,14 +89,52 @@ impl ClientConfig {
         if urls.is_empty() {
             return Err(Error::Config("no URL given".to_owned()));
         }
+        let seeds: Vec<ConnectionConfig> = urls
+            .iter()
+            .map(|u| ConnectionConfig::from_url(u))
+            .collect::<Result<_>>()?;
+        // The sentinels name one master: other seeds would make it a guess.
+        if seeds.len() > 1 && seeds.iter().any(|s| s.sentinel.is_some()) {
+            return Err(Error::Config(
+                "a redis+sentinel:// URL lists every sentinel itself and takes no other URL"
+                    .to_owned(),
+            ));
+        }
         Ok(Self {
-            seeds: urls
-                .iter()
-                .map(|u| ConnectionConfig::from_url(u))
-                .collect::<Result<_>>()?,
+            seeds,
             mode: ClientMode::Auto,
             router: RouterOptions::default(),
         })
+    }
+
+    /// A master found through sentinels: `node` holds the data nodes'
+    /// settings (credentials, database, TLS, timeouts; its address is not
+    /// used), `sentinels` the sentinels and the master's name. The same as
+    /// a `redis+sentinel://` URL.
+    ///
+    /// ```
+    /// use keylatch_cluster::{ClientConfig, ConnectionConfig, Sentinels};
+    /// let sentinels = Sentinels::new(
+    ///     "cache",
+    ///     vec![
+    ///         ConnectionConfig::from_url("redis://10.0.0.1:26379")?,
+    ///         ConnectionConfig::from_url("redis://10.0.0.2:26379")?,
+    ///     ],
+    /// );
+    /// let node = ConnectionConfig::from_url("redis://:secret@unused")?;
+    /// let cfg = ClientConfig::from_sentinels(sentinels, node);
+    /// assert_eq!(cfg.seeds[0].addr(), "sentinel:cache");
+    /// # Ok::<(), keylatch_cluster::Error>(())
+    /// ```
+    pub fn from_sentinels(sentinels: Sentinels, mut node: ConnectionConfig) -> Self {
+        node.host = sentinels.master_name().to_owned();
+        node.port = 0;
+        node.sentinel = Some(Arc::new(sentinels));
+        Self {
+            seeds: vec![node],
+            mode: ClientMode::Standalone,
+            router: RouterOptions::default(),
+        }
     }
 
     /// Sets the mode.
@@ -228,6 +267,8 @@ impl Client {
                 }
             };
             let cluster = match cfg.mode {
+                // Sentinels watch a standalone master.
+                _ if seed.sentinel.is_some() => false,
                 ClientMode::Standalone => false,
                 ClientMode::Cluster => true,
                 ClientMode::Auto => match cluster_enabled(&conn).await {
@@ -254,6 +295,25 @@ impl Client {
             }
         }
         Err(last)
+    }
+
+    /// For a client that found its master through sentinels: the master it
+    /// last connected to (`host:port`) and the sentinel that named it.
+    /// `None` for other clients, and before the first connect.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch_cluster::Result<()> {
+    /// let c = keylatch_cluster::Client::connect("redis+sentinel://10.0.0.1,10.0.0.2,10.0.0.3/cache").await?;
+    /// if let Some((master, via)) = c.sentinel_master() {
+    ///     println!("master {master}, named by sentinel {via}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel_master(&self) -> Option<(String, String)> {
+        match &self.inner {
+            Inner::Standalone(conn) => conn.config().sentinel.as_ref()?.last_master(),
+            Inner::Cluster(_) => None,
+        }
     }
 
     /// True when talking to a Redis Cluster.

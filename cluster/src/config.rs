@@ -1,10 +1,13 @@
-//! Connection settings and `redis://` / `rediss://` URL parsing.
+//! Connection settings and `redis://` / `rediss://` URL parsing
+//! (`redis+sentinel://` is parsed in `sentinel/`).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::push::InvalidationHandler;
+use crate::sentinel::Sentinels;
 use crate::tls::TlsConfig;
 
 /// Which RESP version to speak.
@@ -107,6 +110,10 @@ pub struct ConnectionConfig {
     /// method), `None` for plain TCP. A cluster's nodes and the pub/sub
     /// hub's connections inherit them; each verifies its own host.
     pub tls: Option<TlsConfig>,
+    /// The sentinels that name this node (a `redis+sentinel://` URL): the
+    /// address is asked of them at every connect, and [`host`](Self::host)
+    /// and [`port`](Self::port) are only the master's name and 0.
+    pub sentinel: Option<Arc<Sentinels>>,
 }
 
 impl Default for ConnectionConfig {
@@ -129,6 +136,7 @@ impl Default for ConnectionConfig {
             tracking_optin: false,
             health_interval: Some(Duration::from_secs(1)),
             tls: None,
+            sentinel: None,
         }
     }
 }
@@ -147,8 +155,18 @@ impl ConnectionConfig {
     /// be percent-encoded. Without the `tls` cargo feature, `rediss://` is
     /// refused.
     ///
+    /// `redis+sentinel://[user:pass@]host[:port][,host[:port]…]/MASTER[/db]`
+    /// (`rediss+sentinel://` for TLS) names sentinels instead, and the
+    /// master they watch: see [`Sentinels`]. The sentinels' own
+    /// credentials are the parameters `sentinel_username=` and
+    /// `sentinel_password=`; sentinels default to port 26379.
+    ///
     /// ```
     /// use keylatch_cluster::{ConnectionConfig, Protocol};
+    /// let s = ConnectionConfig::from_url("redis+sentinel://:pw@10.0.0.1,10.0.0.2/cache")?;
+    /// assert_eq!(s.sentinel.as_ref().map(|s| s.nodes().len()), Some(2));
+    /// assert_eq!(s.addr(), "sentinel:cache");
+    ///
     /// let cfg = ConnectionConfig::from_url("redis://:p%40ss@[::1]?protocol=resp2")?;
     /// assert_eq!(cfg.password.as_deref(), Some("p@ss"));
     /// assert_eq!(cfg.host, "::1");
@@ -165,6 +183,9 @@ impl ConnectionConfig {
     /// [`Error::Config`] naming what is wrong; [`Error::Tls`] for a `ca`,
     /// `cert` or `key` file that cannot be read or parsed.
     pub fn from_url(url: &str) -> Result<Self> {
+        if let Some(sentinel) = crate::sentinel::parse_url(url) {
+            return sentinel;
+        }
         let (rest, tls) = split_scheme(url)?;
         let mut cfg = Self::default();
         if tls {
@@ -456,7 +477,8 @@ impl ConnectionConfig {
         self
     }
 
-    /// `host:port` as used by `connect` (IPv6 in brackets).
+    /// `host:port` as used by `connect` (IPv6 in brackets); for a node
+    /// found through sentinels, `sentinel:MASTER`.
     ///
     /// ```
     /// use keylatch_cluster::ConnectionConfig;
@@ -465,6 +487,9 @@ impl ConnectionConfig {
     /// # Ok::<(), keylatch_cluster::Error>(())
     /// ```
     pub fn addr(&self) -> String {
+        if let Some(s) = &self.sentinel {
+            return format!("sentinel:{}", s.master_name());
+        }
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -488,7 +513,7 @@ fn split_scheme(url: &str) -> Result<(&str, bool)> {
         Ok((rest, true))
     } else {
         Err(Error::Config(format!(
-            "URL must start with redis:// or rediss:// (got {:?})",
+            "URL must start with redis://, rediss://, redis+sentinel:// or rediss+sentinel:// (got {:?})",
             crate::redact_url(url)
         )))
     }

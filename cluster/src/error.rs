@@ -75,6 +75,10 @@ pub enum Error {
         /// The first slot that differs from it.
         other: u16,
     },
+    /// Sentinels could not name a master that answers as one (a
+    /// `redis+sentinel://` deployment): see [`SentinelError`]. Nothing was
+    /// sent to any data node.
+    Sentinel(SentinelError),
     /// The cluster router gave up: no node answered for the slot within the
     /// attempt budget (redirects, retries and topology refreshes included).
     Routing {
@@ -152,7 +156,11 @@ impl Error {
     pub fn is_connection_error(&self) -> bool {
         matches!(
             self,
-            Error::Io(_) | Error::ConnectionClosed | Error::Disconnected | Error::Protocol(_)
+            Error::Io(_)
+                | Error::ConnectionClosed
+                | Error::Disconnected
+                | Error::Protocol(_)
+                | Error::Sentinel(_)
         )
     }
 
@@ -205,6 +213,7 @@ impl fmt::Display for Error {
                 f,
                 "keys of one command hash to different slots ({first} and {other})"
             ),
+            Error::Sentinel(e) => write!(f, "sentinel: {e}"),
             Error::Routing { slot, tried, last } => {
                 match slot {
                     Some(s) => write!(f, "no node served slot {s}")?,
@@ -212,6 +221,75 @@ impl fmt::Display for Error {
                 }
                 write!(f, " (tried {}): {last}", tried.join(", "))
             }
+        }
+    }
+}
+
+/// Why sentinels could not give a master ([`Error::Sentinel`]). The client
+/// never picks a master by guess: it uses an address only when a majority
+/// of the configured sentinels name it, and only once that node says it is
+/// the master (`ROLE`).
+///
+/// ```
+/// use keylatch_cluster::{Error, SentinelError};
+/// let e = Error::Sentinel(SentinelError::UnknownMaster { name: "mymaster".into() });
+/// assert!(e.to_string().contains("mymaster"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SentinelError {
+    /// No sentinel answered.
+    NoneAnswered {
+        /// The sentinels asked.
+        tried: Vec<String>,
+        /// The last one's error.
+        last: String,
+    },
+    /// The sentinels that answered do not know this master name.
+    UnknownMaster {
+        /// The master name asked for.
+        name: String,
+    },
+    /// No address was named by a majority of the configured sentinels
+    /// (a failover under way, or sentinels that disagree): each answer.
+    Disagree {
+        /// `sentinel → address` (or `→ nil`) for each sentinel that
+        /// answered.
+        answers: Vec<String>,
+        /// How many sentinels are configured.
+        of: usize,
+    },
+    /// The node the sentinels named does not say it is the master.
+    NotMaster {
+        /// The node.
+        addr: String,
+        /// What `ROLE` answered first (`slave`, `sentinel`, …).
+        role: String,
+    },
+}
+
+impl fmt::Display for SentinelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SentinelError::NoneAnswered { tried, last } => {
+                write!(
+                    f,
+                    "no sentinel answered (tried {}): {last}",
+                    tried.join(", ")
+                )
+            }
+            SentinelError::UnknownMaster { name } => {
+                write!(f, "the sentinels know no master named {name:?}")
+            }
+            SentinelError::Disagree { answers, of } => write!(
+                f,
+                "no address named by a majority of the {of} sentinels: {}",
+                answers.join("; ")
+            ),
+            SentinelError::NotMaster { addr, role } => write!(
+                f,
+                "the sentinels named {addr}, which answers ROLE with {role:?}, not master"
+            ),
         }
     }
 }

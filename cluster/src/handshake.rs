@@ -21,6 +21,9 @@ pub(crate) struct Established {
     pub(crate) stream: Stream,
     pub(crate) read_buf: BytesMut,
     pub(crate) protocol: Negotiated,
+    /// For a master found through sentinels: their `+switch-master` count
+    /// before it was asked for (a later switch means this socket is stale).
+    pub(crate) sentinel_epoch: Option<u64>,
 }
 
 /// Connects and runs the handshake within `cfg.connect_timeout`.
@@ -37,9 +40,23 @@ pub(crate) async fn establish(cfg: &ConnectionConfig) -> Result<Established> {
 /// debug): a reconnect loop warns on some attempts, not on every one of
 /// an outage that lasts.
 pub(crate) async fn establish_logged(cfg: &ConnectionConfig, warn: bool) -> Result<Established> {
+    match &cfg.sentinel {
+        Some(sentinels) => crate::sentinel::resolve::establish_master(cfg, sentinels, warn).await,
+        None => establish_direct(cfg, warn, false).await,
+    }
+}
+
+/// Connects to `cfg`'s own address (never through sentinels), and with
+/// `must_be_master` checks that the node says it is the master (`ROLE`).
+pub(crate) async fn establish_direct(
+    cfg: &ConnectionConfig,
+    warn: bool,
+    must_be_master: bool,
+) -> Result<Established> {
     let started = std::time::Instant::now();
     let mut step = Step::Connect;
-    let outcome = tokio::time::timeout(cfg.connect_timeout, establish_inner(cfg, &mut step)).await;
+    let inner = establish_inner(cfg, &mut step, must_be_master);
+    let outcome = tokio::time::timeout(cfg.connect_timeout, inner).await;
     let result = match outcome {
         Ok(r) => r,
         // Which step was still waiting: the connection itself, or a
@@ -136,7 +153,11 @@ fn elapsed_ms(since: std::time::Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-async fn establish_inner(cfg: &ConnectionConfig, step: &mut Step) -> Result<Established> {
+async fn establish_inner(
+    cfg: &ConnectionConfig,
+    step: &mut Step,
+    must_be_master: bool,
+) -> Result<Established> {
     let stream = Stream::connect(cfg).await?;
     let mut ex = Exchange {
         stream,
@@ -195,11 +216,52 @@ async fn establish_inner(cfg: &ConnectionConfig, step: &mut Step) -> Result<Esta
             }
         }
     };
+    if must_be_master {
+        check_master(&mut ex).await?;
+    }
     Ok(Established {
         stream: ex.stream,
         read_buf: ex.buf,
         protocol,
+        sentinel_epoch: None,
     })
+}
+
+/// `ROLE`'s first element must be `master`: a node the sentinels named is
+/// used only once it says so itself (a demoted master, or a stale answer,
+/// says `slave`).
+async fn check_master(ex: &mut Exchange<'_>) -> Result<()> {
+    let reply = ex.round_trip(&[Cmd::new("ROLE")]).await?;
+    let frame = check(reply.into_iter().next().ok_or(Error::ConnectionClosed)?)?;
+    let role = match frame.value() {
+        Frame::Array(items) => items.first().and_then(|f| f.as_bytes()),
+        _ => None,
+    };
+    match role {
+        Some(r) if r.as_ref() == b"master" => Ok(()),
+        other => Err(Error::Sentinel(crate::error::SentinelError::NotMaster {
+            addr: ex.cfg.addr(),
+            role: other.map_or_else(
+                || frame.to_string(),
+                |r| String::from_utf8_lossy(r).into_owned(),
+            ),
+        })),
+    }
+}
+
+/// Connects to `cfg` (directly), sends `cmds` and returns their replies:
+/// a one-off exchange (a question to a sentinel).
+pub(crate) async fn ask(cfg: &ConnectionConfig, cmds: &[Cmd]) -> Result<Vec<Frame>> {
+    let io = establish_direct(cfg, false, false).await?;
+    let mut ex = Exchange {
+        stream: io.stream,
+        buf: io.read_buf,
+        decoder: Decoder::new(Limits::default()),
+        cfg,
+    };
+    tokio::time::timeout(cfg.connect_timeout, ex.round_trip(cmds))
+        .await
+        .map_err(|_| Error::Timeout)?
 }
 
 fn hello(cfg: &ConnectionConfig) -> Cmd {

@@ -8,7 +8,8 @@ use crate::config::ConnectionConfig;
 /// What a password is printed as.
 const HIDDEN: &str = "***";
 
-/// A URL as it may be printed: the password in its userinfo becomes `***`.
+/// A URL as it may be printed: the password in its userinfo becomes `***`,
+/// and so does a `sentinel_password=` parameter's value.
 ///
 /// `redis://user:pw@host` → `redis://user:***@host`, `redis://:pw@host` →
 /// `redis://:***@host`, and the password-only form `redis://pw@host` (which
@@ -21,8 +22,14 @@ const HIDDEN: &str = "***";
 /// assert_eq!(redact_url("redis://:s3cret@h"), "redis://:***@h");
 /// assert_eq!(redact_url("redis://s3cret@h"), "redis://***@h");
 /// assert_eq!(redact_url("rediss://h:1?ca=f"), "rediss://h:1?ca=f");
+/// assert_eq!(
+///     redact_url("redis+sentinel://:pw@s1,s2/m?sentinel_password=sp&db=1"),
+///     "redis+sentinel://:***@s1,s2/m?sentinel_password=***&db=1"
+/// );
 /// ```
 pub fn redact_url(url: &str) -> String {
+    let url = redact_query(url);
+    let url = url.as_str();
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
     };
@@ -37,6 +44,21 @@ pub fn redact_url(url: &str) -> String {
         None => HIDDEN.to_owned(),
     };
     format!("{}{user}{}", &url[..scheme_end], &rest[at..])
+}
+
+/// `sentinel_password=VALUE` → `sentinel_password=***` in the query.
+fn redact_query(url: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some(("sentinel_password", _)) => format!("sentinel_password={HIDDEN}"),
+            _ => p.to_owned(),
+        })
+        .collect();
+    format!("{head}?{}", pairs.join("&"))
 }
 
 impl fmt::Debug for ConnectionConfig {
@@ -59,6 +81,7 @@ impl fmt::Debug for ConnectionConfig {
             .field("tracking_optin", &self.tracking_optin)
             .field("health_interval", &self.health_interval)
             .field("tls", &self.tls)
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }

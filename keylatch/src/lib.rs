@@ -37,8 +37,8 @@ pub use keylatch_cluster::redact_url;
 pub use keylatch_cluster::{
     Client, ClientConfig, ClientMode, Commands, Connection, ConnectionConfig, Error, Event,
     FromReply, Negotiated, Pipeline, Protocol, PubSub, PubSubConfig, Result, RouterOptions, Script,
-    ServerError, ServerErrorKind, SetCondition, SetOptions, Shard, Slot, Subscription,
-    SubscriptionKind, TlsConfig, Ttl,
+    SentinelError, Sentinels, ServerError, ServerErrorKind, SetCondition, SetOptions, Shard, Slot,
+    Subscription, SubscriptionKind, TlsConfig, Ttl,
 };
 pub use keylatch_lock::{
     CountDownLatch, ExpirableSemaphore, ForceUnlocked, Holder, Inspection, KeyShape, Leader,

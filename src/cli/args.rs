@@ -51,12 +51,15 @@ pub(crate) fn duration(flag: &str, text: &str) -> Result<Duration, Failure> {
 }
 
 /// The seeds to connect to: every `--url` given, else `$KEYLATCH_URL`
-/// (commas separate several seeds), else [`DEFAULT_URL`].
+/// (commas separate several seeds, except in a `redis+sentinel://` URL,
+/// whose commas separate its sentinels), else [`DEFAULT_URL`].
 pub(crate) fn urls(given: Vec<String>) -> Vec<String> {
     if !given.is_empty() {
         return given;
     }
     match std::env::var("KEYLATCH_URL") {
+        // A sentinel URL lists its sentinels with commas itself.
+        Ok(v) if v.trim().contains("+sentinel://") => vec![v.trim().to_owned()],
         Ok(v) if !v.trim().is_empty() => v
             .split(',')
             .map(|s| s.trim().to_owned())

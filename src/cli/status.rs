@@ -383,6 +383,22 @@ fn json_num<T: ToString>(out: &mut String, n: Option<T>) {
 }
 
 /// Entry point: parses, reads, prints.
+/// A status object with `"reached":{"master":…,"sentinel":…}` added when
+/// the master was found through sentinels.
+fn with_reached(json: String, reached: Option<&(String, String)>) -> String {
+    let Some((master, via)) = reached else {
+        return json;
+    };
+    let mut out = json;
+    out.pop();
+    out.push_str(",\"reached\":{\"master\":");
+    json_string(&mut out, master);
+    out.push_str(",\"sentinel\":");
+    json_string(&mut out, via);
+    out.push_str("}}");
+    out
+}
+
 pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
     let mut names = Vec::new();
     let mut json = false;
@@ -414,18 +430,26 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
                     .map_err(|e| Failure::software(format!("reading lock {name:?}: {e}")))?,
             );
         }
-        Ok::<_, Failure>(all)
+        Ok::<_, Failure>((all, client.sentinel_master()))
     })?;
+    let (all, reached) = all;
     // Several names (a multi-lock's members): one JSON array, or the text
-    // blocks one after the other.
+    // blocks one after the other. Through sentinels, which master was read
+    // and which sentinel named it.
     if json {
-        let objects: Vec<String> = all.iter().map(Status::to_json).collect();
+        let objects: Vec<String> = all
+            .iter()
+            .map(|s| with_reached(s.to_json(), reached.as_ref()))
+            .collect();
         if objects.len() == 1 {
             outln!("{}", objects[0]);
         } else {
             outln!("[{}]", objects.join(","));
         }
     } else {
+        if let Some((master, via)) = &reached {
+            outln!("master {master} (named by sentinel {via})");
+        }
         let texts: Vec<String> = all.iter().map(Status::to_text).collect();
         outln!("{}", texts.join("\n"));
     }

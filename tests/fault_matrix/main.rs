@@ -16,6 +16,7 @@ mod cluster_rows;
 mod history;
 mod netns;
 mod row;
+mod sentinel_rows;
 mod standalone_rows;
 mod worker;
 

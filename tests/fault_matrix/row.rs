@@ -34,6 +34,10 @@ pub(crate) struct Workload {
     pub wait: Duration,
     pub request_timeout: Duration,
     pub replica_sync: bool,
+    /// With `replica_sync`: how many replicas must acknowledge (1 for a
+    /// cluster's one replica; every replica for a Sentinel group, since
+    /// any of them may be promoted).
+    pub sync_replicas: u32,
     pub think: Duration,
     /// Task 0 of each process holds this long (see `worker::LONG_NAMES`).
     pub long_hold: Duration,
@@ -53,6 +57,7 @@ impl Workload {
             wait: Duration::from_secs(10),
             request_timeout: Duration::from_millis(1000),
             replica_sync: false,
+            sync_replicas: 1,
             think: Duration::from_millis(1),
             long_hold: Duration::from_millis(2000),
             netns: None,
@@ -258,7 +263,7 @@ fn spawn_worker(
         lease: w.lease,
         wait: w.wait,
         request_timeout: w.request_timeout,
-        replica_sync: w.replica_sync,
+        sync_replicas: if w.replica_sync { w.sync_replicas } else { 0 },
         think: w.think,
         long_hold: w.long_hold,
         max_run,

@@ -58,8 +58,8 @@ pub(crate) struct Spec {
     /// Each acquire's wait.
     pub wait: Duration,
     pub request_timeout: Duration,
-    /// At least one replica acknowledges each acquire (`WAIT`).
-    pub replica_sync: bool,
+    /// This many replicas acknowledge each acquire (`WAIT`); 0: no check.
+    pub sync_replicas: u32,
     /// Pause inside the read-modify-write.
     pub think: Duration,
     /// Task 0 holds this long instead (watchdog renewals keep it; a
@@ -88,7 +88,7 @@ impl Spec {
             ("KL_FM_LEASE_MS", ms(self.lease)),
             ("KL_FM_WAIT_MS", ms(self.wait)),
             ("KL_FM_TIMEOUT_MS", ms(self.request_timeout)),
-            ("KL_FM_SYNC", u8::from(self.replica_sync).to_string()),
+            ("KL_FM_SYNC", self.sync_replicas.to_string()),
             ("KL_FM_THINK_MS", ms(self.think)),
             ("KL_FM_LONG_MS", ms(self.long_hold)),
             ("KL_FM_MAX_RUN_MS", ms(self.max_run)),
@@ -114,7 +114,7 @@ impl Spec {
             lease: dur("KL_FM_LEASE_MS"),
             wait: dur("KL_FM_WAIT_MS"),
             request_timeout: dur("KL_FM_TIMEOUT_MS"),
-            replica_sync: num("KL_FM_SYNC") == 1,
+            sync_replicas: num("KL_FM_SYNC") as u32,
             think: dur("KL_FM_THINK_MS"),
             long_hold: dur("KL_FM_LONG_MS"),
             max_run: dur("KL_FM_MAX_RUN_MS"),
@@ -229,9 +229,9 @@ async fn one(
     };
     let bound = step_bound(spec);
     let mut lock = locks.lock(name);
-    if spec.replica_sync {
+    if spec.sync_replicas > 0 {
         lock = lock.with_replica_sync(ReplicaSync::AtLeast {
-            replicas: 1,
+            replicas: spec.sync_replicas,
             timeout: Duration::from_millis(500),
         });
     }

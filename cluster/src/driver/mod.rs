@@ -245,6 +245,8 @@ struct Connected {
     /// taken; once the pending replies are in, the connection is given up
     /// and made again.
     demoted: bool,
+    /// Through sentinels: their switch count at connect (`check_switch`).
+    sentinel_epoch: Option<u64>,
     shared: Arc<Shared>,
 }
 
@@ -259,6 +261,7 @@ impl Connected {
         let mut rbuf = io.read_buf;
         rbuf.reserve(READ_CHUNK);
         Self {
+            sentinel_epoch: io.sentinel_epoch,
             stream: io.stream,
             rbuf,
             wbuf: BytesMut::with_capacity(READ_CHUNK),
@@ -284,6 +287,9 @@ impl Connected {
     /// One turn of the loop: take requests, write, read; repeat while any of
     /// them made progress, so the task parks only when all three would block.
     fn poll(&mut self, cx: &mut Context<'_>, rx: &mut mpsc::Receiver<Request>) -> Poll<Exit> {
+        if let Some(e) = self.check_switch() {
+            return Poll::Ready(Exit::Failed(e));
+        }
         let mut answered = 0usize;
         self.handed_out = 0;
         loop {
@@ -577,7 +583,9 @@ fn write_unsent(conn: &mut Connected, unsent: &mut Vec<Request>) {
 /// Why the old connection died, and what it cost: the requests written and
 /// unanswered, which fail with `e`.
 fn log_lost(config: &ConnectionConfig, conn: &Connected, e: &Error) {
-    let reason = if conn.demoted {
+    let reason = if conn.demoted && conn.sentinel_epoch.is_some() {
+        "READONLY reply or +switch-master: the sentinels name another master"
+    } else if conn.demoted {
         "READONLY reply: the node was demoted to replica"
     } else {
         why_lost(e)

@@ -151,3 +151,25 @@ impl Connected {
         None
     }
 }
+
+impl Connected {
+    /// Demotes the connection once the sentinels announced a new master
+    /// since it was made (looked at every turn; an idle connection's health
+    /// check turns it at least once per interval). A demoted connection
+    /// that is also stalled (requests pending, nothing read for an
+    /// interval: a paused or unreachable old master) is given up at once:
+    /// its pending requests fail as of unknown outcome (never resent), and
+    /// waiting out their timeouts would keep every caller off the new
+    /// master.
+    pub(super) fn check_switch(&mut self) -> Option<Error> {
+        if let (Some(at), Some(s)) = (self.sentinel_epoch, &self.shared.config.sentinel) {
+            if s.epoch() != at {
+                self.demoted = true;
+                if self.stalled {
+                    return Some(Error::ConnectionClosed);
+                }
+            }
+        }
+        None
+    }
+}

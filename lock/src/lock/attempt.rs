@@ -35,9 +35,15 @@ const NOT_RUN_PAUSE: Duration = Duration::from_millis(20);
 const MAX_NOT_RUN_PAUSE: Duration = Duration::from_millis(500);
 
 /// Whether an acquire surely did not run and may be sent again: not sent,
-/// or refused by a server still loading its data.
+/// refused by a server still loading its data, or by a master demoted to
+/// replica (`READONLY`: the connection finds the new master, through the
+/// sentinels when it has them).
 fn not_run(e: &Error) -> bool {
-    matches!(e, Error::Disconnected) || e.server_kind() == Some(ServerErrorKind::Loading)
+    matches!(e, Error::Disconnected)
+        || matches!(
+            e.server_kind(),
+            Some(ServerErrorKind::Loading | ServerErrorKind::ReadOnly)
+        )
 }
 
 // Returned once per attempt and unpacked at once: boxing the guard would

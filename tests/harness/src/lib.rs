@@ -9,6 +9,9 @@
 //!   replica each by default) with failover, kill/restart/pause of nodes and
 //!   slot migration, for the cluster router tests.
 //! - [`Masters`] (`masters.rs`): independent standalone servers, for RedLock.
+//! - [`SentinelGroup`] (`sentinel.rs`): a master, replicas and sentinels
+//!   (`redis-server --sentinel`), with `SENTINEL FAILOVER` and waits for the
+//!   new master.
 //! - [`TlsCerts`] (`tls.rs`): a throwaway CA, server and client certificate
 //!   made with the `openssl` CLI, for TLS-only servers
 //!   ([`ServerBuilder::tls`]) and clusters ([`ClusterBuilder::tls`]).
@@ -47,6 +50,7 @@ mod features;
 mod masters;
 mod memory;
 mod parse;
+mod sentinel;
 mod server;
 mod slot;
 mod tls;
@@ -56,6 +60,7 @@ pub use cluster::{ClusterBuilder, ClusterNode, FailoverMode, RedisCluster};
 pub use features::Feature;
 pub use masters::Masters;
 pub use memory::rss_kib;
+pub use sentinel::{SentinelGroup, SentinelNode, MASTER_NAME};
 pub use server::{
     cli_binary, free_port, ping, redis_cli, redis_cli_timeout, server_binary, RedisServer,
     ServerBuilder, TempDir, CLI_TIMEOUT,
