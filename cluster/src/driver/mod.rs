@@ -44,6 +44,7 @@ mod timer;
 use crate::push::InvalidationHandler;
 use crate::reply_tx::ReplyTx;
 use crate::stream::Stream;
+use timer::why_lost;
 
 /// Stop taking requests while this much is waiting to be written, so a slow
 /// socket pushes back on callers instead of growing the buffer.
@@ -198,19 +199,6 @@ impl Driver {
         let n = self.shared.reconnects.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::info!(node = %self.shared.config.addr(), reconnects = n, "reconnected");
         Some(io)
-    }
-}
-
-/// Why a connection was given up, in words for the `connection lost` event
-/// (the error itself goes beside it).
-fn why_lost(e: &Error) -> &'static str {
-    match e {
-        Error::ConnectionClosed => "the server closed the connection",
-        Error::Io(_) => "socket error",
-        Error::Protocol(_) => "the server sent invalid RESP",
-        Error::Timeout => "the node stopped answering",
-        Error::UnexpectedReply(_) => "a reply nobody asked for",
-        _ => "connection failed",
     }
 }
 

@@ -1,6 +1,7 @@
 //! The connection task's timer: request deadlines, the bound on how long
 //! queued callers may wait while the task takes nothing, and the health
-//! check's ticks (see `health.rs`), all on one `Sleep`.
+//! check's ticks (see `health.rs`), all on one `Sleep`; the sentinels'
+//! switch check, and the words for why a connection was lost.
 
 use std::sync::atomic::Ordering;
 
@@ -171,5 +172,18 @@ impl Connected {
             }
         }
         None
+    }
+}
+
+/// Why a connection was given up, in words for the `connection lost` event
+/// (the error itself goes beside it).
+pub(super) fn why_lost(e: &Error) -> &'static str {
+    match e {
+        Error::ConnectionClosed => "the server closed the connection",
+        Error::Io(_) => "socket error",
+        Error::Protocol(_) => "the server sent invalid RESP",
+        Error::Timeout => "the node stopped answering",
+        Error::UnexpectedReply(_) => "a reply nobody asked for",
+        _ => "connection failed",
     }
 }
