@@ -196,7 +196,12 @@ async fn a_sentinel_down_a_failover_under_way_and_sentinels_that_cannot_answer()
         }
     };
     let connected = t.elapsed();
-    during.set("s:b", "2").await.unwrap();
+    // The sentinels' +switch-master may still come after this connect
+    // (it ends their failover): the connection is then made again, and a
+    // request meanwhile is refused unsent (`Disconnected`), to be retried.
+    Soon::new(Duration::from_secs(10), Duration::from_millis(20))
+        .until(|| async { during.set("s:b", "2").await.map_err(|e| e.to_string()) })
+        .await;
     eprintln!("a client started as the master died: connected after {connected:?} ({} typed errors before: {typed:?})", typed.len());
     let new = tokio::task::block_in_place(|| group.wait_new_master(old, Duration::from_secs(30)))
         .unwrap();
