@@ -3,7 +3,7 @@
 //! harness). The client finds the master through a `redis+sentinel://` URL,
 //! checks it with `ROLE`, never writes to a replica, and follows a
 //! `SENTINEL FAILOVER`, a SIGKILLed master and a SIGSTOPped one; a sentinel
-//! that is down is no matter while a majority answers; a client started
+//! that is paused is no matter while a majority answers; a client started
 //! while a failover is under way connects to the new master; sentinels that
 //! cannot name a master give a typed error within the connect timeout.
 
@@ -120,6 +120,30 @@ async fn locks_through_sentinels_survive_a_killed_and_a_paused_master() {
         .await
         .unwrap();
 
+    // Another process waits for it through both failovers: its
+    // subscription and its retries follow the client to each new master.
+    let other = Locks::connect_with(
+        ClientConfig::from_url(&group.url()).unwrap(),
+        LocksConfig::default(),
+    )
+    .await
+    .unwrap();
+    let waiter = tokio::spawn(async move {
+        let lock = other.lock("s:held");
+        let until = Instant::now() + Duration::from_secs(90);
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match lock.try_acquire(left, None).await {
+                Ok(Some(g)) => return Some((Instant::now(), g)),
+                Ok(None) => return None,
+                // A wait cut by the failover (its attempt's outcome
+                // unknown): wait again.
+                Err(_) if !left.is_zero() => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(_) => return None,
+            }
+        }
+    });
+
     let old = group.master();
     group.node_mut(old).kill();
     let t = Instant::now();
@@ -143,7 +167,22 @@ async fn locks_through_sentinels_survive_a_killed_and_a_paused_master() {
     eprintln!("SIGSTOP master: promoted after {promoted:?}; a new lock acquired {took:?} later");
     group.nodes()[old].resume().unwrap();
     assert_eq!(reached(locks.client()), Some(group.nodes()[new].port()));
+    assert!(
+        !waiter.is_finished(),
+        "the waiter waits while the hold stands"
+    );
+    let released = Instant::now();
     held.unlock().await.unwrap();
+    let (at, guard) = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter answers")
+        .unwrap()
+        .expect("the waiter acquires");
+    eprintln!(
+        "a waiter registered before both failovers acquired {:?} after the release",
+        at - released
+    );
+    guard.unlock().await.unwrap();
 }
 
 /// A lock acquired and released within 20 s (tried again while the client
@@ -168,10 +207,15 @@ async fn acquire_soon(locks: &Locks, name: &str) -> Duration {
 async fn a_sentinel_down_a_failover_under_way_and_sentinels_that_cannot_answer() {
     let _serial = SERIAL.lock().await;
     let mut group = SentinelGroup::start();
-    // One of three sentinels down: the other two are a majority.
-    group.sentinel_mut(0).kill();
+    // One of three sentinels paused (its port open, nothing answered): the
+    // other two are a majority, and the client does not wait for the third.
+    group.sentinel(0).signal("-STOP").unwrap();
     let url = group.url();
+    let t = Instant::now();
     let client = Client::connect(&url).await.unwrap();
+    let took = t.elapsed();
+    eprintln!("one sentinel paused: connected in {took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
     client.set("s:a", "1").await.unwrap();
 
     // A client that starts while a failover is under way (the master just
@@ -221,6 +265,7 @@ async fn a_sentinel_down_a_failover_under_way_and_sentinels_that_cannot_answer()
 
     // Two of three sentinels down: one answer is no majority; the client
     // does not guess, and says so within its connect timeout (5 s).
+    group.sentinel_mut(0).kill();
     group.sentinel_mut(1).kill();
     let t = Instant::now();
     let e = Client::connect(&url).await.unwrap_err();

@@ -87,7 +87,8 @@ async fn attempt(cfg: &ConnectionConfig, sentinels: &Sentinels, warn: bool) -> R
 
 /// The master's address as a majority of the configured sentinels name it
 /// (each asked at once, each bounded by its own connect timeout), and the
-/// first sentinel that named it.
+/// first sentinel that named it. Answers as soon as a majority agrees: a
+/// sentinel that never answers (paused, cut off) costs nothing then.
 pub(crate) async fn resolve(sentinels: &Sentinels) -> Result<(String, u16, String)> {
     let mut asks = JoinSet::new();
     for (i, node) in sentinels.nodes.iter().enumerate() {
@@ -108,12 +109,51 @@ pub(crate) async fn resolve(sentinels: &Sentinels) -> Result<(String, u16, Strin
             },
             Err(e) => last_error = Some(e.to_string()),
         }
+        // Dropping the set aborts the questions still out: once a majority
+        // names an address, or once none can any more whatever the
+        // sentinels still silent say (a majority said nil, say).
+        if let Some(named) = majority(sentinels, &answers) {
+            return Ok(named);
+        }
+        let best = answers
+            .iter()
+            .filter_map(|a| a.1.as_ref())
+            .map(|addr| {
+                answers
+                    .iter()
+                    .filter(|b| b.1.as_ref() == Some(addr))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        if !answers.is_empty() && best + asks.len() <= sentinels.nodes.len() / 2 {
+            break;
+        }
     }
     answers.sort_by_key(|a| a.0);
     tally(sentinels, &answers, last_error)
 }
 
-/// The address named by a majority of all configured sentinels.
+/// The address named by a majority of all configured sentinels, if one is,
+/// with the first sentinel (in configured order) that named it.
+fn majority(
+    sentinels: &Sentinels,
+    answers: &[(usize, Option<(String, u16)>)],
+) -> Option<(String, u16, String)> {
+    let of = sentinels.nodes.len();
+    let mut sorted: Vec<&(usize, Option<(String, u16)>)> = answers.iter().collect();
+    sorted.sort_by_key(|a| a.0);
+    sorted.iter().find_map(|(i, addr)| {
+        let addr = addr.as_ref()?;
+        let votes = answers
+            .iter()
+            .filter(|a| a.1.as_ref() == Some(addr))
+            .count();
+        (votes > of / 2).then(|| (addr.0.clone(), addr.1, sentinels.nodes[*i].addr()))
+    })
+}
+
+/// [`majority`], or the error that says why there is none.
 fn tally(
     sentinels: &Sentinels,
     answers: &[(usize, Option<(String, u16)>)],
@@ -121,15 +161,8 @@ fn tally(
 ) -> Result<(String, u16, String)> {
     let of = sentinels.nodes.len();
     let name = |i: usize| sentinels.nodes[i].addr();
-    for (i, addr) in answers {
-        let Some(addr) = addr else { continue };
-        let votes = answers
-            .iter()
-            .filter(|a| a.1.as_ref() == Some(addr))
-            .count();
-        if votes > of / 2 {
-            return Ok((addr.0.clone(), addr.1, name(*i)));
-        }
+    if let Some(named) = majority(sentinels, answers) {
+        return Ok(named);
     }
     if answers.is_empty() {
         return Err(Error::Sentinel(SentinelError::NoneAnswered {

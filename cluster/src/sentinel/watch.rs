@@ -5,8 +5,9 @@
 //! (through the sentinels, to the new master). It holds the `Sentinels`
 //! weakly and ends once nothing else holds them.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use keylatch_resp::{Cmd, Decoder, Frame, Limits};
@@ -20,23 +21,39 @@ use crate::handshake::establish_direct;
 /// The channel sentinels announce a finished failover on.
 const CHANNEL: &str = "+switch-master";
 /// How often a listener waiting on its socket looks whether it is still
-/// wanted, and the pause before it tries the next sentinel.
+/// wanted (and pings), and the pause before it tries the next sentinel.
 const LOOK: Duration = Duration::from_secs(1);
+/// How long a listener's sentinel may send nothing, pings answered
+/// included, before the next sentinel is tried.
+const SILENT: Duration = Duration::from_secs(3);
 
 /// Starts the listener for `sentinels` once (on the current runtime).
 pub(super) fn ensure(sentinels: &Arc<Sentinels>) {
-    if sentinels
-        .watching
-        .swap(true, std::sync::atomic::Ordering::AcqRel)
-    {
+    if sentinels.watching.swap(true, Ordering::AcqRel) {
         return;
     }
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        rt.spawn(listen(Arc::downgrade(sentinels)));
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            rt.spawn(listen(Arc::downgrade(sentinels)));
+        }
+        Err(_) => sentinels.watching.store(false, Ordering::Release),
+    }
+}
+
+/// Clears the `watching` flag when the listener ends, however it ends (its
+/// runtime shut down with it, say): the next connect starts another.
+struct Watching(Weak<Sentinels>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.upgrade() {
+            s.watching.store(false, Ordering::Release);
+        }
     }
 }
 
 async fn listen(weak: Weak<Sentinels>) {
+    let _watching = Watching(weak.clone());
     let mut next = 0usize;
     loop {
         let Some((node, name)) = weak.upgrade().and_then(|s| {
@@ -71,8 +88,13 @@ async fn subscribed(
     stream.write_all(&out).await?;
     stream.flush().await?;
     let mut decoder = Decoder::new(Limits::default());
+    // A sentinel that stops answering (paused, cut off) would leave the
+    // listener deaf: it is pinged each quiet look, and given up when
+    // nothing at all came for SILENT.
+    let mut heard = Instant::now();
     loop {
         while let Some(frame) = decoder.decode(&mut buf).map_err(Error::Protocol)? {
+            heard = Instant::now();
             if let Some(payload) = switch_of(&frame, name) {
                 let Some(s) = weak.upgrade() else {
                     return Ok(());
@@ -88,7 +110,13 @@ async fn subscribed(
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(e.into()),
             Err(_) if weak.strong_count() == 0 => return Ok(()),
-            Err(_) => {}
+            Err(_) if heard.elapsed() > SILENT => return Err(Error::Timeout),
+            Err(_) => {
+                out.clear();
+                Cmd::new("PING").encode(&mut out);
+                stream.write_all(&out).await?;
+                stream.flush().await?;
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ use std::io;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::server::{free_port, ping, redis_cli, server_binary, RedisServer, TempDir};
+use crate::server::{free_port, ping, redis_cli_timeout, server_binary, RedisServer, TempDir};
 
 /// The name the sentinels know the master by.
 pub const MASTER_NAME: &str = "mymaster";
@@ -103,9 +103,38 @@ impl SentinelNode {
         }
     }
 
-    /// `redis-cli` against this sentinel.
+    /// SIGSTOP (`-STOP`) or SIGCONT (`-CONT`): a paused sentinel keeps its
+    /// port open and answers nothing.
+    ///
+    /// ```no_run
+    /// let group = keylatch_harness::SentinelGroup::start();
+    /// group.sentinel(0).signal("-STOP").unwrap();
+    /// group.sentinel(0).signal("-CONT").unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// The process is gone, or `kill` failed.
+    pub fn signal(&self, sig: &str) -> io::Result<()> {
+        let pid = self
+            .child
+            .as_ref()
+            .map(Child::id)
+            .ok_or_else(|| io::Error::other("sentinel not running"))?;
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()?
+            .success();
+        if ok {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill {sig} {pid} failed")))
+        }
+    }
+
+    /// `redis-cli` against this sentinel, for at most [`QUICK`] (a paused
+    /// sentinel answers nothing).
     fn cli(&self, args: &[&str]) -> io::Result<String> {
-        redis_cli(self.port, args)
+        redis_cli_timeout(self.port, args, QUICK)
     }
 }
 
@@ -345,8 +374,8 @@ impl SentinelGroup {
         }
     }
 
-    /// Waits until every running sentinel names a master other than `old`,
-    /// and that node reports the master role; its index.
+    /// Waits until every running sentinel that answers names a master other
+    /// than `old`, and that node reports the master role; its index.
     ///
     /// ```no_run
     /// let mut group = keylatch_harness::SentinelGroup::start();
@@ -372,10 +401,13 @@ impl SentinelGroup {
                     self.nodes.iter().position(|n| n.port() == port)
                 })
                 .collect();
-            if let Some(Some(new)) = named.first().copied() {
+            // Every sentinel that answers (a paused one does not) names
+            // the same node.
+            let answered: Vec<usize> = named.iter().flatten().copied().collect();
+            if let Some(&new) = answered.first() {
                 // The old master may be paused: only the new one is asked,
                 // and never for long.
-                let agreed = new != old && named.iter().all(|n| *n == Some(new));
+                let agreed = new != old && answered.iter().all(|n| *n == new);
                 if agreed && self.role(new).as_deref() == Some("master") {
                     return Ok(new);
                 }
