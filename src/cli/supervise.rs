@@ -109,6 +109,18 @@ impl Supervised {
         grace: Duration,
         signals: &mut Signals,
     ) -> StopReport {
+        self.stop_by(first, Instant::now() + grace, signals).await
+    }
+
+    /// [`stop`](Self::stop) with SIGKILL due at `kill_at` (an instant, not
+    /// a span: a fixed lease's stop must not drift later by the time the
+    /// signals take to send, nor by a timer that fired late).
+    pub(crate) async fn stop_by(
+        &mut self,
+        first: Stop,
+        kill_at: Instant,
+        signals: &mut Signals,
+    ) -> StopReport {
         let mut report = StopReport::default();
         if self.members() > 0 {
             self.send(first.name).await;
@@ -117,7 +129,7 @@ impl Supervised {
             // pending until the grace ran out: CONT lets it act on it, as
             // timeout(1) and systemd do.
             self.send("CONT").await;
-            let until = Instant::now() + grace;
+            let until = kill_at;
             tokio::select! {
                 () = self.gone_by(until) => {}
                 again = signals.recv() => {

@@ -23,8 +23,8 @@ enum Outcome {
     Lost(LossReason),
     Signalled(Stop),
     /// A fixed `--lease` is about to end: the stop begins early enough
-    /// for SIGKILL to land when it ends (this long from now).
-    LeaseEnding(Duration),
+    /// for SIGKILL to go out at this instant, a margin before it ends.
+    LeaseEnding(Instant),
 }
 
 /// Runs the command while `held`, and releases.
@@ -72,17 +72,17 @@ pub(super) async fn run_held(
                 target(a),
                 show(a.grace)
             );
-            stop_for_loss(child, guard, signals, a.grace).await
+            stop_for_loss(child, guard, signals, Instant::now() + a.grace).await
         }
-        Outcome::LeaseEnding(kill_in) => {
+        Outcome::LeaseEnding(kill_at) => {
             errln!(
-                "keylatch: the fixed --lease of {} ends in {}; sending SIGTERM to {}, SIGKILL \
-                 when it ends",
+                "keylatch: the fixed --lease of {} is about to end; sending SIGTERM to {}, \
+                 SIGKILL in {}",
                 subject(a),
-                show(kill_in),
-                target(a)
+                target(a),
+                show(kill_at.saturating_duration_since(Instant::now()))
             );
-            stop_for_loss(child, guard, signals, kill_in).await
+            stop_for_loss(child, guard, signals, kill_at).await
         }
         Outcome::Signalled(stop) => {
             errln!(
@@ -126,22 +126,41 @@ fn command(a: &ExecArgs, held: &Held, owner: Option<&str>) -> Command {
     cmd
 }
 
-/// When the stop of a fixed lease begins, and how long before its end.
+/// When the stop of a fixed lease begins, and when its SIGKILL goes out.
 ///
-/// A fixed lease ends for sure (nothing renews it): SIGTERM goes out a
-/// grace before its local end (half the lease when the grace is longer),
-/// so that SIGKILL lands by the time the lock can pass to someone else,
-/// instead of a grace after. (A watchdog hold's end is not known ahead: a
-/// late renewal may still come, so its stop waits for the loss, and the
-/// command may overlap the next holder by at most the grace.)
-fn lease_ending(a: &ExecArgs, guard: &Held) -> Option<(Instant, Duration)> {
-    match (a.lease, guard.remaining_lease()) {
-        (Some(lease), Some(left)) => {
-            let lead = a.grace.min(lease / 2);
-            Some((Instant::now() + left.saturating_sub(lead), lead.min(left)))
-        }
-        _ => None,
-    }
+/// A fixed lease ends for sure (nothing renews it): SIGKILL goes out a
+/// [`kill_margin`] before its local end, and SIGTERM a grace before that
+/// (half the lease when the grace is longer), so that the group is gone by
+/// the time the lock can pass to someone else, instead of a grace after.
+/// (A watchdog hold's end is not known ahead: a late renewal may still
+/// come, so its stop waits for the loss, and the command may overlap the
+/// next holder by at most the grace.)
+fn lease_ending(a: &ExecArgs, guard: &Held) -> Option<(Instant, Instant)> {
+    let (lease, left) = (a.lease?, guard.remaining_lease()?);
+    Some(stop_times(Instant::now(), lease, left, a.grace))
+}
+
+/// [`lease_ending`]'s arithmetic: from `now`, with `left` of a `lease` to
+/// run, the instants SIGTERM and SIGKILL go out.
+fn stop_times(
+    now: Instant,
+    lease: Duration,
+    left: Duration,
+    grace: Duration,
+) -> (Instant, Instant) {
+    let kill_at = now + left.saturating_sub(kill_margin(lease));
+    let term_at = kill_at
+        .checked_sub(grace.min(lease / 2))
+        .map_or(now, |t| t.max(now));
+    (term_at, kill_at)
+}
+
+/// How long before a fixed lease's local end SIGKILL goes out: a tenth of
+/// the lease, at most 250 ms. It covers sending the signal (kill(1) is a
+/// process to start, slow on a loaded machine) and the processes dying,
+/// so none is seen running once the lock has passed on.
+fn kill_margin(lease: Duration) -> Duration {
+    (lease / 10).min(Duration::from_millis(250))
 }
 
 /// Waits for the first of: the command's exit, the hold's loss, a signal,
@@ -160,7 +179,7 @@ async fn watch(
     let ending = lease_ending(a, guard);
     let lease_end = async {
         match ending {
-            Some((at, _)) => tokio::time::sleep_until(at.into()).await,
+            Some((term_at, _)) => tokio::time::sleep_until(term_at.into()).await,
             None => std::future::pending().await,
         }
     };
@@ -171,7 +190,9 @@ async fn watch(
             reason = &mut lost => break Outcome::Lost(reason),
             stop = signals.recv() => break Outcome::Signalled(stop),
             () = &mut lease_end => {
-                break Outcome::LeaseEnding(ending.map_or(a.grace, |(_, lead)| lead));
+                break Outcome::LeaseEnding(
+                    ending.map_or_else(|| Instant::now() + a.grace, |(_, kill_at)| kill_at),
+                );
             }
             _ = look.tick(), if !told => {
                 if child.main_stopped() {
@@ -233,7 +254,7 @@ async fn after_exit(
 }
 
 /// The hold was lost, or its fixed lease is about to end: the group gets
-/// SIGTERM, SIGKILL after `kill_in`, and then the hold is released if it is
+/// SIGTERM, SIGKILL at `kill_at`, and then the hold is released if it is
 /// still ours (after an `Expired` loss the server may have been
 /// unreachable, not the hold taken; a fixed lease is most often still ours
 /// for a moment: released rather than left to run out). Exit 76.
@@ -241,9 +262,9 @@ async fn stop_for_loss(
     mut child: Supervised,
     guard: Held,
     signals: &mut Signals,
-    kill_in: Duration,
+    kill_at: Instant,
 ) -> Result<u8, Failure> {
-    let report = child.stop(TERM, kill_in, signals).await;
+    let report = child.stop_by(TERM, kill_at, signals).await;
     warn_left(report.left);
     let _ = guard.unlock().await;
     Err(Failure {
@@ -281,5 +302,37 @@ fn describe(reason: LossReason, fixed_lease: bool) -> &'static str {
         LossReason::Expired => "lease ran out without a successful renewal",
         LossReason::MaxHold => "maximum hold time reached",
         _ => "lost",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn sigkill_goes_out_a_margin_before_the_lease_ends_and_sigterm_a_grace_before() {
+        let now = Instant::now();
+        // 2 s lease, 1.9 s left, 1 s grace: SIGKILL 200 ms before the end.
+        let (term, kill) = stop_times(now, MS(2000), MS(1900), MS(1000));
+        assert_eq!(kill - now, MS(1700));
+        assert_eq!(kill - term, MS(1000));
+        // A long lease: the margin stops at 250 ms.
+        let (_, kill) = stop_times(now, MS(60_000), MS(60_000), MS(5000));
+        assert_eq!(kill - now, MS(59_750));
+    }
+
+    #[test]
+    fn a_grace_longer_than_half_the_lease_or_the_time_left_starts_the_stop_now_at_the_latest() {
+        let now = Instant::now();
+        // Half the lease (500 ms) rather than the 5 s grace.
+        let (term, kill) = stop_times(now, MS(1000), MS(1000), MS(5000));
+        assert_eq!((term - now, kill - now), (MS(400), MS(900)));
+        // Little left: SIGTERM at once, never before now.
+        let (term, kill) = stop_times(now, MS(1000), MS(150), MS(5000));
+        assert_eq!((term, kill - now), (now, MS(50)));
+        let (term, kill) = stop_times(now, MS(1000), MS(0), MS(5000));
+        assert_eq!((term, kill), (now, now));
     }
 }

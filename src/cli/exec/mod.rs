@@ -66,9 +66,9 @@ order given, so execs naming the same locks cannot deadlock); with --fair,
                not used.
   --wait D     how long to wait for the lock (default 10s; 0 = one try);
                connecting spends from it too (at least 1s to connect)
-  --lease D    fixed lease: the lock expires after D; CMD gets SIGTERM a
-               --grace before that (half of D if --grace is longer) and
-               SIGKILL when it ends, then exit 76;
+  --lease D    fixed lease: the lock expires after D; CMD gets SIGKILL
+               shortly before that (D/10, at most 250ms) and SIGTERM a
+               --grace earlier (half of D if --grace is longer), exit 76;
                `watchdog` (default) renews a 10s lease every ~3s for as long
                as CMD runs, so a keylatch killed with SIGKILL (the one signal
                it cannot handle) keeps others out at most 10s
