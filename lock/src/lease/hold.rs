@@ -235,7 +235,7 @@ pub(crate) fn nanos(t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(base()).as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn instant(n: u64) -> Instant {
+pub(crate) fn instant(n: u64) -> Instant {
     base() + Duration::from_nanos(n)
 }
 

@@ -22,7 +22,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::hold::Hold;
+use super::hold::{instant, nanos, Hold};
 
 /// How often every entry is checked for a hold that ended (its last guard
 /// left) without coming due: until then its entry and the hold's memory
@@ -33,7 +33,22 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// rebuild (a small table is never rebuilt).
 const STALE_SLACK: usize = 1024;
 
+/// An instant as nanoseconds past the hold module's base: 8 bytes where an
+/// `Instant` takes 16, and there are four in an entry and one in each heap
+/// item, a million times over at the scale the engine is built for.
+type Tick = u64;
+
+/// No instant: an `Option<Tick>` would take twice the room.
+const NO_TICK: Tick = Tick::MAX;
+
+/// No slot: the end of a chain of entries of one name.
+const NO_SLOT: u32 = u32::MAX;
+
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
+///
+/// Kept small (96 bytes): instants as [`Tick`]s, the lease as nanoseconds,
+/// and the entries of one name chained through `next_same` rather than
+/// listed in a vector of their own.
 pub(super) struct Entry {
     pub(super) hold: Weak<Hold>,
     /// The lock's name: the entry is found by it, even once the hold is gone.
@@ -41,7 +56,7 @@ pub(super) struct Entry {
     /// The hold's epoch when it was handed over: a hold that ended (and was
     /// perhaps revived, which hands it over again) no longer matches.
     pub(super) epoch: u64,
-    pub(super) next_renew: Instant,
+    next_renew: Tick,
     /// A call about this hold is in flight.
     pub(super) busy: bool,
     /// Look at it at `early()` without waiting for the grid: a call failed,
@@ -57,18 +72,22 @@ pub(super) struct Entry {
     /// A renewal of this hold refreshed its fencing counter's idle expiry
     /// (its first renewal does; later ones only in the actor's window).
     pub(super) counter_fresh: bool,
-    pub(super) since: Instant,
-    /// Its live look: when, and under which generation.
-    look: Option<Instant>,
+    since: Tick,
+    /// Its live look: when ([`NO_TICK`]: none), and under which generation.
+    look: Tick,
     look_gen: u32,
     /// Whether that look is for a loss or tracked read (may not wait for
     /// the task's sleep floor) rather than a renewal or check.
     look_urgent: bool,
-    /// Its live item in its grid's queue: the early time it was queued at.
-    queued: Option<Instant>,
+    /// Its live item in its grid's queue: the early time it was queued at
+    /// ([`NO_TICK`]: none).
+    queued: Tick,
     queue_gen: u32,
-    /// The grid it counts in: the lease it is renewed with.
-    pub(super) grid: Option<Duration>,
+    /// The next entry of the same name ([`NO_SLOT`]: the last).
+    next_same: u32,
+    /// The grid it counts in: the lease it is renewed with, in nanoseconds
+    /// ([`NO_TICK`]: none).
+    grid: u64,
 }
 
 impl Entry {
@@ -77,21 +96,49 @@ impl Entry {
             hold: Arc::downgrade(hold),
             name: Arc::clone(hold.key.name()),
             epoch: hold.epoch(),
-            next_renew: since + hold.lease() / 3,
+            next_renew: nanos(since + hold.lease() / 3),
             busy: false,
             off_grid: false,
             recheck: false,
             tracked: false,
             counter_fresh: false,
             pushed: false,
-            since,
-            look: None,
+            since: nanos(since),
+            look: NO_TICK,
             look_gen: 0,
             look_urgent: false,
-            queued: None,
+            queued: NO_TICK,
             queue_gen: 0,
-            grid: None,
+            next_same: NO_SLOT,
+            grid: NO_TICK,
         }
+    }
+
+    /// When the hold is next due for renewal.
+    pub(super) fn next_renew(&self) -> Instant {
+        instant(self.next_renew)
+    }
+
+    pub(super) fn set_next_renew(&mut self, at: Instant) {
+        self.next_renew = nanos(at);
+    }
+
+    /// When it was handed over.
+    pub(super) fn since(&self) -> Instant {
+        instant(self.since)
+    }
+
+    /// The lease of the grid it counts in, if any.
+    pub(super) fn grid(&self) -> Option<Duration> {
+        (self.grid != NO_TICK).then(|| Duration::from_nanos(self.grid))
+    }
+
+    fn set_grid(&mut self, lease: Option<Duration>) -> Option<Duration> {
+        let old = self.grid();
+        self.grid = lease.map_or(NO_TICK, |l| {
+            u64::try_from(l.as_nanos()).unwrap_or(NO_TICK - 1)
+        });
+        old
     }
 
     /// The hold, while it is the one handed over and still worth watching.
@@ -105,10 +152,10 @@ impl Entry {
     }
 }
 
-/// A due time in a heap: which slot, under which generation.
+/// A due time in a heap: which slot, under which generation (16 bytes).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Item {
-    at: Instant,
+    at: Tick,
     slot: u32,
     gen: u32,
 }
@@ -132,7 +179,8 @@ pub(super) struct Schedule {
     live: usize,
     /// Live entries with `pushed` set.
     pushed: usize,
-    names: HashMap<Arc<str>, Vec<u32>>,
+    /// The first entry of each name (the others follow its `next_same`).
+    names: HashMap<Arc<str>, u32>,
     looks: BinaryHeap<Reverse<Item>>,
     grids: HashMap<Duration, Grid>,
     gen: u32,
@@ -159,26 +207,24 @@ impl Schedule {
         self.slots.len()
     }
 
-    pub(super) fn add(&mut self, e: Entry) -> u32 {
+    pub(super) fn add(&mut self, mut e: Entry) -> u32 {
         let name = Arc::clone(&e.name);
+        // Slots are u32 in the heaps: 4 billion holds is far past anything
+        // one process holds.
         let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(e);
-                s
-            }
+            Some(s) => s,
             None => {
-                // Slots are u32 in the heaps: 4 billion holds is far past
-                // anything one process holds.
-                let s = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
-                self.slots.push(Some(e));
-                s
+                self.slots.push(None);
+                u32::try_from(self.slots.len() - 1).unwrap_or(NO_SLOT - 1)
             }
         };
+        // Chained in front of the name's first entry.
+        e.next_same = self.names.insert(name, slot).unwrap_or(NO_SLOT);
+        self.slots[slot as usize] = Some(e);
         self.live += 1;
         if self.slots[slot as usize].as_ref().is_some_and(|e| e.pushed) {
             self.pushed += 1;
         }
-        self.names.entry(name).or_default().push(slot);
         slot
     }
 
@@ -192,14 +238,37 @@ impl Schedule {
             self.pushed -= 1;
         }
         self.free.push(slot);
-        if let Some(lease) = e.grid {
+        if let Some(lease) = e.grid() {
             self.leave(lease);
         }
-        if let Some(v) = self.names.get_mut(&e.name) {
-            v.retain(|&s| s != slot);
-            if v.is_empty() {
-                self.names.remove(&e.name);
+        self.unchain(&e.name, slot, e.next_same);
+    }
+
+    /// Takes `slot` (whose successor is `next`) out of `name`'s chain.
+    fn unchain(&mut self, name: &Arc<str>, slot: u32, next: u32) {
+        let Some(&head) = self.names.get(name) else {
+            return;
+        };
+        if head == slot {
+            if next == NO_SLOT {
+                self.names.remove(name);
+            } else {
+                self.names.insert(Arc::clone(name), next);
             }
+            return;
+        }
+        // Chains are short (one entry per hold of this name in this
+        // process), and bounded by the slots in any case.
+        let mut at = head;
+        for _ in 0..self.slots.len() {
+            let Some(e) = self.get_mut(at) else {
+                return;
+            };
+            if e.next_same == slot {
+                e.next_same = next;
+                return;
+            }
+            at = e.next_same;
         }
     }
 
@@ -212,13 +281,32 @@ impl Schedule {
     }
 
     /// The slots of lock `name`'s entries.
-    pub(super) fn named(&self, name: &str) -> &[u32] {
-        self.names.get(name).map(Vec::as_slice).unwrap_or_default()
+    pub(super) fn named(&self, name: &str) -> Vec<u32> {
+        self.chain(name).collect()
+    }
+
+    /// The first of lock `name`'s entries that `pick` accepts.
+    pub(super) fn find_named(&self, name: &str, pick: impl Fn(&Entry) -> bool) -> Option<u32> {
+        self.chain(name).find(|&s| self.get(s).is_some_and(&pick))
+    }
+
+    /// Lock `name`'s slots, following the chain (bounded by the slots).
+    fn chain<'a>(&'a self, name: &str) -> impl Iterator<Item = u32> + 'a {
+        let mut at = self.names.get(name).copied().unwrap_or(NO_SLOT);
+        std::iter::from_fn(move || {
+            let slot = at;
+            at = self.get(slot)?.next_same;
+            Some(slot)
+        })
+        .take(self.slots.len())
     }
 
     /// Every slot in use (an invalidation of everything).
     pub(super) fn all(&self) -> Vec<u32> {
-        self.names.values().flatten().copied().collect()
+        (0..self.slots.len())
+            .filter(|&s| self.slots[s].is_some())
+            .filter_map(|s| u32::try_from(s).ok())
+            .collect()
     }
 
     fn next_gen(&mut self) -> u32 {
@@ -232,10 +320,11 @@ impl Schedule {
         let Some(e) = self.get_mut(slot) else {
             return;
         };
-        if e.look.is_some_and(|t| t <= at) {
+        let at = nanos(at);
+        if e.look <= at {
             return;
         }
-        e.look = Some(at);
+        e.look = at;
         e.look_gen = gen;
         e.look_urgent = urgent;
         self.looks.push(Reverse(Item { at, slot, gen }));
@@ -245,10 +334,10 @@ impl Schedule {
     /// grid's next round. A lease seen first starts its grid at `now`.
     pub(super) fn join(&mut self, slot: u32, lease: Duration, now: Instant) -> Instant {
         let old = self.get_mut(slot).and_then(|e| {
-            let old = e.grid.replace(lease);
+            let old = e.set_grid(Some(lease));
             if old != Some(lease) {
                 // Its item in the old grid's queue (if any) is stale now.
-                e.queued = None;
+                e.queued = NO_TICK;
             }
             old
         });
@@ -271,8 +360,8 @@ impl Schedule {
     /// Takes `slot` out of its grid (it is no longer renewed).
     pub(super) fn unjoin(&mut self, slot: u32) {
         let lease = self.get_mut(slot).and_then(|e| {
-            e.queued = None;
-            e.grid.take()
+            e.queued = NO_TICK;
+            e.set_grid(None)
         });
         if let Some(lease) = lease {
             self.leave(lease);
@@ -292,13 +381,14 @@ impl Schedule {
         let Some(e) = self.get_mut(slot) else {
             return;
         };
-        let Some(lease) = e.grid else {
+        let Some(lease) = e.grid() else {
             return;
         };
-        if e.queued.is_some_and(|t| t <= early) {
+        let early = nanos(early);
+        if e.queued <= early {
             return;
         }
-        e.queued = Some(early);
+        e.queued = early;
         e.queue_gen = gen;
         if let Some(g) = self.grids.get_mut(&lease) {
             g.queue.push(Reverse(Item {
@@ -312,7 +402,7 @@ impl Schedule {
     /// Its item in its grid's queue is stale: it is renewed off the grid.
     pub(super) fn dequeue(&mut self, slot: u32) {
         if let Some(e) = self.get_mut(slot) {
-            e.queued = None;
+            e.queued = NO_TICK;
         }
     }
 
@@ -327,15 +417,16 @@ impl Schedule {
     pub(super) fn take_due(&mut self, now: Instant) -> Vec<u32> {
         let mut due = Vec::new();
         let slots = &mut self.slots;
-        for g in self.grids.values_mut().filter(|g| now >= g.next) {
+        let now = nanos(now);
+        for g in self.grids.values_mut().filter(|g| now >= nanos(g.next)) {
             while let Some(Reverse(i)) = g.queue.peek().copied() {
                 if i.at > now {
                     break;
                 }
                 g.queue.pop();
                 if let Some(e) = slots.get_mut(i.slot as usize).and_then(Option::as_mut) {
-                    if e.queued.is_some() && e.queue_gen == i.gen {
-                        e.queued = None;
+                    if e.queued != NO_TICK && e.queue_gen == i.gen {
+                        e.queued = NO_TICK;
                         due.push(i.slot);
                     }
                 }
@@ -347,8 +438,8 @@ impl Schedule {
             }
             self.looks.pop();
             if let Some(e) = slots.get_mut(i.slot as usize).and_then(Option::as_mut) {
-                if e.look.is_some() && e.look_gen == i.gen {
-                    e.look = None;
+                if e.look != NO_TICK && e.look_gen == i.gen {
+                    e.look = NO_TICK;
                     due.push(i.slot);
                 }
             }
@@ -380,8 +471,8 @@ impl Schedule {
     pub(super) fn next_look(&mut self) -> Option<(Instant, bool)> {
         while let Some(Reverse(i)) = self.looks.peek().copied() {
             match self.slots.get(i.slot as usize).and_then(Option::as_ref) {
-                Some(e) if e.look.is_some() && e.look_gen == i.gen => {
-                    return Some((i.at, e.look_urgent));
+                Some(e) if e.look != NO_TICK && e.look_gen == i.gen => {
+                    return Some((instant(i.at), e.look_urgent));
                 }
                 _ => {
                     self.looks.pop();
@@ -433,7 +524,10 @@ impl Schedule {
         if self.looks.len() > 2 * self.live + STALE_SLACK {
             let live = self.slots.iter().enumerate().filter_map(|(s, e)| {
                 let e = e.as_ref()?;
-                let at = e.look?;
+                let at = e.look;
+                if at == NO_TICK {
+                    return None;
+                }
                 let slot = u32::try_from(s).ok()?;
                 Some(Reverse(Item {
                     at,
@@ -452,7 +546,10 @@ impl Schedule {
         for lease in bloated {
             let live = self.slots.iter().enumerate().filter_map(|(s, e)| {
                 let e = e.as_ref()?;
-                let at = e.queued.filter(|_| e.grid == Some(lease))?;
+                let at = e.queued;
+                if at == NO_TICK || e.grid() != Some(lease) {
+                    return None;
+                }
                 let slot = u32::try_from(s).ok()?;
                 Some(Reverse(Item {
                     at,

@@ -324,3 +324,47 @@ fn only_holds_within_the_tracking_budget_get_tracked_reads() {
         assert!(h.leave(true));
     }
 }
+
+#[test]
+fn the_entries_of_one_name_are_found_and_unchained_in_any_order() {
+    use super::super::schedule::{Entry, Schedule};
+    let now = Instant::now();
+    let mut s = Schedule::default();
+    let holds: Vec<Arc<Hold>> = (0..4)
+        .map(|i| hold("same", &format!("c:{i}"), i + 1, true, now))
+        .collect();
+    let other = hold("other", "c:9", 9, true, now);
+    let slots: Vec<u32> = holds.iter().map(|h| s.add(Entry::new(h, now))).collect();
+    let o = s.add(Entry::new(&other, now));
+    let sorted = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(sorted(s.named("same")), slots);
+    assert_eq!(s.named("other"), vec![o]);
+    // Out of the middle of the chain, then its head (the last added), then
+    // its tail.
+    s.remove(slots[1]);
+    assert_eq!(sorted(s.named("same")), vec![slots[0], slots[2], slots[3]]);
+    s.remove(slots[3]);
+    assert_eq!(sorted(s.named("same")), vec![slots[0], slots[2]]);
+    s.remove(slots[0]);
+    assert_eq!(s.named("same"), vec![slots[2]]);
+    // A freed slot taken by another name joins that name's chain only.
+    let again = hold("other", "c:8", 10, true, now);
+    let r = s.add(Entry::new(&again, now));
+    assert!(slots.contains(&r), "a freed slot is reused");
+    assert_eq!(sorted(s.named("other")), sorted(vec![o, r]));
+    assert_eq!(s.named("same"), vec![slots[2]]);
+    assert_eq!(
+        s.find_named("other", |e| e.is(&again, again.epoch())),
+        Some(r)
+    );
+    assert_eq!(s.find_named("same", |e| e.is(&again, again.epoch())), None);
+    s.remove(slots[2]);
+    assert!(s.named("same").is_empty());
+    assert_eq!(sorted(s.all()), sorted(vec![o, r]));
+    // Removing twice changes nothing.
+    s.remove(slots[2]);
+    assert_eq!(s.len(), 2);
+}

@@ -140,7 +140,7 @@ impl Table {
     /// first look is at once (`since` has passed).
     fn watch(&mut self, hold: Arc<Hold>, since: Instant) {
         let epoch = hold.epoch();
-        let slots = self.sched.named(hold.key.name()).to_vec();
+        let slots = self.sched.named(hold.key.name());
         let same = slots
             .iter()
             .copied()
@@ -246,11 +246,9 @@ impl Table {
     }
 
     fn check_named(&mut self, name: &str, now: Instant) {
-        // By index: a check changes no entry's name.
-        for i in 0..self.sched.named(name).len() {
-            if let Some(&slot) = self.sched.named(name).get(i) {
-                self.check_now(slot, now);
-            }
+        // A check changes no entry's name.
+        for slot in self.sched.named(name) {
+            self.check_now(slot, now);
         }
     }
 
@@ -261,7 +259,7 @@ impl Table {
         };
         // Tracking is one-shot: read again after the check.
         e.tracked = false;
-        e.next_renew = now;
+        e.set_next_renew(now);
         e.off_grid = true;
         e.recheck = e.busy;
         self.sched.look(slot, now, false);
@@ -372,7 +370,7 @@ impl Table {
         if !tracking || !h.renewal.tracked || !e.pushed || e.tracked {
             return None;
         }
-        let at = e.since + TRACK_AFTER;
+        let at = e.since() + TRACK_AFTER;
         if now < at {
             return Some(at);
         }
@@ -416,8 +414,9 @@ impl Table {
         // In a grid round every hold renewed at least half an interval ago
         // goes (renewing early is harmless, and it keeps holds in common
         // rounds); off the grid only retries and overdue holds.
-        let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
-        let overdue = e.next_renew + lease / 6;
+        let next_renew = e.next_renew();
+        let early = next_renew.checked_sub(lease / 6).unwrap_or(next_renew);
+        let overdue = next_renew + lease / 6;
         let due = if lease.is_zero() {
             e.off_grid
         } else {
@@ -450,10 +449,7 @@ impl Table {
 
     fn slot_of(&self, hold: &Arc<Hold>, epoch: u64) -> Option<u32> {
         self.sched
-            .named(hold.key.name())
-            .iter()
-            .copied()
-            .find(|&s| self.sched.get(s).is_some_and(|e| e.is(hold, epoch)))
+            .find_named(hold.key.name(), |e| e.is(hold, epoch))
     }
 
     /// A call's outcome: verdicts applied to the holds they were planned
@@ -516,19 +512,20 @@ impl Table {
                     e.tracked = false;
                     e.counter_fresh |= refresh;
                     h.extend(sent_at, lease);
-                    e.next_renew = sent_at + lease / 3;
+                    e.set_next_renew(sent_at + lease / 3);
                     // A longer re-entry came meanwhile: renew with its
                     // lease now.
                     at_once |= lease < h.lease();
                 }
                 if at_once {
-                    e.next_renew = now;
+                    e.set_next_renew(now);
                     e.off_grid = true;
                 }
-                let early = e.next_renew.checked_sub(lease / 6).unwrap_or(e.next_renew);
-                let overdue = e.next_renew + lease / 6;
+                let next_renew = e.next_renew();
+                let early = next_renew.checked_sub(lease / 6).unwrap_or(next_renew);
+                let overdue = next_renew + lease / 6;
                 let read_again = tracking && h.renewal.tracked && e.pushed && !e.tracked;
-                let off_its_grid = !lease.is_zero() && e.grid != Some(lease);
+                let off_its_grid = !lease.is_zero() && e.grid() != Some(lease);
                 let round = self.sched.round(lease);
                 if at_once || read_again || off_its_grid {
                     // A visit now plans it (and queues it for its round).
@@ -558,7 +555,7 @@ impl Table {
                 // loss if nothing succeeds.
                 let l = h.lease();
                 let pause = (l / 10).min(Duration::from_millis(500));
-                e.next_renew = now + pause + l / 6;
+                e.set_next_renew(now + pause + l / 6);
                 e.off_grid = true;
                 self.sched.look(slot, now + pause, false);
             }

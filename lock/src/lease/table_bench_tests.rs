@@ -153,7 +153,7 @@ fn what_a_hold_keeps_stays_within_its_size_budget() {
     use std::mem::size_of;
     assert!(size_of::<Hold>() <= 184, "Hold: {}", size_of::<Hold>());
     let entry = size_of::<super::super::schedule::Entry>();
-    assert!(entry <= 128, "schedule Entry: {entry}");
+    assert!(entry <= 96, "schedule Entry: {entry}");
     let handle = size_of::<crate::lock::HandleForSizes>();
     assert!(handle <= 216, "lock Handle: {handle}");
     assert!(
