@@ -30,7 +30,7 @@ async fn force_unlock(inner: &Inner, name: &str) -> LockResult<ForceUnlocked> {
             &[name, queue.as_str(), permits.as_str(), base.as_str()],
             &[
                 inner.publish_command(),
-                names.channel.as_str(),
+                names.channel().as_str(),
                 rw_channel.as_str(),
                 sem_channel.as_str(),
             ],

@@ -18,8 +18,10 @@ pub(crate) struct LockNames {
     /// The lock hash: the user's name (shared: every hold refers to it, so
     /// cloning must not allocate).
     pub(crate) key: Arc<str>,
-    /// `redisson_lock__channel:{name}`.
-    pub(crate) channel: String,
+    /// The channel's prefix: its name is [`channel`](Self::channel), made
+    /// when a command needs it rather than kept (a handle made per request
+    /// and then held would keep it for the whole hold).
+    pub(crate) channel_prefix: &'static str,
     /// `redisson_lock_token:{name}`.
     pub(crate) token: Arc<str>,
 }
@@ -28,9 +30,15 @@ impl LockNames {
     pub(crate) fn new(name: &str) -> Self {
         Self {
             key: Arc::from(name),
-            channel: companion("redisson_lock__channel", name),
+            channel_prefix: "redisson_lock__channel",
             token: Arc::from(companion("redisson_lock_token", name)),
         }
+    }
+
+    /// The channel releases publish on: `redisson_lock__channel:{name}`
+    /// (`redisson_rwlock:{name}` for a read-write lock).
+    pub(crate) fn channel(&self) -> String {
+        companion(self.channel_prefix, &self.key)
     }
 }
 
@@ -107,19 +115,22 @@ mod tests {
         for name in ["orders", "{tenant-1}:orders", "a{b}c", "x{y}{z}"] {
             let n = LockNames::new(name);
             let slot = Slot::of(n.key.as_bytes());
-            assert_eq!(Slot::of(n.channel.as_bytes()), slot, "{name}");
+            assert_eq!(Slot::of(n.channel().as_bytes()), slot, "{name}");
             assert_eq!(Slot::of(n.token.as_bytes()), slot, "{name}");
         }
-        assert_eq!(LockNames::new("x").channel, "redisson_lock__channel:{x}");
+        assert_eq!(LockNames::new("x").channel(), "redisson_lock__channel:{x}");
         assert_eq!(
-            LockNames::new("{t}x").channel,
+            LockNames::new("{t}x").channel(),
             "redisson_lock__channel:{t}x"
         );
     }
 
     #[test]
     fn names_with_braces_but_no_tag_are_redissons() {
-        assert_eq!(LockNames::new("a{b").channel, "redisson_lock__channel:a{b");
+        assert_eq!(
+            LockNames::new("a{b").channel(),
+            "redisson_lock__channel:a{b"
+        );
         assert_eq!(&*LockNames::new("a{}b").token, "redisson_lock_token:a{}b");
     }
 }

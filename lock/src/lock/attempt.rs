@@ -220,7 +220,7 @@ impl Lock {
         let script = self.handle.kind.acquire;
         // The connection bounds the wait with its one timer and hands a
         // reply that comes too late (or after a cancel) to the finisher.
-        let late = self.handle.late.get_or_init(|| self.finisher());
+        let late = self.handle.late_reply(|| self.finisher());
         let mut pause = NOT_RUN_PAUSE;
         loop {
             let sent_at = Instant::now();
@@ -228,7 +228,7 @@ impl Lock {
             let sent = self
                 .inner
                 .client
-                .eval_shared_settled(script, cmd, Some(bound), Arc::clone(late))
+                .eval_shared_settled(script, cmd, Some(bound), Arc::clone(&late))
                 .await;
             match sent {
                 // Not run (a standalone connection reconnecting, a server

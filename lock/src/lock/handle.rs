@@ -37,6 +37,9 @@ pub(crate) struct Handle {
     pub(crate) counter: Arc<str>,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
+    /// An acquire was sent through this handle already (its finisher is
+    /// kept from the second on).
+    sent: AtomicBool,
     /// Boxed: one pointer in the many handles that never prepare.
     prepared: OnceLock<Box<Prepared>>,
     /// The hold this handle (or a clone) took last: a re-entry whose reply
@@ -47,9 +50,10 @@ pub(crate) struct Handle {
     /// the handle waiting at once share one queue entry: only the last to
     /// give up leaves it).
     pub(crate) place_waits: std::sync::atomic::AtomicUsize,
-    /// The acquire finisher standalone requests carry (see `acquire.rs`):
-    /// made on first need, then shared by every acquire of this handle.
-    pub(crate) late: OnceLock<keylatch_cluster::LateReply>,
+    /// The acquire finisher standalone requests carry (see `attempt.rs`):
+    /// kept from the handle's second acquire on, then shared by every
+    /// acquire of this handle.
+    late: OnceLock<keylatch_cluster::LateReply>,
 }
 
 struct Prepared {
@@ -70,6 +74,7 @@ impl Handle {
             hold,
             counter,
             used: AtomicBool::new(false),
+            sent: AtomicBool::new(false),
             prepared: OnceLock::new(),
             current: Mutex::new(Weak::new()),
             place_waits: std::sync::atomic::AtomicUsize::new(0),
@@ -100,6 +105,24 @@ impl Handle {
         let h = make();
         *cur = Arc::downgrade(&h);
         (h, true)
+    }
+
+    /// The finisher for an acquire's late reply. The first acquire's is
+    /// made for it alone and freed with its request: a handle made per
+    /// request (`locks.lock(name)`, then held) keeps none, about 60 bytes
+    /// per held lock; from the second acquire on the handle keeps one and
+    /// shares it, so a handle in repeated use allocates no more.
+    pub(crate) fn late_reply(
+        &self,
+        make: impl FnOnce() -> keylatch_cluster::LateReply,
+    ) -> keylatch_cluster::LateReply {
+        if let Some(l) = self.late.get() {
+            return Arc::clone(l);
+        }
+        if !self.sent.swap(true, Ordering::Relaxed) {
+            return make();
+        }
+        Arc::clone(self.late.get_or_init(make))
     }
 
     /// The owner id.

@@ -73,7 +73,7 @@ fn waiter_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
         &[&*names.key],
         &[
             owner,
-            names.channel.as_str(),
+            names.channel().as_str(),
             args.publish,
             &waiters_key(names),
         ],
@@ -103,7 +103,8 @@ pub(crate) fn hash_acquire(script: &keylatch_cluster::Script, c: &AcquireCall<'_
 /// argument, not a key, see the script).
 pub(crate) fn hash_release(c: &ReleaseCall<'_>) -> Cmd {
     let waiters = WaitersArg(&c.names.key);
-    let head: [&dyn ToArg; 4] = [&c.owner, &c.names.channel, &c.args.publish, &waiters];
+    let channel = c.names.channel();
+    let head: [&dyn ToArg; 4] = [&c.owner, &channel, &c.args.publish, &waiters];
     let keys = [&*c.names.key, &*c.names.token];
     match c.token {
         Some(t) => {

@@ -83,12 +83,12 @@ impl Lock {
     async fn listen(&self, by_name: bool, deadline: Option<Instant>) -> Wake {
         let names = &self.handle.names;
         if !by_name {
-            return Wake::subscribe(&self.inner, &names.key, &names.channel, deadline).await;
+            return Wake::subscribe(&self.inner, &names.key, &names.channel(), deadline).await;
         }
         Wake::subscribe_named(
             &self.inner,
             &names.key,
-            &names.channel,
+            &names.channel(),
             &waiters_key(names),
             self.handle.owner(),
             deadline,

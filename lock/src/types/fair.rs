@@ -77,7 +77,7 @@ fn acquire_cmd(c: &AcquireCall<'_>) -> Cmd {
             args.fair_waiter_ms.as_str(),
             if c.join { "1" } else { "0" },
             args.fair_allowance_ms.as_str(),
-            names.channel.as_str(),
+            names.channel().as_str(),
             args.publish,
         ],
     )
@@ -91,7 +91,7 @@ fn release_cmd(c: &ReleaseCall<'_>) -> Cmd {
         &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
         &[
             c.owner,
-            names.channel.as_str(),
+            names.channel().as_str(),
             c.args.publish,
             c.token.unwrap_or("0"),
         ],
@@ -105,7 +105,7 @@ fn leave_cmd(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
         &[&*names.key, &q.queue, &q.timeouts, &q.alive],
         &[
             owner,
-            names.channel.as_str(),
+            names.channel().as_str(),
             args.publish,
             args.fair_allowance_ms.as_str(),
         ],
@@ -139,7 +139,7 @@ fn queue_keys(names: &LockNames) -> QueueKeys {
 
 /// The channel a waiter is woken on, `redisson_lock__channel:{name}:<owner>`.
 fn waiter_channel(names: &LockNames, owner: &str) -> String {
-    format!("{}:{owner}", names.channel)
+    format!("{}:{owner}", names.channel())
 }
 
 /// `redisson_lock_queue:{name}`: the queue a force unlock keeps and wakes

@@ -261,7 +261,7 @@ impl Leader {
             let sharded = inner.client.has_sharded_pubsub();
             for channel in [
                 self.proclamation.as_str(),
-                self.lock.handle.names.channel.as_str(),
+                self.lock.handle.names.channel().as_str(),
             ] {
                 let sub = if sharded {
                     hub.ssubscribe(channel).await

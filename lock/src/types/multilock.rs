@@ -300,7 +300,7 @@ async fn take_group(
                     Wake::subscribe(
                         inner,
                         &b.handle.names.key,
-                        &b.handle.names.channel,
+                        &b.handle.names.channel(),
                         deadline,
                     )
                     .await,

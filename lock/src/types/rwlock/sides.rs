@@ -9,7 +9,7 @@ use keylatch_resp::Cmd;
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
 use crate::lock::{AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
-use crate::names::{companion, suffixed, LockNames};
+use crate::names::{suffixed, LockNames};
 use crate::scripts::{
     RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW, RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_LEAVE,
     RW_WRITE_RELEASE,
@@ -130,7 +130,8 @@ fn write_acquire(c: &AcquireCall<'_>) -> Cmd {
 
 /// The release's `ARGV`: owner, channel, publish command[, token].
 fn release_with(script: &keylatch_cluster::Script, keys: &[&str], c: &ReleaseCall<'_>) -> Cmd {
-    let head = [c.owner, c.names.channel.as_str(), c.args.publish];
+    let channel = c.names.channel();
+    let head = [c.owner, channel.as_str(), c.args.publish];
     match c.token {
         Some(t) => {
             let [a, b, p] = head;
@@ -156,7 +157,7 @@ fn write_release(c: &ReleaseCall<'_>) -> Cmd {
 fn writer_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
     RW_WRITE_LEAVE.evalsha_cmd(
         &[writer_marker(names)],
-        &[owner, names.channel.as_str(), args.publish],
+        &[owner, names.channel().as_str(), args.publish],
     )
 }
 
@@ -164,7 +165,7 @@ fn writer_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
 /// (both modes), as Redisson's read and write locks use.
 fn rw_names(name: &str) -> LockNames {
     LockNames {
-        channel: companion("redisson_rwlock", name),
+        channel_prefix: "redisson_rwlock",
         ..LockNames::new(name)
     }
 }
@@ -191,7 +192,7 @@ fn writer_marker(names: &LockNames) -> String {
 /// hold keys and its channel.
 pub(crate) fn force_keys(name: &str) -> (String, String) {
     let names = rw_names(name);
-    (base(&names), names.channel)
+    (base(&names), names.channel())
 }
 
 #[cfg(test)]
@@ -202,17 +203,17 @@ mod tests {
     #[test]
     fn read_write_names_are_redissons_and_share_the_slot() {
         let n = rw_names("docs");
-        assert_eq!(n.channel, "redisson_rwlock:{docs}");
+        assert_eq!(n.channel(), "redisson_rwlock:{docs}");
         assert_eq!(read_prefix(&n, "u:1"), "{docs}:u:1:rwlock_timeout");
         assert_eq!(writer_marker(&n), "{docs}:rwlock_writers_waiting");
         let tagged = rw_names("{t}docs");
-        assert_eq!(tagged.channel, "redisson_rwlock:{t}docs");
+        assert_eq!(tagged.channel(), "redisson_rwlock:{t}docs");
         assert_eq!(read_prefix(&tagged, "u:1"), "{t}docs:u:1:rwlock_timeout");
         for n in [n, tagged] {
             let slot = Slot::of(n.key.as_bytes());
             assert_eq!(Slot::of(read_prefix(&n, "o:9").as_bytes()), slot);
             assert_eq!(Slot::of(writer_marker(&n).as_bytes()), slot);
-            assert_eq!(Slot::of(n.channel.as_bytes()), slot);
+            assert_eq!(Slot::of(n.channel().as_bytes()), slot);
         }
     }
 }
