@@ -58,7 +58,7 @@ impl Inspection {
         }
         seen.permits = semaphore::inspect_permits(client, name).await?;
         seen.writers_waiting = rwlock::writers_waiting(client, name).await?;
-        let token = LockNames::new(name).token;
+        let token = LockNames::new(name).token();
         seen.fencing_token = ask(client, Cmd::new("GET").key(&*token))
             .await
             .ok()

@@ -9,7 +9,10 @@
 //! and the acquire fails with a typed cross-slot error instead of splitting
 //! the lock.
 
+use std::io::Write as _;
 use std::sync::Arc;
+
+use keylatch_resp::ToArg;
 
 /// The names a lock uses: its hash, its channel, its fencing counter (a
 /// type with more keys derives them in its own file).
@@ -22,17 +25,38 @@ pub(crate) struct LockNames {
     /// when a command needs it rather than kept (a handle made per request
     /// and then held would keep it for the whole hold).
     pub(crate) channel_prefix: &'static str,
-    /// `redisson_lock_token:{name}`.
-    pub(crate) token: Arc<str>,
 }
+
+/// The fencing counter's prefix: `redisson_lock_token:{name}`.
+const TOKEN_PREFIX: &str = "redisson_lock_token";
 
 impl LockNames {
     pub(crate) fn new(name: &str) -> Self {
         Self {
             key: Arc::from(name),
             channel_prefix: "redisson_lock__channel",
-            token: Arc::from(companion("redisson_lock_token", name)),
         }
+    }
+
+    /// The fencing counter, `redisson_lock_token:{name}` (made on use, as
+    /// the channel is).
+    pub(crate) fn token(&self) -> String {
+        companion(TOKEN_PREFIX, &self.key)
+    }
+
+    /// [`token`](Self::token) written straight into a command.
+    pub(crate) fn token_arg(&self) -> CompanionArg<'_> {
+        CompanionArg::new(TOKEN_PREFIX, &self.key)
+    }
+
+    /// The hash and [`token_arg`](Self::token_arg): an acquire's two keys.
+    pub(crate) fn key_and_token(&self) -> (&str, CompanionArg<'_>) {
+        (&self.key, self.token_arg())
+    }
+
+    /// [`channel`](Self::channel) written straight into a command.
+    pub(crate) fn channel_arg(&self) -> CompanionArg<'_> {
+        CompanionArg::new(self.channel_prefix, &self.key)
     }
 
     /// The channel releases publish on: `redisson_lock__channel:{name}`
@@ -53,6 +77,40 @@ pub(crate) fn suffixed(name: &str, suffix: Option<&str>) -> String {
     match suffix {
         Some(s) => format!("{base}:{s}"),
         None => base,
+    }
+}
+
+/// [`companion`] written straight into a command's arguments: a command
+/// built whole (a handle's first, or every one of a handle made per
+/// request) allocates no name of its own for it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CompanionArg<'a> {
+    prefix: &'static str,
+    name: &'a str,
+}
+
+impl<'a> CompanionArg<'a> {
+    pub(crate) fn new(prefix: &'static str, name: &'a str) -> Self {
+        Self { prefix, name }
+    }
+}
+
+impl ToArg for CompanionArg<'_> {
+    fn write_arg(&self, out: &mut Vec<u8>) {
+        let (prefix, name) = (self.prefix, self.name);
+        // `prefix:{name}`, or `prefix:name` when the name has a brace.
+        let braced = !name.contains('{');
+        let len = prefix.len() + 1 + name.len() + if braced { 2 } else { 0 };
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "${len}\r\n{prefix}:");
+        if braced {
+            out.push(b'{');
+        }
+        out.extend_from_slice(name.as_bytes());
+        if braced {
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"\r\n");
     }
 }
 
@@ -116,7 +174,7 @@ mod tests {
             let n = LockNames::new(name);
             let slot = Slot::of(n.key.as_bytes());
             assert_eq!(Slot::of(n.channel().as_bytes()), slot, "{name}");
-            assert_eq!(Slot::of(n.token.as_bytes()), slot, "{name}");
+            assert_eq!(Slot::of(n.token().as_bytes()), slot, "{name}");
         }
         assert_eq!(LockNames::new("x").channel(), "redisson_lock__channel:{x}");
         assert_eq!(
@@ -131,6 +189,19 @@ mod tests {
             LockNames::new("a{b").channel(),
             "redisson_lock__channel:a{b"
         );
-        assert_eq!(&*LockNames::new("a{}b").token, "redisson_lock_token:a{}b");
+        assert_eq!(LockNames::new("a{}b").token(), "redisson_lock_token:a{}b");
+    }
+
+    #[test]
+    fn a_companion_written_into_a_command_is_the_name_as_made() {
+        for name in ["orders", "{tenant}:orders", "a{b", "a{}b", "", "ünïcode"] {
+            let names = LockNames::new(name);
+            let (mut direct, mut made) = (Vec::new(), Vec::new());
+            names.token_arg().write_arg(&mut direct);
+            names.channel_arg().write_arg(&mut direct);
+            names.token().as_str().write_arg(&mut made);
+            names.channel().as_str().write_arg(&mut made);
+            assert_eq!(direct, made, "{name:?}");
+        }
     }
 }

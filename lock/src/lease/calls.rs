@@ -138,15 +138,16 @@ async fn slot_call(
     lease: &str,
     idle_ms: &str,
 ) -> Result<Vec<i64>, String> {
+    let counters: Vec<String> = idx.iter().map(|&i| batch.holds[i].0.counter()).collect();
     let mut keys: Vec<&str> = Vec::with_capacity(idx.len() * 2);
     let mut args: Vec<String> = Vec::with_capacity(idx.len() * 2 + 3);
     args.push(lease.to_owned());
     args.push(idle_ms.to_owned());
     args.push(batch.flags().to_owned());
-    for &i in idx {
+    for (&i, counter) in idx.iter().zip(&counters) {
         let h = &batch.holds[i].0;
         keys.push(h.key.name());
-        keys.push(&h.counter);
+        keys.push(counter);
         args.push(h.key.owner().to_string());
         args.push(h.token.to_string());
     }
@@ -171,13 +172,14 @@ async fn node_call(
         .iter()
         .map(|(h, _)| h.token.to_string())
         .collect();
+    let counters: Vec<String> = batch.holds.iter().map(|(h, _)| h.counter()).collect();
     let mut args: Vec<&str> = Vec::with_capacity(batch.holds.len() * 4 + 3);
     args.push(lease);
     args.push(idle_ms);
     args.push(batch.flags());
-    for ((h, _), token) in batch.holds.iter().zip(&tokens) {
+    for (((h, _), token), counter) in batch.holds.iter().zip(&tokens).zip(&counters) {
         args.push(h.key.name());
-        args.push(&h.counter);
+        args.push(counter);
         args.push(h.key.owner());
         args.push(token);
     }
@@ -198,7 +200,8 @@ pub(crate) async fn extend_one(
     lease: Duration,
     idle_ms: &str,
 ) -> keylatch_cluster::Result<Option<i64>> {
-    let keys: [&str; 2] = [hold.key.name(), &hold.counter];
+    let counter = hold.counter();
+    let keys: [&str; 2] = [hold.key.name(), &counter];
     // "0" only checks, as for the engine's fixed-lease checks.
     let lease_ms = if lease.is_zero() {
         "0".to_owned()

@@ -32,8 +32,6 @@ use crate::hold_key::HoldKey;
 /// signal.
 pub(crate) struct Hold {
     pub(crate) key: HoldKey,
-    /// The fencing counter's key (`redisson_lock_token:{name}`).
-    pub(crate) counter: Arc<str>,
     /// The token the first acquire got: the hold's identity on the server.
     pub(crate) token: u64,
     pub(crate) renewal: &'static Renewal,
@@ -74,7 +72,6 @@ impl std::fmt::Debug for Hold {
 /// What a new hold starts with.
 pub(crate) struct NewHold {
     pub(crate) key: HoldKey,
-    pub(crate) counter: Arc<str>,
     pub(crate) token: u64,
     pub(crate) renewal: &'static Renewal,
     pub(crate) renew: bool,
@@ -90,7 +87,6 @@ impl Hold {
         n.counters.hold_up();
         let hold = Self {
             key: n.key,
-            counter: n.counter,
             token: n.token,
             renewal: n.renewal,
             guards: AtomicU32::new(1),
@@ -194,6 +190,13 @@ impl Hold {
         self.renewers.load(Ordering::Acquire) > 0 && self.guards() > 0
     }
 
+    /// What the renewal scripts take beside the hash for this hold (the
+    /// fencing counter `redisson_lock_token:{name}` for a lock), made on
+    /// use by its renewal.
+    pub(crate) fn counter(&self) -> String {
+        (self.renewal.counter)(self.key.name(), self.key.owner())
+    }
+
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
@@ -247,7 +250,6 @@ mod tests {
         let live = Arc::new(Counters::default());
         let h = Hold::new(NewHold {
             key: HoldKey::new(Arc::from("orders"), Arc::from("c:1")),
-            counter: Arc::from("redisson_lock_token:{orders}"),
             token: 7,
             renewal: &crate::lock::HASH_LEASE,
             renew,

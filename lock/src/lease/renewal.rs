@@ -20,6 +20,11 @@ pub(crate) struct Renewal {
     /// the same key (read holds, leased permits): tracking would turn each
     /// of those into a check of every hold.
     pub(crate) tracked: bool,
+    /// What the scripts take beside the hash for a hold of lock `name`
+    /// counted in `field`: the fencing counter, the prefix of the hold's own
+    /// keys, or the permits' zset. Made for each renewal call rather than
+    /// kept by the hold (tens of bytes a hold, a million times over).
+    pub(crate) counter: fn(name: &str, field: &str) -> String,
 }
 
 /// A renewal named by its address: the engine's batch key (two holds share

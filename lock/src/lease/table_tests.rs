@@ -15,7 +15,6 @@ pub(super) fn hold(
 ) -> Arc<Hold> {
     Hold::new(NewHold {
         key: HoldKey::new(Arc::from(name), Arc::from(owner)),
-        counter: Arc::from(format!("redisson_lock_token:{{{name}}}")),
         token,
         renewal: &crate::lock::HASH_LEASE,
         renew,

@@ -266,7 +266,6 @@ impl Lock {
         let (hold, new) = self.handle.hold_for(token, holds > 1, || {
             Hold::new(NewHold {
                 key: self.handle.hold.clone(),
-                counter: Arc::clone(&self.handle.counter),
                 token,
                 renewal: self.handle.kind.lease,
                 renew,

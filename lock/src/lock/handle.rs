@@ -32,9 +32,6 @@ pub(crate) struct Handle {
     /// holds it, hash, slot): the field is the owner id, or `<owner>:write`
     /// for a read-write lock's write hold.
     pub(crate) hold: HoldKey,
-    /// What the renewal scripts take beside the hash: the fencing counter,
-    /// or for a read-write lock the prefix of the hold's own keys.
-    pub(crate) counter: Arc<str>,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
     /// An acquire was sent through this handle already (its finisher is
@@ -66,13 +63,11 @@ impl Handle {
         let names = (kind.names)(name);
         let field = (kind.field)(&owner);
         let hold = HoldKey::new(Arc::clone(&names.key), Arc::clone(&field));
-        let counter = (kind.counter)(&names, &field);
         Self {
             names,
             kind,
             owner,
             hold,
-            counter,
             used: AtomicBool::new(false),
             sent: AtomicBool::new(false),
             prepared: OnceLock::new(),

@@ -27,9 +27,6 @@ pub(crate) struct LockKind {
     /// The hash field an owner's hold is counted in (the owner id for
     /// most, shared with the handle's; a write hold's is `<owner>:write`).
     pub(crate) field: fn(&Arc<str>) -> Arc<str>,
-    /// What the renewal scripts take beside the hash for the hold with
-    /// this field: the fencing counter, or the prefix of the hold's own keys.
-    pub(crate) counter: fn(&LockNames, &str) -> Arc<str>,
     /// The script taking a hold.
     pub(crate) acquire: &'static Script,
     /// Its command for one attempt.
@@ -170,9 +167,4 @@ pub(crate) struct Place {
 /// handle's own id, shared: no copy per handle).
 pub(crate) fn owner_field(owner: &Arc<str>) -> Arc<str> {
     Arc::clone(owner)
-}
-
-/// The fencing counter: what the RLock hash's renewals take beside it.
-pub(crate) fn token_counter(names: &LockNames, _field: &str) -> Arc<str> {
-    Arc::clone(&names.token)
 }

@@ -3,13 +3,11 @@
 //! and RedLock's members share. Its lease, and the acquire and release
 //! commands of the types that take it with no more keys than the two.
 
-use std::io::Write as _;
-
 use keylatch_resp::{Cmd, ToArg};
 
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
-use crate::names::{companion, LockNames};
+use crate::names::{companion, CompanionArg, LockNames};
 use crate::scripts::{REENTRANT_RELEASE, REENTRANT_RENEW, REENTRANT_RENEW_NODE, WAITER_LEAVE};
 
 use super::kind::{AcquireCall, Place, ReleaseCall};
@@ -20,7 +18,14 @@ pub(crate) static HASH_LEASE: Renewal = Renewal {
     slot: &REENTRANT_RENEW,
     node: &REENTRANT_RENEW_NODE,
     tracked: true,
+    counter: token_counter,
 };
+
+/// The fencing counter, `redisson_lock_token:{name}`: what the RLock
+/// hash's renewals take beside it.
+fn token_counter(name: &str, _field: &str) -> String {
+    companion("redisson_lock_token", name)
+}
 
 /// A waiter of an RLock hash: each try that finds the lock held registers
 /// the owner in [`waiters_key`] for the fair-lock waiter span, the next
@@ -44,28 +49,9 @@ pub(crate) fn waiters_key(names: &LockNames) -> String {
 
 const WAITERS_PREFIX: &str = "keylatch_lock_waiters";
 
-/// [`waiters_key`] written straight into a command's arguments: an acquire
-/// or release built whole (a handle's first, or every one of a handle made
-/// per request) allocates no name of its own for it.
-struct WaitersArg<'a>(&'a str);
-
-impl ToArg for WaitersArg<'_> {
-    fn write_arg(&self, out: &mut Vec<u8>) {
-        let name = self.0;
-        // `prefix:{name}`, or `prefix:name` when the name has a brace.
-        let braced = !name.contains('{');
-        let len = WAITERS_PREFIX.len() + 1 + name.len() + if braced { 2 } else { 0 };
-        // Writing to a Vec cannot fail.
-        let _ = write!(out, "${len}\r\n{WAITERS_PREFIX}:");
-        if braced {
-            out.push(b'{');
-        }
-        out.extend_from_slice(name.as_bytes());
-        if braced {
-            out.push(b'}');
-        }
-        out.extend_from_slice(b"\r\n");
-    }
+/// [`waiters_key`] written straight into a command's arguments.
+fn waiters_arg(name: &str) -> CompanionArg<'_> {
+    CompanionArg::new(WAITERS_PREFIX, name)
 }
 
 fn waiter_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
@@ -87,12 +73,13 @@ fn waiter_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
 /// takes the owner out; see [`WAITERS`]); a try without a wait sends
 /// neither.
 pub(crate) fn hash_acquire(script: &keylatch_cluster::Script, c: &AcquireCall<'_>) -> Cmd {
-    let keys = [&*c.names.key, &*c.names.token];
+    let token = c.names.token_arg();
+    let keys: [&dyn ToArg; 2] = [&&*c.names.key, &token];
     let argv = [c.lease_ms, c.owner, c.args.token_ttl_ms.as_str()];
     if !c.join {
         return script.evalsha_cmd(&keys, &argv);
     }
-    let waiters = WaitersArg(&c.names.key);
+    let waiters = waiters_arg(&c.names.key);
     let [l, o, e] = argv;
     let span = c.args.fair_waiter_ms.as_str();
     script.evalsha_cmd(&keys, &[&l as &dyn ToArg, &o, &e, &span, &waiters])
@@ -102,10 +89,11 @@ pub(crate) fn hash_acquire(script: &keylatch_cluster::Script, c: &AcquireCall<'_
 /// channel, publish command, waiters[, token] (the waiters by name: an
 /// argument, not a key, see the script).
 pub(crate) fn hash_release(c: &ReleaseCall<'_>) -> Cmd {
-    let waiters = WaitersArg(&c.names.key);
-    let channel = c.names.channel();
+    let waiters = waiters_arg(&c.names.key);
+    let channel = c.names.channel_arg();
     let head: [&dyn ToArg; 4] = [&c.owner, &channel, &c.args.publish, &waiters];
-    let keys = [&*c.names.key, &*c.names.token];
+    let token = c.names.token_arg();
+    let keys: [&dyn ToArg; 2] = [&&*c.names.key, &token];
     match c.token {
         Some(t) => {
             let [a, b, p, w] = head;
@@ -120,11 +108,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_hash_renewals_name_the_fencing_counter() {
+        for name in ["orders", "{tenant}:orders", "a{b"] {
+            let names = LockNames::new(name);
+            assert_eq!((HASH_LEASE.counter)(name, "c:1"), names.token());
+        }
+    }
+
+    #[test]
     fn the_waiters_argument_is_the_waiters_key_as_written() {
         for name in ["orders", "{tenant}:orders", "a{b", "", "ünïcode"] {
             let names = LockNames::new(name);
             let (mut direct, mut owned) = (Vec::new(), Vec::new());
-            WaitersArg(&names.key).write_arg(&mut direct);
+            waiters_arg(&names.key).write_arg(&mut direct);
             waiters_key(&names).write_arg(&mut owned);
             assert_eq!(
                 String::from_utf8_lossy(&direct),

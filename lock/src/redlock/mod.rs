@@ -41,8 +41,8 @@ pub use guard::{RedLockGuard, DRIFT_FLOOR, DRIFT_PERMILLE};
 
 use crate::error::{LockError, LockResult};
 use crate::lock::{
-    hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockGuard, LockKind,
-    Tokens, Waiting, HASH_LEASE,
+    hash_acquire, hash_release, owner_field, AcquireCall, LockGuard, LockKind, Tokens, Waiting,
+    HASH_LEASE,
 };
 use crate::locks::Locks;
 use crate::names::LockNames;
@@ -61,7 +61,6 @@ static UNFENCED: LockKind = LockKind {
     label: "redlock member",
     names: LockNames::new,
     field: owner_field,
-    counter: token_counter,
     acquire: &UNFENCED_ACQUIRE,
     acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&UNFENCED_ACQUIRE, c),
     prepared: true,

@@ -25,8 +25,7 @@ use crate::context::ScriptArgs;
 use crate::error::LockResult;
 use crate::inspection::QueuedWaiter;
 use crate::lock::{
-    owner_field, token_counter, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting,
-    HASH_LEASE,
+    owner_field, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting, HASH_LEASE,
 };
 use crate::names::{companion, LockNames};
 use crate::probe::{ask, server_now_ms, text, zscore};
@@ -38,7 +37,6 @@ pub(crate) static FAIR: LockKind = LockKind {
     label: "fair",
     names: LockNames::new,
     field: owner_field,
-    counter: token_counter,
     acquire: &FAIR_ACQUIRE,
     acquire_cmd,
     // A try and a wait differ (whether to queue).
@@ -69,7 +67,13 @@ fn acquire_cmd(c: &AcquireCall<'_>) -> Cmd {
     let (names, args) = (c.names, c.args);
     let q = queue_keys(names);
     FAIR_ACQUIRE.evalsha_cmd(
-        &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
+        &[
+            &*names.key,
+            names.token().as_str(),
+            &q.queue,
+            &q.timeouts,
+            &q.alive,
+        ],
         &[
             c.lease_ms,
             c.owner,
@@ -88,7 +92,13 @@ fn release_cmd(c: &ReleaseCall<'_>) -> Cmd {
     let names = c.names;
     let q = queue_keys(names);
     FAIR_RELEASE.evalsha_cmd(
-        &[&*names.key, &*names.token, &q.queue, &q.timeouts, &q.alive],
+        &[
+            &*names.key,
+            names.token().as_str(),
+            &q.queue,
+            &q.timeouts,
+            &q.alive,
+        ],
         &[
             c.owner,
             names.channel().as_str(),

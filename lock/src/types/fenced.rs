@@ -3,8 +3,8 @@
 //! counter on every acquire, re-entries included.
 
 use crate::lock::{
-    hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockKind, Tokens, Waiting,
-    HASH_LEASE, WAITERS,
+    hash_acquire, hash_release, owner_field, AcquireCall, LockKind, Tokens, Waiting, HASH_LEASE,
+    WAITERS,
 };
 use crate::names::LockNames;
 use crate::scripts::{FENCED_ACQUIRE, REENTRANT_RELEASE};
@@ -15,7 +15,6 @@ pub(crate) static FENCED: LockKind = LockKind {
     label: "fenced",
     names: LockNames::new,
     field: owner_field,
-    counter: token_counter,
     acquire: &FENCED_ACQUIRE,
     acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&FENCED_ACQUIRE, c),
     prepared: true,

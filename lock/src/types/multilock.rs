@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keylatch_resp::{Cmd, Frame};
+use keylatch_resp::{Cmd, Frame, ToArg};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
@@ -316,10 +316,12 @@ async fn take_group(
 fn group_cmd(group: &[Lock], lease: Duration) -> Cmd {
     let first = &group[0];
     let lease_ms = millis(lease).to_string();
-    let mut keys: Vec<&str> = Vec::with_capacity(group.len() * 2);
-    for l in group {
-        keys.push(&l.handle.names.key);
-        keys.push(&l.handle.names.token);
+    let mut pairs = Vec::with_capacity(group.len());
+    pairs.extend(group.iter().map(|l| l.handle.names.key_and_token()));
+    let mut keys: Vec<&dyn ToArg> = Vec::with_capacity(group.len() * 2);
+    for (key, token) in &pairs {
+        keys.push(key);
+        keys.push(token);
     }
     MULTI_ACQUIRE.evalsha_cmd(
         &keys,

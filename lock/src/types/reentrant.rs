@@ -4,8 +4,8 @@
 //! Redisson's RLock hash, a hold counted per owner.
 
 use crate::lock::{
-    hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockKind, Tokens, Waiting,
-    HASH_LEASE, WAITERS,
+    hash_acquire, hash_release, owner_field, AcquireCall, LockKind, Tokens, Waiting, HASH_LEASE,
+    WAITERS,
 };
 use crate::names::LockNames;
 use crate::scripts::{NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE};
@@ -15,7 +15,6 @@ pub(crate) static REENTRANT: LockKind = LockKind {
     label: "reentrant",
     names: LockNames::new,
     field: owner_field,
-    counter: token_counter,
     acquire: &REENTRANT_ACQUIRE,
     acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&REENTRANT_ACQUIRE, c),
     prepared: true,
@@ -34,7 +33,6 @@ pub(crate) static NON_REENTRANT: LockKind = LockKind {
     label: "non-reentrant",
     names: LockNames::new,
     field: owner_field,
-    counter: token_counter,
     acquire: &NONREENTRANT_ACQUIRE,
     acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&NONREENTRANT_ACQUIRE, c),
     prepared: true,

@@ -4,8 +4,7 @@
 //! locally: it waits by backoff, as Redisson's `RSpinLock`.
 
 use crate::lock::{
-    hash_acquire, hash_release, owner_field, token_counter, AcquireCall, LockKind, Tokens, Waiting,
-    HASH_LEASE,
+    hash_acquire, hash_release, owner_field, AcquireCall, LockKind, Tokens, Waiting, HASH_LEASE,
 };
 use crate::names::LockNames;
 use crate::scripts::{REENTRANT_ACQUIRE, REENTRANT_RELEASE};
@@ -16,7 +15,6 @@ pub(crate) static SPIN: LockKind = LockKind {
     label: "spin",
     names: LockNames::new,
     field: owner_field,
-    counter: token_counter,
     acquire: &REENTRANT_ACQUIRE,
     acquire_cmd: |c: &AcquireCall<'_>| hash_acquire(&REENTRANT_ACQUIRE, c),
     prepared: true,

@@ -23,6 +23,7 @@ static RW_LEASE: Renewal = Renewal {
     slot: &RW_RENEW,
     node: &RW_RENEW_NODE,
     tracked: false,
+    counter: hold_prefix,
 };
 
 /// The write hold's lease, tracked like a lock's.
@@ -30,6 +31,7 @@ static WRITE_LEASE: Renewal = Renewal {
     slot: &RW_RENEW,
     node: &RW_RENEW_NODE,
     tracked: true,
+    counter: hold_prefix,
 };
 
 /// A read session of one owner (Redisson's `RedissonReadLock`): the
@@ -39,7 +41,6 @@ pub(super) static READ: LockKind = LockKind {
     label: "read",
     names: rw_names,
     field: owner_field,
-    counter: hold_keys,
     acquire: &RW_READ_ACQUIRE,
     acquire_cmd: read_acquire,
     prepared: true,
@@ -58,7 +59,6 @@ pub(super) static WRITE: LockKind = LockKind {
     label: "write",
     names: rw_names,
     field: write_field,
-    counter: hold_keys,
     acquire: &RW_WRITE_ACQUIRE,
     acquire_cmd: write_acquire,
     // A try and a wait differ (whether to hold new readers back).
@@ -89,12 +89,6 @@ fn write_field(owner: &Arc<str>) -> Arc<str> {
     Arc::from(format!("{owner}:write"))
 }
 
-/// A read session's keys, or the write hold's key: judged by the token
-/// they hold.
-fn hold_keys(names: &LockNames, field: &str) -> Arc<str> {
-    Arc::from(read_prefix(names, field))
-}
-
 fn read_acquire(c: &AcquireCall<'_>) -> Cmd {
     let names = c.names;
     RW_READ_ACQUIRE.evalsha_cmd(
@@ -113,7 +107,7 @@ fn write_acquire(c: &AcquireCall<'_>) -> Cmd {
     RW_WRITE_ACQUIRE.evalsha_cmd(
         &[
             names.key.to_string(),
-            names.token.to_string(),
+            names.token(),
             writer_marker(names),
             read_prefix(names, c.owner),
             base(names),
@@ -149,7 +143,8 @@ fn read_release(c: &ReleaseCall<'_>) -> Cmd {
 
 fn write_release(c: &ReleaseCall<'_>) -> Cmd {
     let n = c.names;
-    let keys = [&*n.key, &*n.token, &base(n)];
+    let token = n.token();
+    let keys = [&*n.key, &token, &base(n)];
     release_with(&RW_WRITE_RELEASE, &keys, c)
 }
 
@@ -179,7 +174,14 @@ fn base(names: &LockNames) -> String {
 /// An owner's read-hold prefix, `{name}:<owner>:rwlock_timeout`: read hold
 /// i is this plus `:i`.
 pub(super) fn read_prefix(names: &LockNames, owner: &str) -> String {
-    format!("{}:{owner}:rwlock_timeout", base(names))
+    hold_prefix(&names.key, owner)
+}
+
+/// [`read_prefix`] from the lock's name: for a hold counted in `field`,
+/// what its renewals take beside the hash (a write hold's field is
+/// `<owner>:write`).
+fn hold_prefix(name: &str, field: &str) -> String {
+    format!("{}:{field}:rwlock_timeout", suffixed(name, None))
 }
 
 /// The waiting writers, `{name}:rwlock_writers_waiting` (a zset of owner →
@@ -214,6 +216,12 @@ mod tests {
             assert_eq!(Slot::of(read_prefix(&n, "o:9").as_bytes()), slot);
             assert_eq!(Slot::of(writer_marker(&n).as_bytes()), slot);
             assert_eq!(Slot::of(n.channel().as_bytes()), slot);
+            // The renewals' key beside the hash is the hold's own prefix,
+            // for a read session and for a write hold's field alike.
+            for field in ["u:1", "u:1:write"] {
+                assert_eq!((RW_LEASE.counter)(&n.key, field), read_prefix(&n, field));
+                assert_eq!((WRITE_LEASE.counter)(&n.key, field), read_prefix(&n, field));
+            }
         }
     }
 }

@@ -35,7 +35,13 @@ pub(super) static PERMITS_LEASE: Renewal = Renewal {
     slot: &PERMITS_RENEW,
     node: &PERMITS_RENEW_NODE,
     tracked: false,
+    counter: permits_zset,
 };
+
+/// The permits zset, `{name}:timeout` (the hold's field is its permit ids).
+fn permits_zset(name: &str, _field: &str) -> String {
+    suffixed(name, Some("timeout"))
+}
 
 /// The names one semaphore uses.
 #[derive(Clone, Debug)]

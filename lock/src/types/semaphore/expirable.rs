@@ -211,7 +211,6 @@ how many. They are not leased: they come back only by
         let csv: Vec<String> = ids.iter().map(ToString::to_string).collect();
         let hold = Hold::new(NewHold {
             key: HoldKey::new(Arc::clone(&self.c.names.key), Arc::from(csv.join(","))),
-            counter: Arc::clone(&self.c.names.timeouts),
             token: 0,
             renewal: &PERMITS_LEASE,
             renew,
