@@ -49,7 +49,9 @@ pub(crate) struct Hold {
     /// nothing of ours shortens it).
     deadline: AtomicU64,
     /// When the max hold ends renewal, if one was set.
-    pub(crate) max_hold_end: Option<Instant>,
+    /// In nanoseconds since [`base`] (`u64::MAX`: none): half the room of
+    /// an `Option<Instant>`.
+    max_hold_end: u64,
     drift_permille: u32,
     /// Counted in the `Locks`' live holds.
     counted: AtomicBool,
@@ -94,7 +96,9 @@ impl Hold {
             epoch: AtomicU64::new(0),
             lease_ms: AtomicU64::new(0),
             deadline: AtomicU64::new(0),
-            max_hold_end: n.max_hold.map(|m| n.sent_at + clamp_span(m)),
+            max_hold_end: n
+                .max_hold
+                .map_or(u64::MAX, |m| nanos(n.sent_at + clamp_span(m))),
             drift_permille: n.drift_permille,
             counted: AtomicBool::new(true),
             counters: n.counters,
@@ -195,6 +199,11 @@ impl Hold {
     /// use by its renewal.
     pub(crate) fn counter(&self) -> String {
         (self.renewal.counter)(self.key.name(), self.key.owner())
+    }
+
+    /// When the max hold ends renewal, if one was set.
+    pub(crate) fn max_hold_end(&self) -> Option<Instant> {
+        (self.max_hold_end != u64::MAX).then(|| instant(self.max_hold_end))
     }
 
     pub(crate) fn epoch(&self) -> u64 {

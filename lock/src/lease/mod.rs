@@ -31,6 +31,7 @@
 mod actor;
 mod calls;
 mod counters;
+mod entry;
 pub(crate) mod hold;
 mod reason;
 mod renewal;
@@ -129,7 +130,7 @@ impl Engine {
         if lease < Duration::from_millis(10) {
             urgent = nanos(hold.deadline());
         }
-        if let Some(end) = hold.max_hold_end {
+        if let Some(end) = hold.max_hold_end() {
             urgent = urgent.min(nanos(end));
         }
         let planned = self.shared.planned_wake.load(Ordering::Acquire);

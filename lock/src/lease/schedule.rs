@@ -19,10 +19,11 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::hold::{instant, nanos, Hold};
+pub(super) use super::entry::Entry;
+use super::entry::{name_hash, Tick, NO_SLOT, NO_TICK};
+use super::hold::{instant, nanos};
 
 /// How often every entry is checked for a hold that ended (its last guard
 /// left) without coming due: until then its entry and the hold's memory
@@ -32,125 +33,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Stale items a heap may carry beyond twice its live ones before a
 /// rebuild (a small table is never rebuilt).
 const STALE_SLACK: usize = 1024;
-
-/// An instant as nanoseconds past the hold module's base: 8 bytes where an
-/// `Instant` takes 16, and there are four in an entry and one in each heap
-/// item, a million times over at the scale the engine is built for.
-type Tick = u64;
-
-/// No instant: an `Option<Tick>` would take twice the room.
-const NO_TICK: Tick = Tick::MAX;
-
-/// No slot: the end of a chain of entries of one name.
-const NO_SLOT: u32 = u32::MAX;
-
-/// The task's bookkeeping for one hold (the hold's own state is its atomics).
-///
-/// Kept small (96 bytes): instants as [`Tick`]s, the lease as nanoseconds,
-/// and the entries of one name chained through `next_same` rather than
-/// listed in a vector of their own.
-pub(super) struct Entry {
-    pub(super) hold: Weak<Hold>,
-    /// The lock's name: the entry is found by it, even once the hold is gone.
-    name: Arc<str>,
-    /// The hold's epoch when it was handed over: a hold that ended (and was
-    /// perhaps revived, which hands it over again) no longer matches.
-    pub(super) epoch: u64,
-    next_renew: Tick,
-    /// A call about this hold is in flight.
-    pub(super) busy: bool,
-    /// Look at it at `early()` without waiting for the grid: a call failed,
-    /// or an invalidation asks for a check now.
-    pub(super) off_grid: bool,
-    /// Invalidated while a call was in flight: that call may have been
-    /// answered before the change, so check again after it.
-    pub(super) recheck: bool,
-    /// A tracked read was made (or is in flight).
-    pub(super) tracked: bool,
-    /// The hold is within the tracking budget: it gets tracked reads.
-    pub(super) pushed: bool,
-    /// A renewal of this hold refreshed its fencing counter's idle expiry
-    /// (its first renewal does; later ones only in the actor's window).
-    pub(super) counter_fresh: bool,
-    since: Tick,
-    /// Its live look: when ([`NO_TICK`]: none), and under which generation.
-    look: Tick,
-    look_gen: u32,
-    /// Whether that look is for a loss or tracked read (may not wait for
-    /// the task's sleep floor) rather than a renewal or check.
-    look_urgent: bool,
-    /// Its live item in its grid's queue: the early time it was queued at
-    /// ([`NO_TICK`]: none).
-    queued: Tick,
-    queue_gen: u32,
-    /// The next entry of the same name ([`NO_SLOT`]: the last).
-    next_same: u32,
-    /// The grid it counts in: the lease it is renewed with, in nanoseconds
-    /// ([`NO_TICK`]: none).
-    grid: u64,
-}
-
-impl Entry {
-    pub(super) fn new(hold: &Arc<Hold>, since: Instant) -> Self {
-        Self {
-            hold: Arc::downgrade(hold),
-            name: Arc::clone(hold.key.name()),
-            epoch: hold.epoch(),
-            next_renew: nanos(since + hold.lease() / 3),
-            busy: false,
-            off_grid: false,
-            recheck: false,
-            tracked: false,
-            counter_fresh: false,
-            pushed: false,
-            since: nanos(since),
-            look: NO_TICK,
-            look_gen: 0,
-            look_urgent: false,
-            queued: NO_TICK,
-            queue_gen: 0,
-            next_same: NO_SLOT,
-            grid: NO_TICK,
-        }
-    }
-
-    /// When the hold is next due for renewal.
-    pub(super) fn next_renew(&self) -> Instant {
-        instant(self.next_renew)
-    }
-
-    pub(super) fn set_next_renew(&mut self, at: Instant) {
-        self.next_renew = nanos(at);
-    }
-
-    /// When it was handed over.
-    pub(super) fn since(&self) -> Instant {
-        instant(self.since)
-    }
-
-    /// The lease of the grid it counts in, if any.
-    pub(super) fn grid(&self) -> Option<Duration> {
-        (self.grid != NO_TICK).then(|| Duration::from_nanos(self.grid))
-    }
-
-    fn set_grid(&mut self, lease: Option<Duration>) -> Option<Duration> {
-        let old = self.grid();
-        self.grid = lease.map_or(NO_TICK, |l| {
-            u64::try_from(l.as_nanos()).unwrap_or(NO_TICK - 1)
-        });
-        old
-    }
-
-    /// The hold, while it is the one handed over and still worth watching.
-    pub(super) fn live(&self) -> Option<Arc<Hold>> {
-        let h = self.hold.upgrade()?;
-        (h.epoch() == self.epoch && h.is_active()).then_some(h)
-    }
-
-    pub(super) fn is(&self, hold: &Arc<Hold>, epoch: u64) -> bool {
-        self.epoch == epoch && Weak::as_ptr(&self.hold) == Arc::as_ptr(hold)
-    }
-}
 
 /// A due time in a heap: which slot, under which generation (16 bytes).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -179,8 +61,10 @@ pub(super) struct Schedule {
     live: usize,
     /// Live entries with `pushed` set.
     pushed: usize,
-    /// The first entry of each name (the others follow its `next_same`).
-    names: HashMap<Arc<str>, u32>,
+    /// The first entry of each name hash (the others follow its
+    /// `next_same`; a chain may hold another name of the same hash, which
+    /// [`named`](Self::named) leaves out).
+    names: HashMap<u64, u32>,
     looks: BinaryHeap<Reverse<Item>>,
     grids: HashMap<Duration, Grid>,
     gen: u32,
@@ -208,7 +92,7 @@ impl Schedule {
     }
 
     pub(super) fn add(&mut self, mut e: Entry) -> u32 {
-        let name = Arc::clone(&e.name);
+        let name = e.name;
         // Slots are u32 in the heaps: 4 billion holds is far past anything
         // one process holds.
         let slot = match self.free.pop() {
@@ -241,19 +125,19 @@ impl Schedule {
         if let Some(lease) = e.grid() {
             self.leave(lease);
         }
-        self.unchain(&e.name, slot, e.next_same);
+        self.unchain(e.name, slot, e.next_same);
     }
 
-    /// Takes `slot` (whose successor is `next`) out of `name`'s chain.
-    fn unchain(&mut self, name: &Arc<str>, slot: u32, next: u32) {
-        let Some(&head) = self.names.get(name) else {
+    /// Takes `slot` (whose successor is `next`) out of its name's chain.
+    fn unchain(&mut self, name: u64, slot: u32, next: u32) {
+        let Some(&head) = self.names.get(&name) else {
             return;
         };
         if head == slot {
             if next == NO_SLOT {
-                self.names.remove(name);
+                self.names.remove(&name);
             } else {
-                self.names.insert(Arc::clone(name), next);
+                self.names.insert(name, next);
             }
             return;
         }
@@ -280,9 +164,16 @@ impl Schedule {
         self.slots.get_mut(slot as usize).and_then(Option::as_mut)
     }
 
-    /// The slots of lock `name`'s entries.
+    /// The slots of lock `name`'s entries (an entry whose hold is gone
+    /// counts: it may be of this name, and a visit drops it).
     pub(super) fn named(&self, name: &str) -> Vec<u32> {
-        self.chain(name).collect()
+        self.chain(name)
+            .filter(|&s| {
+                self.get(s)
+                    .and_then(|e| e.hold.upgrade())
+                    .map_or(true, |h| &**h.key.name() == name)
+            })
+            .collect()
     }
 
     /// The first of lock `name`'s entries that `pick` accepts.
@@ -292,7 +183,7 @@ impl Schedule {
 
     /// Lock `name`'s slots, following the chain (bounded by the slots).
     fn chain<'a>(&'a self, name: &str) -> impl Iterator<Item = u32> + 'a {
-        let mut at = self.names.get(name).copied().unwrap_or(NO_SLOT);
+        let mut at = self.names.get(&name_hash(name)).copied().unwrap_or(NO_SLOT);
         std::iter::from_fn(move || {
             let slot = at;
             at = self.get(slot)?.next_same;

@@ -327,7 +327,7 @@ impl Table {
             self.sched.remove(slot);
             return;
         };
-        if h.max_hold_end.is_some_and(|end| now >= end) {
+        if h.max_hold_end().is_some_and(|end| now >= end) {
             h.fire(LossReason::MaxHold);
             self.sched.remove(slot);
             return;
@@ -341,7 +341,7 @@ impl Table {
         // A loss by time is judged at its time: every entry keeps a look
         // no later than its deadline.
         let mut look = (
-            h.max_hold_end.map_or(deadline, |end| end.min(deadline)),
+            h.max_hold_end().map_or(deadline, |end| end.min(deadline)),
             true,
         );
         if let Some(at) = self.plan_track(slot, &h, now, node_of, work) {

@@ -201,7 +201,7 @@ impl Lock {
             AcquireReply::Taken { holds, value } => (holds, value),
         };
         let guard = self.guard_for(holds, value, renew, lease_d, sent_at);
-        if matches!(self.replica_sync, ReplicaSync::None) {
+        if matches!(self.replica_sync(), ReplicaSync::None) {
             return Ok(Attempt::Acquired(guard));
         }
         // Boxed: WAIT is opt-in, and inline it would enlarge every acquire.
@@ -271,7 +271,7 @@ impl Lock {
                 renew,
                 lease: lease_d,
                 sent_at,
-                max_hold: self.max_hold,
+                max_hold: self.max_hold(),
                 drift_permille: cfg.drift_permille,
                 counters: Arc::clone(&inner.counters),
             })
@@ -297,7 +297,7 @@ impl Lock {
     }
 
     async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
-        let (wanted, timeout) = match self.replica_sync {
+        let (wanted, timeout) = match self.replica_sync() {
             ReplicaSync::None => return Ok(guard),
             ReplicaSync::AtLeast { replicas, timeout } => (u64::from(replicas), timeout),
             ReplicaSync::AllReplicas { timeout } => {

@@ -214,7 +214,7 @@ impl MultiLock {
     fn group_at(&self, i: usize) -> &[Lock] {
         let first = &self.members[i];
         let batchable = |l: &Lock| {
-            l.handle.kind.batchable && matches!(l.replica_sync, crate::ReplicaSync::None)
+            l.handle.kind.batchable && matches!(l.replica_sync(), crate::ReplicaSync::None)
         };
         if !batchable(first) {
             return &self.members[i..=i];

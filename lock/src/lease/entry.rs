@@ -1,0 +1,135 @@
+//! One watched hold's entry in the lease engine's schedule, kept small: a
+//! million holds carry one each.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::hold::{instant, nanos, Hold};
+
+/// An instant as nanoseconds past the hold module's base: 8 bytes where an
+/// `Instant` takes 16, and there are four in an entry and one in each heap
+/// item, a million times over at the scale the engine is built for.
+pub(super) type Tick = u64;
+
+/// No instant: an `Option<Tick>` would take twice the room.
+pub(super) const NO_TICK: Tick = Tick::MAX;
+
+/// No slot: the end of a chain of entries of one name.
+pub(super) const NO_SLOT: u32 = u32::MAX;
+
+/// `name` hashed with this process's key (names chosen to collide cannot
+/// be foreseen).
+pub(super) fn name_hash(name: &str) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(name)
+}
+
+/// The task's bookkeeping for one hold (the hold's own state is its atomics).
+///
+/// Kept small (88 bytes): instants as [`Tick`]s, the lease as nanoseconds,
+/// and the entries of one name chained through `next_same` rather than
+/// listed in a vector of their own.
+pub(super) struct Entry {
+    pub(super) hold: Weak<Hold>,
+    /// The lock's name, hashed ([`name_hash`]): the entry is found by it,
+    /// even once the hold is gone.
+    pub(super) name: u64,
+    /// The hold's epoch when it was handed over: a hold that ended (and was
+    /// perhaps revived, which hands it over again) no longer matches.
+    pub(super) epoch: u64,
+    next_renew: Tick,
+    /// A call about this hold is in flight.
+    pub(super) busy: bool,
+    /// Look at it at `early()` without waiting for the grid: a call failed,
+    /// or an invalidation asks for a check now.
+    pub(super) off_grid: bool,
+    /// Invalidated while a call was in flight: that call may have been
+    /// answered before the change, so check again after it.
+    pub(super) recheck: bool,
+    /// A tracked read was made (or is in flight).
+    pub(super) tracked: bool,
+    /// The hold is within the tracking budget: it gets tracked reads.
+    pub(super) pushed: bool,
+    /// A renewal of this hold refreshed its fencing counter's idle expiry
+    /// (its first renewal does; later ones only in the actor's window).
+    pub(super) counter_fresh: bool,
+    since: Tick,
+    /// Its live look: when ([`NO_TICK`]: none), and under which generation.
+    pub(super) look: Tick,
+    pub(super) look_gen: u32,
+    /// Whether that look is for a loss or tracked read (may not wait for
+    /// the task's sleep floor) rather than a renewal or check.
+    pub(super) look_urgent: bool,
+    /// Its live item in its grid's queue: the early time it was queued at
+    /// ([`NO_TICK`]: none).
+    pub(super) queued: Tick,
+    pub(super) queue_gen: u32,
+    /// The next entry of the same name ([`NO_SLOT`]: the last).
+    pub(super) next_same: u32,
+    /// The grid it counts in: the lease it is renewed with, in nanoseconds
+    /// ([`NO_TICK`]: none).
+    grid: u64,
+}
+
+impl Entry {
+    pub(super) fn new(hold: &Arc<Hold>, since: Instant) -> Self {
+        Self {
+            hold: Arc::downgrade(hold),
+            name: name_hash(hold.key.name()),
+            epoch: hold.epoch(),
+            next_renew: nanos(since + hold.lease() / 3),
+            busy: false,
+            off_grid: false,
+            recheck: false,
+            tracked: false,
+            counter_fresh: false,
+            pushed: false,
+            since: nanos(since),
+            look: NO_TICK,
+            look_gen: 0,
+            look_urgent: false,
+            queued: NO_TICK,
+            queue_gen: 0,
+            next_same: NO_SLOT,
+            grid: NO_TICK,
+        }
+    }
+
+    /// When the hold is next due for renewal.
+    pub(super) fn next_renew(&self) -> Instant {
+        instant(self.next_renew)
+    }
+
+    pub(super) fn set_next_renew(&mut self, at: Instant) {
+        self.next_renew = nanos(at);
+    }
+
+    /// When it was handed over.
+    pub(super) fn since(&self) -> Instant {
+        instant(self.since)
+    }
+
+    /// The lease of the grid it counts in, if any.
+    pub(super) fn grid(&self) -> Option<Duration> {
+        (self.grid != NO_TICK).then(|| Duration::from_nanos(self.grid))
+    }
+
+    pub(super) fn set_grid(&mut self, lease: Option<Duration>) -> Option<Duration> {
+        let old = self.grid();
+        self.grid = lease.map_or(NO_TICK, |l| {
+            u64::try_from(l.as_nanos()).unwrap_or(NO_TICK - 1)
+        });
+        old
+    }
+
+    /// The hold, while it is the one handed over and still worth watching.
+    pub(super) fn live(&self) -> Option<Arc<Hold>> {
+        let h = self.hold.upgrade()?;
+        (h.epoch() == self.epoch && h.is_active()).then_some(h)
+    }
+
+    pub(super) fn is(&self, hold: &Arc<Hold>, epoch: u64) -> bool {
+        self.epoch == epoch && Weak::as_ptr(&self.hold) == Arc::as_ptr(hold)
+    }
+}
