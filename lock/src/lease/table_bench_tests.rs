@@ -154,7 +154,7 @@ fn what_a_hold_keeps_stays_within_its_size_budget() {
     let entry = size_of::<super::super::schedule::Entry>();
     assert!(entry <= 88, "schedule Entry: {entry}");
     let handle = size_of::<crate::lock::HandleForSizes>();
-    assert!(handle <= 176, "lock Handle: {handle}");
+    assert!(handle <= 120, "lock Handle: {handle}");
     assert!(
         size_of::<crate::Lock>() <= 24,
         "Lock: {}",

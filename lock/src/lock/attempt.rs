@@ -265,7 +265,7 @@ impl Lock {
         let inner = &self.inner;
         let (hold, new) = self.handle.hold_for(token, holds > 1, || {
             Hold::new(NewHold {
-                key: self.handle.hold.clone(),
+                key: self.handle.hold_key(),
                 token,
                 renewal: self.handle.kind.lease,
                 renew,

@@ -28,7 +28,7 @@ impl Departure {
     /// no place (nothing to give up).
     pub(crate) fn new(lock: &Lock, place: Option<PlaceRef>) -> Self {
         if place.is_some_and(|p| p.shared) {
-            lock.handle.place_waits.fetch_add(1, Ordering::AcqRel);
+            lock.handle.place_waits().fetch_add(1, Ordering::AcqRel);
         }
         Self(place.map(|p| (lock.clone(), p)))
     }
@@ -74,7 +74,7 @@ impl Drop for Departure {
 /// One waiter of `lock`'s owner stops waiting: whether it was the last of
 /// them (always, for a place no clone shares).
 fn last_out(lock: &Lock, place: PlaceRef) -> bool {
-    !place.shared || lock.handle.place_waits.fetch_sub(1, Ordering::AcqRel) == 1
+    !place.shared || lock.handle.place_waits().fetch_sub(1, Ordering::AcqRel) == 1
 }
 
 /// The place's leave script for this owner: `true` when it had the place.

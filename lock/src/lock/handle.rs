@@ -8,7 +8,7 @@
 //! its last argument (the hold's fencing token), so its head is built once
 //! and copied.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use keylatch_resp::Cmd;
@@ -28,29 +28,37 @@ pub(crate) struct Handle {
     pub(crate) kind: &'static LockKind,
     /// The owner id this handle acts as.
     owner: Arc<str>,
-    /// The watchdog's key for this owner's hold (name, the hash field that
-    /// holds it, hash, slot): the field is the owner id, or `<owner>:write`
-    /// for a read-write lock's write hold.
-    pub(crate) hold: HoldKey,
+    /// The hash field this owner's hold is counted in: the owner id
+    /// (shared), or `<owner>:write` for a read-write lock's write hold.
+    field: Arc<str>,
+    /// The cluster slot of the lock's key.
+    slot: u16,
     /// A watchdog acquire was made through this handle already.
     used: AtomicBool,
     /// An acquire was sent through this handle already (its finisher is
     /// kept from the second on).
     sent: AtomicBool,
-    /// Boxed: one pointer in the many handles that never prepare.
-    prepared: OnceLock<Box<Prepared>>,
     /// The hold this handle (or a clone) took last: a re-entry whose reply
     /// carries its token joins it. Locked by this handle's callers only,
     /// never by the lease engine.
     current: Mutex<Weak<Hold>>,
-    /// Waits of this owner holding a shared place in progress (clones of
-    /// the handle waiting at once share one queue entry: only the last to
-    /// give up leaves it).
-    pub(crate) place_waits: std::sync::atomic::AtomicUsize,
+    /// What a handle in repeated use (or a waiting one) keeps: boxed, one
+    /// pointer in the many handles used once.
+    more: OnceLock<Box<More>>,
+}
+
+/// The parts of a handle made on its second acquire or first wait.
+#[derive(Default)]
+struct More {
+    prepared: OnceLock<Prepared>,
     /// The acquire finisher standalone requests carry (see `attempt.rs`):
     /// kept from the handle's second acquire on, then shared by every
     /// acquire of this handle.
     late: OnceLock<keylatch_cluster::LateReply>,
+    /// Waits of this owner holding a shared place in progress (clones of
+    /// the handle waiting at once share one queue entry: only the last to
+    /// give up leaves it).
+    place_waits: AtomicUsize,
 }
 
 struct Prepared {
@@ -62,19 +70,31 @@ impl Handle {
     pub(crate) fn new(name: &str, owner: Arc<str>, kind: &'static LockKind) -> Self {
         let names = (kind.names)(name);
         let field = (kind.field)(&owner);
-        let hold = HoldKey::new(Arc::clone(&names.key), Arc::clone(&field));
+        let slot = keylatch_cluster::Slot::of(names.key.as_bytes()).get();
         Self {
             names,
             kind,
             owner,
-            hold,
+            field,
+            slot,
             used: AtomicBool::new(false),
             sent: AtomicBool::new(false),
-            prepared: OnceLock::new(),
             current: Mutex::new(Weak::new()),
-            place_waits: std::sync::atomic::AtomicUsize::new(0),
-            late: OnceLock::new(),
+            more: OnceLock::new(),
         }
+    }
+
+    fn more(&self) -> &More {
+        self.more.get_or_init(Box::default)
+    }
+
+    fn prepared(&self) -> Option<&Prepared> {
+        self.more.get().and_then(|m| m.prepared.get())
+    }
+
+    /// Waits of this owner holding a shared place in progress.
+    pub(crate) fn place_waits(&self) -> &AtomicUsize {
+        &self.more().place_waits
     }
 
     /// The hold to join for a reply carrying `token`, if this handle has it
@@ -111,13 +131,24 @@ impl Handle {
         &self,
         make: impl FnOnce() -> keylatch_cluster::LateReply,
     ) -> keylatch_cluster::LateReply {
-        if let Some(l) = self.late.get() {
+        if let Some(l) = self.more.get().and_then(|m| m.late.get()) {
             return Arc::clone(l);
         }
         if !self.sent.swap(true, Ordering::Relaxed) {
             return make();
         }
-        Arc::clone(self.late.get_or_init(make))
+        Arc::clone(self.more().late.get_or_init(make))
+    }
+
+    /// The watchdog's key for a new hold of this owner (name, field, their
+    /// hash, the slot): made per hold rather than kept by the handle.
+    pub(crate) fn hold_key(&self) -> HoldKey {
+        HoldKey::new(Arc::clone(&self.names.key), Arc::clone(&self.field))
+    }
+
+    /// The cluster slot of the lock's key.
+    pub(crate) fn slot(&self) -> u16 {
+        self.slot
     }
 
     /// The owner id.
@@ -128,7 +159,7 @@ impl Handle {
     /// The hash field this owner's hold is counted in (the owner id, or
     /// `<owner>:write` for a write hold).
     pub(crate) fn field(&self) -> &str {
-        self.hold.owner()
+        &self.field
     }
 
     /// The acquire under the watchdog lease, the same command every time.
@@ -144,7 +175,7 @@ impl Handle {
             // contended use, where a prepared command saves little.
             return None;
         }
-        if let Some(p) = self.prepared.get() {
+        if let Some(p) = self.prepared() {
             return Some(&p.acquire_watchdog);
         }
         if !self.used.swap(true, Ordering::Relaxed) {
@@ -152,14 +183,12 @@ impl Handle {
         }
         // Kept for the handle's life, so trimmed to their exact size (built
         // with room to spare, they took about 360 bytes more per handle).
-        let p = self.prepared.get_or_init(|| {
-            Box::new(Prepared {
-                acquire_watchdog: Arc::new(
-                    self.acquire_cmd(args, &args.watchdog_ms, false)
-                        .clone_with_room(0),
-                ),
-                release_head: self.release_built(args, None).clone_with_room(0),
-            })
+        let p = self.more().prepared.get_or_init(|| Prepared {
+            acquire_watchdog: Arc::new(
+                self.acquire_cmd(args, &args.watchdog_ms, false)
+                    .clone_with_room(0),
+            ),
+            release_head: self.release_built(args, None).clone_with_room(0),
         });
         Some(&p.acquire_watchdog)
     }
@@ -170,7 +199,7 @@ impl Handle {
     pub(crate) fn release_cmd(&self, args: &ScriptArgs, token: u64) -> Cmd {
         let mut buf = itoa::Buffer::new();
         let token = buf.format(token);
-        match self.prepared.get() {
+        match self.prepared() {
             // Room for the token (at most 20 digits) and its framing.
             Some(p) => p.release_head.clone_with_room(32).arg(token),
             None => self.release_built(args, Some(token)),

@@ -52,7 +52,7 @@ pub struct MultiLock {
 /// downgrade, the read first would be a refused upgrade).
 fn order_key(l: &Lock) -> (u16, &str, &str, u8) {
     (
-        l.handle.hold.slot(),
+        l.handle.slot(),
         l.name(),
         l.owner(),
         l.handle.kind.multi_rank,
@@ -223,7 +223,7 @@ impl MultiLock {
         while end < self.members.len() {
             let l = &self.members[end];
             let same = Arc::ptr_eq(&l.inner, &first.inner)
-                && l.handle.hold.slot() == first.handle.hold.slot()
+                && l.handle.slot() == first.handle.slot()
                 && l.owner() == first.owner()
                 && l.name() != self.members[end - 1].name()
                 && batchable(l);
