@@ -122,16 +122,17 @@ impl Supervised {
         signals: &mut Signals,
     ) -> StopReport {
         let mut report = StopReport::default();
-        if self.members() > 0 {
+        // Already due (a late timer, a lease nearly out): SIGKILL at once,
+        // without the two kill(1) runs of the polite stop first.
+        if self.members() > 0 && Instant::now() < kill_at {
             self.send(first.name).await;
             // A stopped process (a background job that read the terminal,
             // one stopped with Ctrl-Z or SIGSTOP) would hold the signal
             // pending until the grace ran out: CONT lets it act on it, as
             // timeout(1) and systemd do.
             self.send("CONT").await;
-            let until = kill_at;
             tokio::select! {
-                () = self.gone_by(until) => {}
+                () = self.gone_by(kill_at) => {}
                 again = signals.recv() => {
                     errln!("keylatch: SIG{} during the grace period: SIGKILL now", again.name);
                 }
@@ -156,13 +157,15 @@ impl Supervised {
     /// Polls until the group has no live process, or `until`.
     async fn gone_by(&mut self, until: Instant) {
         while self.members() > 0 && Instant::now() < until {
+            // The last step ends at `until`, not up to a poll after it.
+            let step = POLL.min(until.saturating_duration_since(Instant::now()));
             match self.child.try_wait() {
                 // Reaps the main process as soon as it exits; the group is
                 // waited for by membership, not by this.
                 Ok(None) => {
-                    let _ = tokio::time::timeout(POLL, self.child.wait()).await;
+                    let _ = tokio::time::timeout(step, self.child.wait()).await;
                 }
-                _ => tokio::time::sleep(POLL).await,
+                _ => tokio::time::sleep(step).await,
             }
         }
     }

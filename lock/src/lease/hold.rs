@@ -243,8 +243,12 @@ fn base() -> Instant {
     })
 }
 
+/// `t` in nanoseconds since [`base`], at most `u64::MAX - 1` (the lease
+/// engine's entries use `u64::MAX` for "no instant").
 pub(crate) fn nanos(t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(base()).as_nanos()).unwrap_or(u64::MAX)
+    u64::try_from(t.saturating_duration_since(base()).as_nanos())
+        .unwrap_or(u64::MAX)
+        .min(u64::MAX - 1)
 }
 
 pub(crate) fn instant(n: u64) -> Instant {

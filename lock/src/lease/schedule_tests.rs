@@ -368,3 +368,45 @@ fn the_entries_of_one_name_are_found_and_unchained_in_any_order() {
     s.remove(slots[2]);
     assert_eq!(s.len(), 2);
 }
+
+#[test]
+fn names_of_one_hash_share_a_chain_but_are_found_apart() {
+    use super::super::entry::name_hash;
+    use super::super::schedule::{Entry, Schedule};
+    let now = Instant::now();
+    let mut s = Schedule::default();
+    let sorted = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v
+    };
+    let a1 = hold("a", "c:1", 1, true, now);
+    let b1 = hold("b", "c:1", 2, true, now);
+    let a2 = hold("a", "c:2", 3, true, now);
+    let sa1 = s.add(Entry::new(&a1, now));
+    // "b" made to collide with "a" (a 64-bit hash collision, forced).
+    let mut eb = Entry::new(&b1, now);
+    eb.name = name_hash("a");
+    let sb1 = s.add(eb);
+    let sa2 = s.add(Entry::new(&a2, now));
+    assert_eq!(
+        sorted(s.named("a")),
+        vec![sa1, sa2],
+        "a live other name is left out"
+    );
+    assert_eq!(s.find_named("a", |e| e.is(&b1, b1.epoch())), Some(sb1));
+    s.remove(sb1);
+    assert_eq!(sorted(s.named("a")), vec![sa1, sa2]);
+    s.remove(sa2);
+    assert_eq!(s.named("a"), vec![sa1]);
+    // An entry whose hold is gone counts (it may be of the name; a visit
+    // drops it).
+    let b2 = hold("b", "c:3", 4, true, now);
+    let mut e = Entry::new(&b2, now);
+    e.name = name_hash("a");
+    let sb2 = s.add(e);
+    drop(b2);
+    assert_eq!(sorted(s.named("a")), sorted(vec![sa1, sb2]));
+    s.remove(sa1);
+    s.remove(sb2);
+    assert!(s.named("a").is_empty() && s.all().is_empty());
+}
