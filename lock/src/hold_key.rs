@@ -1,37 +1,26 @@
-//! `HoldKey`: a hold's lock name and owner, with their hash and the key's
-//! slot worked out once per lock handle (comparing two keys then mostly
-//! costs a hash compare and two pointer checks).
+//! `HoldKey`: a hold's lock name and owner, with the key's slot worked out
+//! once (comparing two keys of one handle costs two pointer checks).
+//!
+//! No hash is kept: no map is keyed by it (the lease engine indexes its
+//! entries by the name alone), and a million holds each carried 8 bytes.
 
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use keylatch_cluster::Slot;
 
-/// A hold's identity: the lock's key and the owner id, with their hash and
-/// the key's cluster slot worked out once.
+/// A hold's identity: the lock's key and the owner id, with the key's
+/// cluster slot worked out once.
 #[derive(Clone, Debug)]
 pub(crate) struct HoldKey {
     name: Arc<str>,
     owner: Arc<str>,
-    hash: u64,
     slot: u16,
 }
 
 impl HoldKey {
     pub(crate) fn new(name: Arc<str>, owner: Arc<str>) -> Self {
-        // Keyed per process, as std's maps are, so names chosen to collide
-        // cannot degrade the map.
-        static KEYS: OnceLock<RandomState> = OnceLock::new();
-        let hash = KEYS
-            .get_or_init(RandomState::new)
-            .hash_one((&*name, &*owner));
         let slot = Slot::of(name.as_bytes()).get();
-        Self {
-            name,
-            owner,
-            hash,
-            slot,
-        }
+        Self { name, owner, slot }
     }
 
     /// The lock's key (the user's lock name).
@@ -54,19 +43,12 @@ impl PartialEq for HoldKey {
     fn eq(&self, other: &Self) -> bool {
         // Keys from one handle share their strings: a pointer check settles
         // the usual case without comparing bytes.
-        self.hash == other.hash
-            && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+        (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
             && (Arc::ptr_eq(&self.owner, &other.owner) || self.owner == other.owner)
     }
 }
 
 impl Eq for HoldKey {}
-
-impl Hash for HoldKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
 
 #[cfg(test)]
 mod tests {

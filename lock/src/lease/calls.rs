@@ -12,7 +12,7 @@ use super::hold::{millis, Hold};
 use super::renewal::RenewalRef;
 
 /// A hold in a call, with its epoch when the call was planned.
-pub(super) type Planned = (Arc<Hold>, u64);
+pub(super) type Planned = (Arc<Hold>, u32);
 
 /// One call's worth of holds that share a renewal (whatever their lock
 /// types: the script judges each from the same four strings).

@@ -18,49 +18,63 @@ pub(super) const NO_TICK: Tick = Tick::MAX;
 /// No slot: the end of a chain of entries of one name.
 pub(super) const NO_SLOT: u32 = u32::MAX;
 
+/// A lock name's hash, as the engine indexes its entries by it: 32 bits,
+/// as names of one hash share a chain and are told apart by the name
+/// itself, so a rare collision costs a comparison, and a million entries
+/// and index slots each save 4 bytes or more.
+pub(super) type NameHash = u32;
+
 /// `name` hashed with this process's key (names chosen to collide cannot
 /// be foreseen).
-pub(super) fn name_hash(name: &str) -> u64 {
+pub(super) fn name_hash(name: &str) -> NameHash {
     static KEYS: OnceLock<RandomState> = OnceLock::new();
-    KEYS.get_or_init(RandomState::new).hash_one(name)
+    let h = KEYS.get_or_init(RandomState::new).hash_one(name);
+    // The high half folded in: SipHash's bits are all good, but this keeps
+    // both halves' entropy whatever the hasher.
+    (h ^ (h >> 32)) as NameHash
 }
+
+/// A call about this hold is in flight.
+pub(super) const BUSY: u8 = 1;
+/// Invalidated while a call was in flight: that call may have been
+/// answered before the change, so check again after it.
+pub(super) const RECHECK: u8 = 2;
+/// A renewal of this hold refreshed its fencing counter's idle expiry (its
+/// first renewal does; later ones only in the actor's window).
+pub(super) const COUNTER_FRESH: u8 = 4;
+/// Its look is for a loss or tracked read (may not wait for the task's
+/// sleep floor) rather than a renewal or check.
+pub(super) const LOOK_URGENT: u8 = 8;
 
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
 ///
-/// Kept small (88 bytes): instants as [`Tick`]s, the lease as nanoseconds,
-/// and the entries of one name chained through `next_same` rather than
-/// listed in a vector of their own.
+/// Kept small (72 bytes): instants as [`Tick`]s, the lease as nanoseconds,
+/// the name as a 32-bit hash, four flags in a byte, and the entries of one
+/// name chained through `next_same` rather than listed in a vector of their
+/// own.
 pub(super) struct Entry {
     pub(super) hold: Weak<Hold>,
     /// The lock's name, hashed ([`name_hash`]): the entry is found by it,
     /// even once the hold is gone.
-    pub(super) name: u64,
+    pub(super) name: NameHash,
     /// The hold's epoch when it was handed over: a hold that ended (and was
     /// perhaps revived, which hands it over again) no longer matches.
-    pub(super) epoch: u64,
+    pub(super) epoch: u32,
     next_renew: Tick,
-    /// A call about this hold is in flight.
-    pub(super) busy: bool,
     /// Look at it at `early()` without waiting for the grid: a call failed,
     /// or an invalidation asks for a check now.
     pub(super) off_grid: bool,
-    /// Invalidated while a call was in flight: that call may have been
-    /// answered before the change, so check again after it.
-    pub(super) recheck: bool,
     /// A tracked read was made (or is in flight).
     pub(super) tracked: bool,
     /// The hold is within the tracking budget: it gets tracked reads.
     pub(super) pushed: bool,
-    /// A renewal of this hold refreshed its fencing counter's idle expiry
-    /// (its first renewal does; later ones only in the actor's window).
-    pub(super) counter_fresh: bool,
     since: Tick,
     /// Its live look: when ([`NO_TICK`]: none), and under which generation.
     pub(super) look: Tick,
     pub(super) look_gen: u32,
-    /// Whether that look is for a loss or tracked read (may not wait for
-    /// the task's sleep floor) rather than a renewal or check.
-    pub(super) look_urgent: bool,
+    /// [`BUSY`], [`RECHECK`], [`COUNTER_FRESH`], [`LOOK_URGENT`]: four
+    /// flags in one byte keep the entry at 72 bytes.
+    flags: u8,
     /// Its live item in its grid's queue: the early time it was queued at
     /// ([`NO_TICK`]: none).
     pub(super) queued: Tick,
@@ -79,16 +93,13 @@ impl Entry {
             name: name_hash(hold.key.name()),
             epoch: hold.epoch(),
             next_renew: nanos(since + hold.lease() / 3),
-            busy: false,
             off_grid: false,
-            recheck: false,
             tracked: false,
-            counter_fresh: false,
             pushed: false,
+            flags: 0,
             since: nanos(since),
             look: NO_TICK,
             look_gen: 0,
-            look_urgent: false,
             queued: NO_TICK,
             queue_gen: 0,
             next_same: NO_SLOT,
@@ -129,7 +140,21 @@ impl Entry {
         (h.epoch() == self.epoch && h.is_active()).then_some(h)
     }
 
-    pub(super) fn is(&self, hold: &Arc<Hold>, epoch: u64) -> bool {
+    pub(super) fn is(&self, hold: &Arc<Hold>, epoch: u32) -> bool {
         self.epoch == epoch && Weak::as_ptr(&self.hold) == Arc::as_ptr(hold)
+    }
+
+    /// Whether `flag` (one of [`BUSY`], [`RECHECK`], [`COUNTER_FRESH`],
+    /// [`LOOK_URGENT`]) is set.
+    pub(super) fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub(super) fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
     }
 }

@@ -35,13 +35,6 @@ pub(crate) struct Hold {
     /// The token the first acquire got: the hold's identity on the server.
     pub(crate) token: u64,
     pub(crate) renewal: &'static Renewal,
-    /// Guards alive.
-    guards: AtomicU32,
-    /// Of those, guards taken under the watchdog: renewed while any lives.
-    renewers: AtomicU32,
-    /// Changes when the hold ends or is revived: engine replies planned
-    /// under an older epoch do not apply.
-    epoch: AtomicU64,
     /// The longest lease any acquire of this hold used, in milliseconds.
     lease_ms: AtomicU64,
     /// Local deadline: nanoseconds since [`base`]. Only ever moves later
@@ -52,10 +45,21 @@ pub(crate) struct Hold {
     /// In nanoseconds since [`base`] (`u64::MAX`: none): half the room of
     /// an `Option<Instant>`.
     max_hold_end: u64,
-    drift_permille: u32,
+    counters: Arc<Counters>,
+    // The small fields together, so they pack into 16 bytes (a million
+    // holds each carry them).
+    /// Guards alive.
+    guards: AtomicU32,
+    /// Of those, guards taken under the watchdog: renewed while any lives.
+    renewers: AtomicU32,
+    /// Changes when the hold ends or is revived: engine replies planned
+    /// under an older epoch do not apply (32 bits: a hold is not ended and
+    /// revived four billion times while one reply is on its way).
+    epoch: AtomicU32,
+    /// At most 1000 (see `LocksConfig::drift_permille`).
+    drift_permille: u16,
     /// Counted in the `Locks`' live holds.
     counted: AtomicBool,
-    counters: Arc<Counters>,
     /// Inline: the hold is already shared, so the signal needs no `Arc`
     /// (and no allocation) of its own.
     pub(crate) lost: LossSignal,
@@ -93,13 +97,13 @@ impl Hold {
             renewal: n.renewal,
             guards: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(n.renew)),
-            epoch: AtomicU64::new(0),
+            epoch: AtomicU32::new(0),
             lease_ms: AtomicU64::new(0),
             deadline: AtomicU64::new(0),
             max_hold_end: n
                 .max_hold
                 .map_or(u64::MAX, |m| nanos(n.sent_at + clamp_span(m))),
-            drift_permille: n.drift_permille,
+            drift_permille: u16::try_from(n.drift_permille.min(1000)).unwrap_or(1000),
             counted: AtomicBool::new(true),
             counters: n.counters,
             lost: LossSignal::default(),
@@ -146,7 +150,7 @@ impl Hold {
     pub(crate) fn extend(&self, sent_at: Instant, lease: Duration) {
         let lease = clamp_span(lease);
         self.lease_ms.fetch_max(millis(lease), Ordering::AcqRel);
-        let drift = Duration::from_millis(2) + lease * self.drift_permille / 1000;
+        let drift = Duration::from_millis(2) + lease * u32::from(self.drift_permille) / 1000;
         let end = (sent_at + lease).checked_sub(drift).unwrap_or(sent_at);
         self.deadline.fetch_max(nanos(end), Ordering::AcqRel);
     }
@@ -206,7 +210,7 @@ impl Hold {
         (self.max_hold_end != u64::MAX).then(|| instant(self.max_hold_end))
     }
 
-    pub(crate) fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u32 {
         self.epoch.load(Ordering::Acquire)
     }
 

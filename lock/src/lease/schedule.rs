@@ -22,7 +22,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 pub(super) use super::entry::Entry;
-use super::entry::{name_hash, Tick, NO_SLOT, NO_TICK};
+use super::entry::{name_hash, NameHash, Tick, LOOK_URGENT, NO_SLOT, NO_TICK};
 use super::hold::{instant, nanos};
 
 /// How often every entry is checked for a hold that ended (its last guard
@@ -64,7 +64,7 @@ pub(super) struct Schedule {
     /// The first entry of each name hash (the others follow its
     /// `next_same`; a chain may hold another name of the same hash, which
     /// [`named`](Self::named) leaves out).
-    names: HashMap<u64, u32>,
+    names: HashMap<NameHash, u32>,
     looks: BinaryHeap<Reverse<Item>>,
     grids: HashMap<Duration, Grid>,
     gen: u32,
@@ -129,7 +129,7 @@ impl Schedule {
     }
 
     /// Takes `slot` (whose successor is `next`) out of its name's chain.
-    fn unchain(&mut self, name: u64, slot: u32, next: u32) {
+    fn unchain(&mut self, name: NameHash, slot: u32, next: u32) {
         let Some(&head) = self.names.get(&name) else {
             return;
         };
@@ -217,7 +217,7 @@ impl Schedule {
         }
         e.look = at;
         e.look_gen = gen;
-        e.look_urgent = urgent;
+        e.set(LOOK_URGENT, urgent);
         self.looks.push(Reverse(Item { at, slot, gen }));
     }
 
@@ -363,7 +363,7 @@ impl Schedule {
         while let Some(Reverse(i)) = self.looks.peek().copied() {
             match self.slots.get(i.slot as usize).and_then(Option::as_ref) {
                 Some(e) if e.look != NO_TICK && e.look_gen == i.gen => {
-                    return Some((instant(i.at), e.look_urgent));
+                    return Some((instant(i.at), e.has(LOOK_URGENT)));
                 }
                 _ => {
                     self.looks.pop();

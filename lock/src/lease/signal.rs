@@ -5,8 +5,12 @@
 //! One atomic and one `Notify` per hold, rather than a `watch` channel: a
 //! hold is created and dropped on every acquire, and a channel's allocation
 //! and its wake-all on drop were visible in the acquire path's profile.
+//!
+//! The `Notify` (32 bytes) is boxed and made by the first waiter: most holds
+//! are never waited on, and a million held locks each carried one.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use tokio::sync::Notify;
 
@@ -15,9 +19,10 @@ use super::reason::LossReason;
 /// Part of a hold (`hold.rs`): shared with it.
 #[derive(Debug, Default)]
 pub(crate) struct LossSignal {
+    /// Made by the first [`wait`](Self::wait).
+    notify: OnceLock<Box<Notify>>,
     /// 0 while held; otherwise the [`LossReason`] (see `code`).
     reason: AtomicU8,
-    notify: Notify,
 }
 
 impl LossSignal {
@@ -29,7 +34,13 @@ impl LossSignal {
             .compare_exchange(0, code(reason), Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            self.notify.notify_waiters();
+            // Paired with the fence in `wait`: either that waiter sees the
+            // reason, or this sees its `Notify` (a store then a load on
+            // each side needs both fences to be sequentially consistent).
+            fence(Ordering::SeqCst);
+            if let Some(notify) = self.notify.get() {
+                notify.notify_waiters();
+            }
             return true;
         }
         false
@@ -43,11 +54,16 @@ impl LossSignal {
     /// Resolves when the hold is known lost; pending forever for a hold that
     /// ends normally (nobody fires it then).
     pub(crate) async fn wait(&self) -> LossReason {
+        if let Some(reason) = self.get() {
+            return reason;
+        }
+        let notify = self.notify.get_or_init(Box::default);
         loop {
-            let notified = self.notify.notified();
+            let notified = notify.notified();
             tokio::pin!(notified);
             // Registered before the check, so a fire in between still wakes us.
             notified.as_mut().enable();
+            fence(Ordering::SeqCst);
             if let Some(reason) = self.get() {
                 return reason;
             }
@@ -96,6 +112,23 @@ mod tests {
         }
         // A waiter arriving after the fire resolves at once.
         assert_eq!(s.wait().await, LossReason::Expired);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fire_racing_the_first_waiter_still_wakes_it() {
+        // The waiter makes the `Notify` while the fire may be looking for
+        // it: whichever runs first, the waiter must resolve.
+        for _ in 0..200 {
+            let s = std::sync::Arc::new(LossSignal::default());
+            let waiter = {
+                let s = std::sync::Arc::clone(&s);
+                tokio::spawn(async move { s.wait().await })
+            };
+            tokio::task::yield_now().await;
+            s.fire(LossReason::Gone);
+            let got = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+            assert_eq!(got.expect("woken").unwrap(), LossReason::Gone);
+        }
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::Invalidation;
 
 use super::calls::Planned;
+use super::entry::{BUSY, COUNTER_FRESH, RECHECK};
 use super::hold::Hold;
 use super::reason::LossReason;
 use super::renewal::RenewalRef;
@@ -261,7 +262,8 @@ impl Table {
         e.tracked = false;
         e.set_next_renew(now);
         e.off_grid = true;
-        e.recheck = e.busy;
+        let busy = e.has(BUSY);
+        e.set(RECHECK, busy);
         self.sched.look(slot, now, false);
     }
 
@@ -394,7 +396,7 @@ impl Table {
         node_of: &F,
         work: &mut Work,
     ) -> Option<Instant> {
-        if self.sched.get(slot)?.busy {
+        if self.sched.get(slot)?.has(BUSY) {
             return None;
         }
         let lease = if h.renews() {
@@ -423,9 +425,9 @@ impl Table {
             now >= early && (now >= round || e.off_grid || now >= overdue)
         };
         if due {
-            e.busy = true;
+            e.set(BUSY, true);
             e.off_grid = false;
-            let refresh = !lease.is_zero() && (self.refresh_all || !e.counter_fresh);
+            let refresh = !lease.is_zero() && (self.refresh_all || !e.has(COUNTER_FRESH));
             let (node, s) = node_of(h.key.slot());
             work.groups
                 .entry((node, s, RenewalRef(h.renewal), lease, refresh))
@@ -447,7 +449,7 @@ impl Table {
         (overdue < round).then_some(overdue)
     }
 
-    fn slot_of(&self, hold: &Arc<Hold>, epoch: u64) -> Option<u32> {
+    fn slot_of(&self, hold: &Arc<Hold>, epoch: u32) -> Option<u32> {
         self.sched
             .find_named(hold.key.name(), |e| e.is(hold, epoch))
     }
@@ -476,7 +478,7 @@ impl Table {
                         continue;
                     };
                     if let Some(e) = self.sched.get_mut(slot) {
-                        e.busy = false;
+                        e.set(BUSY, false);
                     }
                     if h.epoch() != *epoch {
                         // Ended (perhaps revived under a new entry).
@@ -503,14 +505,17 @@ impl Table {
         let Some(e) = self.sched.get_mut(slot) else {
             return;
         };
-        let recheck = std::mem::take(&mut e.recheck);
+        let recheck = e.has(RECHECK);
+        e.set(RECHECK, false);
         match verdict {
             1 => {
                 let mut at_once = recheck;
                 if !lease.is_zero() {
                     // The renewal's write untracked the key.
                     e.tracked = false;
-                    e.counter_fresh |= refresh;
+                    if refresh {
+                        e.set(COUNTER_FRESH, true);
+                    }
                     h.extend(sent_at, lease);
                     e.set_next_renew(sent_at + lease / 3);
                     // A longer re-entry came meanwhile: renew with its

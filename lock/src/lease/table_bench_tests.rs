@@ -150,16 +150,16 @@ fn pass_cost() {
 #[cfg(all(target_pointer_width = "64", target_os = "linux"))]
 fn what_a_hold_keeps_stays_within_its_size_budget() {
     use std::mem::size_of;
-    assert!(size_of::<Hold>() <= 160, "Hold: {}", size_of::<Hold>());
+    assert!(size_of::<Hold>() <= 128, "Hold: {}", size_of::<Hold>());
     let entry = size_of::<super::super::schedule::Entry>();
-    assert!(entry <= 88, "schedule Entry: {entry}");
+    assert!(entry <= 72, "schedule Entry: {entry}");
     let handle = size_of::<crate::lock::HandleForSizes>();
-    assert!(handle <= 120, "lock Handle: {handle}");
+    assert!(handle <= 88, "lock Handle: {handle}");
     assert!(
         size_of::<crate::Lock>() <= 24,
         "Lock: {}",
         size_of::<crate::Lock>()
     );
     let guard = size_of::<crate::LockGuard>();
-    assert!(guard <= 88, "LockGuard: {guard}");
+    assert!(guard <= 64, "LockGuard: {guard}");
 }

@@ -243,7 +243,7 @@ impl Lock {
             .cmd(
                 Cmd::new("HGET")
                     .key(&*self.handle.names.key)
-                    .arg(self.handle.field()),
+                    .arg(&*self.handle.field()),
             )
             .await;
         match n {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::Error as ClientError;
 
 use crate::error::{LockError, LockResult};
-use crate::lease::hold::{clamp_span, Hold};
+use crate::lease::hold::{clamp_span, instant, nanos, Hold};
 use crate::lease::{extend_one, LossReason};
 
 use super::base::Lock;
@@ -37,16 +37,21 @@ pub struct LockGuard {
     lock: Lock,
     /// The hold this guard is one of (shared with its re-entries).
     hold: Arc<Hold>,
-    /// Taken under the watchdog (no fixed lease).
-    renew: bool,
-    holds: u64,
     /// The fencing token as shown, when `shows_token` (not with fencing
     /// off): two fields pack beside the flags, where an `Option<u64>`
     /// took 16 bytes.
     token: u64,
+    /// The lease in nanoseconds (saturating: 584 years), and the acquire's
+    /// instant as nanoseconds past the lease engine's base: 8 bytes each
+    /// where a `Duration` and an `Instant` took 16 (a client may keep a
+    /// million guards).
+    lease_ns: u64,
+    acquired_at: u64,
+    /// Holds of this owner counted on the server (saturating).
+    holds: u32,
+    /// Taken under the watchdog (no fixed lease).
+    renew: bool,
     shows_token: bool,
-    lease: Duration,
-    acquired_at: Instant,
     done: bool,
 }
 
@@ -173,11 +178,11 @@ impl LockGuard {
             lock,
             hold,
             renew,
-            holds,
+            holds: u32::try_from(holds).unwrap_or(u32::MAX),
             token: token.unwrap_or(0),
             shows_token: token.is_some(),
-            lease,
-            acquired_at: Instant::now(),
+            lease_ns: u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX),
+            acquired_at: nanos(Instant::now()),
             done: false,
         }
     }
@@ -361,7 +366,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn hold_count(&self) -> u64 {
-        self.holds
+        u64::from(self.holds)
     }
 
     /// The fencing token of this hold (`None` when fencing is off): strictly
@@ -421,7 +426,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lease(&self) -> Duration {
-        self.lease
+        Duration::from_nanos(self.lease_ns)
     }
 
     /// How long ago this hold was acquired.
@@ -436,7 +441,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn held_for(&self) -> Duration {
-        self.acquired_at.elapsed()
+        instant(self.acquired_at).elapsed()
     }
 
     /// Resolves when the hold is known lost: a renewal found it gone, no

@@ -28,9 +28,6 @@ pub(crate) struct Handle {
     pub(crate) kind: &'static LockKind,
     /// The owner id this handle acts as.
     owner: Arc<str>,
-    /// The hash field this owner's hold is counted in: the owner id
-    /// (shared), or `<owner>:write` for a read-write lock's write hold.
-    field: Arc<str>,
     /// The cluster slot of the lock's key.
     slot: u16,
     /// A watchdog acquire was made through this handle already.
@@ -69,13 +66,11 @@ struct Prepared {
 impl Handle {
     pub(crate) fn new(name: &str, owner: Arc<str>, kind: &'static LockKind) -> Self {
         let names = (kind.names)(name);
-        let field = (kind.field)(&owner);
         let slot = keylatch_cluster::Slot::of(names.key.as_bytes()).get();
         Self {
             names,
             kind,
             owner,
-            field,
             slot,
             used: AtomicBool::new(false),
             sent: AtomicBool::new(false),
@@ -140,10 +135,10 @@ impl Handle {
         Arc::clone(self.more().late.get_or_init(make))
     }
 
-    /// The watchdog's key for a new hold of this owner (name, field, their
-    /// hash, the slot): made per hold rather than kept by the handle.
+    /// The watchdog's key for a new hold of this owner (name, field, the
+    /// slot): made per hold rather than kept by the handle.
     pub(crate) fn hold_key(&self) -> HoldKey {
-        HoldKey::new(Arc::clone(&self.names.key), Arc::clone(&self.field))
+        HoldKey::new(Arc::clone(&self.names.key), self.field())
     }
 
     /// The cluster slot of the lock's key.
@@ -156,10 +151,11 @@ impl Handle {
         &self.owner
     }
 
-    /// The hash field this owner's hold is counted in (the owner id, or
-    /// `<owner>:write` for a write hold).
-    pub(crate) fn field(&self) -> &str {
-        &self.field
+    /// The hash field this owner's hold is counted in: the owner id
+    /// (shared), or `<owner>:write` for a read-write lock's write hold,
+    /// made on use (not kept: 16 bytes in every handle).
+    pub(crate) fn field(&self) -> Arc<str> {
+        (self.kind.field)(&self.owner)
     }
 
     /// The acquire under the watchdog lease, the same command every time.

@@ -160,7 +160,7 @@ fn writer_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
 /// (both modes), as Redisson's read and write locks use.
 fn rw_names(name: &str) -> LockNames {
     LockNames {
-        channel_prefix: "redisson_rwlock",
+        channel_prefix: &crate::names::RW_CHANNEL,
         ..LockNames::new(name)
     }
 }
