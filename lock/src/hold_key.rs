@@ -2,40 +2,87 @@
 //! once (comparing two keys of one handle costs two pointer checks).
 //!
 //! No hash is kept: no map is keyed by it (the lease engine indexes its
-//! entries by the name alone), and a million holds each carried 8 bytes.
+//! entries by the name alone). A hold's key is one pointer to its lock
+//! handle where it can be: a million holds each carried 40 bytes of names
+//! their handles already had.
 
 use std::sync::Arc;
 
 use keylatch_cluster::Slot;
 
+/// What names a hold: a lock handle (whose hold is counted under its owner
+/// id), or a [`Named`] key of its own.
+pub(crate) trait HoldNames: Send + Sync {
+    /// The lock's key (the user's lock name).
+    fn name(&self) -> &Arc<str>;
+    /// The hash field the hold is counted in (the owner id).
+    fn owner(&self) -> &Arc<str>;
+    /// The cluster slot of the lock's key.
+    fn slot(&self) -> u16;
+}
+
 /// A hold's identity: the lock's key and the owner id, with the key's
 /// cluster slot worked out once.
-#[derive(Clone, Debug)]
-pub(crate) struct HoldKey {
+///
+/// One pointer to what names it: most holds point at the lock handle they
+/// were taken through (which the guard keeps anyway), so a hold carries no
+/// copy of the names; a hold whose field is not its handle's owner id (a
+/// write hold, a semaphore's permits) gets a [`Named`] key of its own.
+#[derive(Clone)]
+pub(crate) struct HoldKey(Arc<dyn HoldNames>);
+
+/// A key of its own: a name, a field and the slot.
+struct Named {
     name: Arc<str>,
     owner: Arc<str>,
     slot: u16,
 }
 
+impl HoldNames for Named {
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+    fn owner(&self) -> &Arc<str> {
+        &self.owner
+    }
+    fn slot(&self) -> u16 {
+        self.slot
+    }
+}
+
 impl HoldKey {
     pub(crate) fn new(name: Arc<str>, owner: Arc<str>) -> Self {
         let slot = Slot::of(name.as_bytes()).get();
-        Self { name, owner, slot }
+        Self(Arc::new(Named { name, owner, slot }))
+    }
+
+    /// A key that is `names` itself (a lock handle).
+    pub(crate) fn of(names: Arc<dyn HoldNames>) -> Self {
+        Self(names)
     }
 
     /// The lock's key (the user's lock name).
     pub(crate) fn name(&self) -> &Arc<str> {
-        &self.name
+        self.0.name()
     }
 
     /// The owner id.
     pub(crate) fn owner(&self) -> &Arc<str> {
-        &self.owner
+        self.0.owner()
     }
 
     /// The cluster slot of the lock's key.
     pub(crate) fn slot(&self) -> u16 {
-        self.slot
+        self.0.slot()
+    }
+}
+
+impl std::fmt::Debug for HoldKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoldKey")
+            .field("name", self.name())
+            .field("owner", self.owner())
+            .finish()
     }
 }
 
@@ -43,8 +90,9 @@ impl PartialEq for HoldKey {
     fn eq(&self, other: &Self) -> bool {
         // Keys from one handle share their strings: a pointer check settles
         // the usual case without comparing bytes.
-        (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
-            && (Arc::ptr_eq(&self.owner, &other.owner) || self.owner == other.owner)
+        let (a, b) = (self.name(), other.name());
+        let (x, y) = (self.owner(), other.owner());
+        (Arc::ptr_eq(a, b) || a == b) && (Arc::ptr_eq(x, y) || x == y)
     }
 }
 

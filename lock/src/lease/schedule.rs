@@ -218,7 +218,10 @@ impl Schedule {
         e.look = at;
         e.look_gen = gen;
         e.set(LOOK_URGENT, urgent);
-        self.looks.push(Reverse(Item { at, slot, gen }));
+        let slots = &self.slots;
+        push_item(&mut self.looks, Item { at, slot, gen }, |i| {
+            entry_at(slots, i.slot).is_some_and(|e| e.look != NO_TICK && e.look_gen == i.gen)
+        });
     }
 
     /// Counts `slot` in `lease`'s grid (and out of any other); returns that
@@ -282,11 +285,15 @@ impl Schedule {
         e.queued = early;
         e.queue_gen = gen;
         if let Some(g) = self.grids.get_mut(&lease) {
-            g.queue.push(Reverse(Item {
+            let slots = &self.slots;
+            let item = Item {
                 at: early,
                 slot,
                 gen,
-            }));
+            };
+            push_item(&mut g.queue, item, |i| {
+                entry_at(slots, i.slot).is_some_and(|e| e.queued != NO_TICK && e.queue_gen == i.gen)
+            });
         }
     }
 
@@ -485,5 +492,106 @@ impl Schedule {
                 g.queue.shrink_to_fit();
             }
         }
+    }
+}
+
+/// A heap holding fewer items than this is never compacted (a pass over it
+/// costs more than its room).
+const COMPACT_FROM: usize = 1024;
+
+/// Pushes `item`; a heap at its capacity first drops its stale items
+/// (`live` false), rather than doubling its room for them. A renewal round
+/// queues every hold again while their old items wait to surface, and at a
+/// million holds that doubling cost 16 bytes a hold. When few are stale the
+/// heap grows as a push would, so a compaction always pays for itself: it
+/// frees a quarter of the heap, or the next one is a heap's length away.
+fn push_item(heap: &mut BinaryHeap<Reverse<Item>>, item: Item, live: impl Fn(&Item) -> bool) {
+    if heap.len() == heap.capacity() && heap.len() >= COMPACT_FROM {
+        let before = heap.len();
+        heap.retain(|Reverse(i)| live(i));
+        if heap.len() > before - before / 4 {
+            heap.reserve(before);
+        }
+    }
+    heap.push(Reverse(item));
+}
+
+fn entry_at(slots: &[Option<Entry>], slot: u32) -> Option<&Entry> {
+    slots.get(slot as usize).and_then(Option::as_ref)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_heap() -> BinaryHeap<Reverse<Item>> {
+        let mut heap = BinaryHeap::with_capacity(COMPACT_FROM);
+        let cap = heap.capacity();
+        for slot in 0..u32::try_from(cap).unwrap() {
+            heap.push(Reverse(Item {
+                at: u64::from(slot),
+                slot,
+                gen: 0,
+            }));
+        }
+        assert_eq!(heap.len(), heap.capacity());
+        heap
+    }
+
+    #[test]
+    fn a_full_heap_drops_its_stale_items_rather_than_growing() {
+        let mut heap = full_heap();
+        let cap = heap.capacity();
+        // Odd slots are stale: half the heap goes, and the room stays.
+        push_item(
+            &mut heap,
+            Item {
+                at: 0,
+                slot: 0,
+                gen: 1,
+            },
+            |i| i.slot % 2 == 0,
+        );
+        assert_eq!(heap.len(), cap / 2 + 1);
+        assert_eq!(heap.capacity(), cap);
+        // The live items are all still there, in order.
+        let mut last = 0;
+        while let Some(Reverse(i)) = heap.pop() {
+            assert!(i.at >= last && (i.slot % 2 == 0));
+            last = i.at;
+        }
+    }
+
+    #[test]
+    fn a_full_heap_with_few_stale_items_grows_at_once() {
+        let mut heap = full_heap();
+        let cap = heap.capacity();
+        // One stale item: not worth a pass per push, so the room doubles and
+        // the next pushes do not look again.
+        push_item(
+            &mut heap,
+            Item {
+                at: 0,
+                slot: 0,
+                gen: 1,
+            },
+            |i| i.slot != 3,
+        );
+        assert_eq!(heap.len(), cap);
+        assert!(heap.capacity() >= 2 * cap - 1, "{}", heap.capacity());
+        let room = heap.capacity();
+        for _ in 0..cap / 2 {
+            push_item(
+                &mut heap,
+                Item {
+                    at: 0,
+                    slot: 0,
+                    gen: 1,
+                },
+                |_| false,
+            );
+        }
+        assert_eq!(heap.len(), cap + cap / 2, "no compaction below capacity");
+        assert_eq!(heap.capacity(), room);
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use keylatch_resp::Cmd;
 
 use crate::context::ScriptArgs;
-use crate::hold_key::HoldKey;
+use crate::hold_key::{HoldKey, HoldNames};
 use crate::lease::hold::Hold;
 use crate::names::LockNames;
 
@@ -61,6 +61,19 @@ struct More {
 struct Prepared {
     acquire_watchdog: Arc<Cmd>,
     release_head: Cmd,
+}
+
+/// A hold taken through a handle is named by it (see `hold_key`).
+impl HoldNames for Handle {
+    fn name(&self) -> &Arc<str> {
+        &self.names.key
+    }
+    fn owner(&self) -> &Arc<str> {
+        &self.owner
+    }
+    fn slot(&self) -> u16 {
+        self.slot
+    }
 }
 
 impl Handle {
@@ -135,10 +148,16 @@ impl Handle {
         Arc::clone(self.more().late.get_or_init(make))
     }
 
-    /// The watchdog's key for a new hold of this owner (name, field, the
-    /// slot): made per hold rather than kept by the handle.
-    pub(crate) fn hold_key(&self) -> HoldKey {
-        HoldKey::new(Arc::clone(&self.names.key), self.field())
+    /// The watchdog's key for a new hold of this owner: the handle itself
+    /// when the hold's field is the owner id (most kinds), else a key of its
+    /// own (a write hold's `<owner>:write`).
+    pub(crate) fn hold_key(self: &Arc<Self>) -> HoldKey {
+        let field = self.field();
+        if Arc::ptr_eq(&field, &self.owner) {
+            HoldKey::of(Arc::clone(self) as Arc<dyn HoldNames>)
+        } else {
+            HoldKey::new(Arc::clone(&self.names.key), field)
+        }
     }
 
     /// The cluster slot of the lock's key.
