@@ -14,7 +14,8 @@
 //! Items are never removed from a heap in place: an entry moved earlier
 //! gets a new item with a new generation, and the old one is skipped when
 //! it comes out (lazy deletion). A heap with more stale items than live
-//! ones is rebuilt, so the cost stays per hold due. A look that comes too
+//! ones is rebuilt, so the cost stays per hold due; a heap at its capacity
+//! drops its stale items before it doubles its room. A look that comes too
 //! early is harmless: a visit only acts on what is due, and looks again.
 
 use std::cmp::Reverse;
@@ -500,11 +501,12 @@ impl Schedule {
 const COMPACT_FROM: usize = 1024;
 
 /// Pushes `item`; a heap at its capacity first drops its stale items
-/// (`live` false), rather than doubling its room for them. A renewal round
-/// queues every hold again while their old items wait to surface, and at a
-/// million holds that doubling cost 16 bytes a hold. When few are stale the
-/// heap grows as a push would, so a compaction always pays for itself: it
-/// frees a quarter of the heap, or the next one is a heap's length away.
+/// (`live` false), rather than doubling its room for them (the rebuild in
+/// [`Schedule::compact`] waits for twice as many stale items as live ones,
+/// and at a million holds a doubled heap is 16 bytes a hold). When few are
+/// stale the heap grows as a push would, so a compaction always pays for
+/// itself: it frees a quarter of the heap, or the next one is a heap's
+/// length away.
 fn push_item(heap: &mut BinaryHeap<Reverse<Item>>, item: Item, live: impl Fn(&Item) -> bool) {
     if heap.len() == heap.capacity() && heap.len() >= COMPACT_FROM {
         let before = heap.len();
