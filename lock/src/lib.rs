@@ -88,7 +88,6 @@ mod force;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-mod hold_key;
 mod inspect;
 mod inspection;
 mod lease;

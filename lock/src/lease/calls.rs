@@ -211,7 +211,9 @@ pub(crate) async fn extend_one(
     let token = hold.token.to_string();
     // The counter's idle expiry refreshed too ("c"): an extend is rare.
     let args: [&str; 5] = [&lease_ms, idle_ms, "c", hold.key.owner(), &token];
-    let reply = client.eval_script(hold.renewal.slot, &keys, &args).await?;
+    let reply = client
+        .eval_script(hold.renewal().slot, &keys, &args)
+        .await?;
     Ok(parse(Ok(reply), 1).and_then(|v| v.first().copied()))
 }
 

@@ -48,8 +48,9 @@ pub(super) const LOOK_URGENT: u8 = 8;
 
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
 ///
-/// Kept small (72 bytes): instants as [`Tick`]s, the lease as nanoseconds,
-/// the name as a 32-bit hash, four flags in a byte, and the entries of one
+/// Kept small (64 bytes): instants as [`Tick`]s, the lease as nanoseconds,
+/// the name as a 32-bit hash, four flags in a byte, no generations (a heap
+/// item is live while its time is the entry's), and the entries of one
 /// name chained through `next_same` rather than listed in a vector of their
 /// own.
 pub(super) struct Entry {
@@ -69,16 +70,15 @@ pub(super) struct Entry {
     /// The hold is within the tracking budget: it gets tracked reads.
     pub(super) pushed: bool,
     since: Tick,
-    /// Its live look: when ([`NO_TICK`]: none), and under which generation.
+    /// Its live look: when ([`NO_TICK`]: none). A heap item of this slot
+    /// at this time is the live one.
     pub(super) look: Tick,
-    pub(super) look_gen: u32,
     /// [`BUSY`], [`RECHECK`], [`COUNTER_FRESH`], [`LOOK_URGENT`]: four
-    /// flags in one byte keep the entry at 72 bytes.
+    /// flags in one byte keep the entry at 64 bytes.
     flags: u8,
     /// Its live item in its grid's queue: the early time it was queued at
     /// ([`NO_TICK`]: none).
     pub(super) queued: Tick,
-    pub(super) queue_gen: u32,
     /// The next entry of the same name ([`NO_SLOT`]: the last).
     pub(super) next_same: u32,
     /// The grid it counts in: the lease it is renewed with, in nanoseconds
@@ -99,9 +99,7 @@ impl Entry {
             flags: 0,
             since: nanos(since),
             look: NO_TICK,
-            look_gen: 0,
             queued: NO_TICK,
-            queue_gen: 0,
             next_same: NO_SLOT,
             grid: NO_TICK,
         }

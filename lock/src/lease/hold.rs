@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 pub(crate) use crate::span::{clamp_span, millis};
 
 use super::counters::Counters;
+use super::key::HoldKey;
 use super::reason::LossReason;
 use super::renewal::Renewal;
 use super::signal::LossSignal;
-use crate::hold_key::HoldKey;
 
 /// One hold: its identity (lock, owner, token), its lease state and its loss
 /// signal.
@@ -34,7 +34,6 @@ pub(crate) struct Hold {
     pub(crate) key: HoldKey,
     /// The token the first acquire got: the hold's identity on the server.
     pub(crate) token: u64,
-    pub(crate) renewal: &'static Renewal,
     /// The longest lease any acquire of this hold used, in milliseconds.
     lease_ms: AtomicU64,
     /// Local deadline: nanoseconds since [`base`]. Only ever moves later
@@ -79,7 +78,6 @@ impl std::fmt::Debug for Hold {
 pub(crate) struct NewHold {
     pub(crate) key: HoldKey,
     pub(crate) token: u64,
-    pub(crate) renewal: &'static Renewal,
     pub(crate) renew: bool,
     pub(crate) lease: Duration,
     pub(crate) sent_at: Instant,
@@ -94,7 +92,6 @@ impl Hold {
         let hold = Self {
             key: n.key,
             token: n.token,
-            renewal: n.renewal,
             guards: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(n.renew)),
             epoch: AtomicU32::new(0),
@@ -202,7 +199,12 @@ impl Hold {
     /// fencing counter `redisson_lock_token:{name}` for a lock), made on
     /// use by its renewal.
     pub(crate) fn counter(&self) -> String {
-        (self.renewal.counter)(self.key.name(), self.key.owner())
+        (self.renewal().counter)(self.key.name(), self.key.owner())
+    }
+
+    /// How the hold is renewed and judged (its key's, shared).
+    pub(crate) fn renewal(&self) -> &'static Renewal {
+        self.key.renewal()
     }
 
     /// When the max hold ends renewal, if one was set.
@@ -266,9 +268,12 @@ mod tests {
     fn hold(renew: bool, lease: Duration, sent_at: Instant) -> (Arc<Hold>, Arc<Counters>) {
         let live = Arc::new(Counters::default());
         let h = Hold::new(NewHold {
-            key: HoldKey::new(Arc::from("orders"), Arc::from("c:1")),
+            key: HoldKey::new(
+                Arc::from("orders"),
+                Arc::from("c:1"),
+                &crate::lock::HASH_LEASE,
+            ),
             token: 7,
-            renewal: &crate::lock::HASH_LEASE,
             renew,
             lease,
             sent_at,

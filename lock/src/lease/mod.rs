@@ -33,6 +33,7 @@ mod calls;
 mod counters;
 mod entry;
 pub(crate) mod hold;
+pub(crate) mod key;
 mod reason;
 mod renewal;
 mod schedule;
@@ -119,7 +120,7 @@ impl Engine {
         // In nanoseconds since the base instant: one clock conversion.
         let lease = hold.lease();
         let mut soft = lease / 3;
-        if self.shared.tracking && hold.renewal.tracked {
+        if self.shared.tracking && hold.renewal().tracked {
             soft = soft.min(TRACK_AFTER);
         }
         let since = nanos(since);
@@ -143,7 +144,7 @@ impl Engine {
     /// held key, which ends the server's tracking of it (NOLOOP only spares
     /// us the push): the engine reads it again, keeping its renewal plan.
     pub(crate) fn retrack(&self, hold: &Arc<Hold>) {
-        if self.shared.tracking && hold.renewal.tracked && hold.is_active() {
+        if self.shared.tracking && hold.renewal().tracked && hold.is_active() {
             self.watch(hold, Instant::now());
         }
     }

@@ -12,8 +12,12 @@
 //!   A round takes every hold whose early time has come, as the walk did.
 //!
 //! Items are never removed from a heap in place: an entry moved earlier
-//! gets a new item with a new generation, and the old one is skipped when
-//! it comes out (lazy deletion). A heap with more stale items than live
+//! gets a new item, and the old one is skipped when it comes out (lazy
+//! deletion). An item is live while its entry's due time is the item's own
+//! time: no generation is kept (4 bytes an entry and a heap item each). Two
+//! items of one slot and one nanosecond, or a freed slot's item matching
+//! its next entry's time to the nanosecond, only make a look at that very
+//! time come twice, and a visit is idempotent. A heap with more stale items than live
 //! ones is rebuilt, so the cost stays per hold due; a heap at its capacity
 //! drops its stale items before it doubles its room. A look that comes too
 //! early is harmless: a visit only acts on what is due, and looks again.
@@ -35,12 +39,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// rebuild (a small table is never rebuilt).
 const STALE_SLACK: usize = 1024;
 
-/// A due time in a heap: which slot, under which generation (16 bytes).
+/// A due time in a heap: which slot (16 bytes with its padding).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Item {
     at: Tick,
     slot: u32,
-    gen: u32,
 }
 
 /// The renewal rounds of one lease value.
@@ -68,7 +71,6 @@ pub(super) struct Schedule {
     names: HashMap<NameHash, u32>,
     looks: BinaryHeap<Reverse<Item>>,
     grids: HashMap<Duration, Grid>,
-    gen: u32,
     /// Where the sweep for ended holds goes on, and when it last ran.
     cursor: usize,
     swept_at: Option<Instant>,
@@ -201,14 +203,8 @@ impl Schedule {
             .collect()
     }
 
-    fn next_gen(&mut self) -> u32 {
-        self.gen = self.gen.wrapping_add(1);
-        self.gen
-    }
-
     /// Look at `slot` by `at`: unless it already has a look no later.
     pub(super) fn look(&mut self, slot: u32, at: Instant, urgent: bool) {
-        let gen = self.next_gen();
         let Some(e) = self.get_mut(slot) else {
             return;
         };
@@ -217,11 +213,10 @@ impl Schedule {
             return;
         }
         e.look = at;
-        e.look_gen = gen;
         e.set(LOOK_URGENT, urgent);
         let slots = &self.slots;
-        push_item(&mut self.looks, Item { at, slot, gen }, |i| {
-            entry_at(slots, i.slot).is_some_and(|e| e.look != NO_TICK && e.look_gen == i.gen)
+        push_item(&mut self.looks, Item { at, slot }, |i| {
+            entry_at(slots, i.slot).is_some_and(|e| e.look == i.at)
         });
     }
 
@@ -272,7 +267,6 @@ impl Schedule {
     /// Queues `slot` for its grid's first round at or after `early`
     /// (unless it waits there already, from no later).
     pub(super) fn queue(&mut self, slot: u32, early: Instant) {
-        let gen = self.next_gen();
         let Some(e) = self.get_mut(slot) else {
             return;
         };
@@ -284,16 +278,11 @@ impl Schedule {
             return;
         }
         e.queued = early;
-        e.queue_gen = gen;
         if let Some(g) = self.grids.get_mut(&lease) {
             let slots = &self.slots;
-            let item = Item {
-                at: early,
-                slot,
-                gen,
-            };
+            let item = Item { at: early, slot };
             push_item(&mut g.queue, item, |i| {
-                entry_at(slots, i.slot).is_some_and(|e| e.queued != NO_TICK && e.queue_gen == i.gen)
+                entry_at(slots, i.slot).is_some_and(|e| e.queued == i.at)
             });
         }
     }
@@ -324,7 +313,7 @@ impl Schedule {
                 }
                 g.queue.pop();
                 if let Some(e) = slots.get_mut(i.slot as usize).and_then(Option::as_mut) {
-                    if e.queued != NO_TICK && e.queue_gen == i.gen {
+                    if e.queued == i.at {
                         e.queued = NO_TICK;
                         due.push(i.slot);
                     }
@@ -337,7 +326,7 @@ impl Schedule {
             }
             self.looks.pop();
             if let Some(e) = slots.get_mut(i.slot as usize).and_then(Option::as_mut) {
-                if e.look != NO_TICK && e.look_gen == i.gen {
+                if e.look == i.at {
                     e.look = NO_TICK;
                     due.push(i.slot);
                 }
@@ -370,7 +359,7 @@ impl Schedule {
     pub(super) fn next_look(&mut self) -> Option<(Instant, bool)> {
         while let Some(Reverse(i)) = self.looks.peek().copied() {
             match self.slots.get(i.slot as usize).and_then(Option::as_ref) {
-                Some(e) if e.look != NO_TICK && e.look_gen == i.gen => {
+                Some(e) if e.look == i.at => {
                     return Some((instant(i.at), e.has(LOOK_URGENT)));
                 }
                 _ => {
@@ -428,11 +417,7 @@ impl Schedule {
                     return None;
                 }
                 let slot = u32::try_from(s).ok()?;
-                Some(Reverse(Item {
-                    at,
-                    slot,
-                    gen: e.look_gen,
-                }))
+                Some(Reverse(Item { at, slot }))
             });
             self.looks = live.collect();
         }
@@ -450,11 +435,7 @@ impl Schedule {
                     return None;
                 }
                 let slot = u32::try_from(s).ok()?;
-                Some(Reverse(Item {
-                    at,
-                    slot,
-                    gen: e.queue_gen,
-                }))
+                Some(Reverse(Item { at, slot }))
             });
             let queue = live.collect();
             if let Some(g) = self.grids.get_mut(&lease) {
@@ -533,7 +514,6 @@ mod tests {
             heap.push(Reverse(Item {
                 at: u64::from(slot),
                 slot,
-                gen: 0,
             }));
         }
         assert_eq!(heap.len(), heap.capacity());
@@ -545,15 +525,7 @@ mod tests {
         let mut heap = full_heap();
         let cap = heap.capacity();
         // Odd slots are stale: half the heap goes, and the room stays.
-        push_item(
-            &mut heap,
-            Item {
-                at: 0,
-                slot: 0,
-                gen: 1,
-            },
-            |i| i.slot % 2 == 0,
-        );
+        push_item(&mut heap, Item { at: 0, slot: 0 }, |i| i.slot % 2 == 0);
         assert_eq!(heap.len(), cap / 2 + 1);
         assert_eq!(heap.capacity(), cap);
         // The live items are all still there, in order.
@@ -570,28 +542,12 @@ mod tests {
         let cap = heap.capacity();
         // One stale item: not worth a pass per push, so the room doubles and
         // the next pushes do not look again.
-        push_item(
-            &mut heap,
-            Item {
-                at: 0,
-                slot: 0,
-                gen: 1,
-            },
-            |i| i.slot != 3,
-        );
+        push_item(&mut heap, Item { at: 0, slot: 0 }, |i| i.slot != 3);
         assert_eq!(heap.len(), cap);
         assert!(heap.capacity() >= 2 * cap - 1, "{}", heap.capacity());
         let room = heap.capacity();
         for _ in 0..cap / 2 {
-            push_item(
-                &mut heap,
-                Item {
-                    at: 0,
-                    slot: 0,
-                    gen: 1,
-                },
-                |_| false,
-            );
+            push_item(&mut heap, Item { at: 0, slot: 0 }, |_| false);
         }
         assert_eq!(heap.len(), cap + cap / 2, "no compaction below capacity");
         assert_eq!(heap.capacity(), room);

@@ -201,7 +201,7 @@ impl Table {
         }
         let mut entry = Entry::new(&hold, since);
         entry.pushed =
-            self.tracking && hold.renewal.tracked && self.sched.pushed() < self.track_budget;
+            self.tracking && hold.renewal().tracked && self.sched.pushed() < self.track_budget;
         let slot = self.sched.add(entry);
         self.sched.look(slot, since, true);
     }
@@ -369,7 +369,7 @@ impl Table {
     ) -> Option<Instant> {
         let tracking = self.tracking;
         let e = self.sched.get_mut(slot)?;
-        if !tracking || !h.renewal.tracked || !e.pushed || e.tracked {
+        if !tracking || !h.renewal().tracked || !e.pushed || e.tracked {
             return None;
         }
         let at = e.since() + TRACK_AFTER;
@@ -430,7 +430,7 @@ impl Table {
             let refresh = !lease.is_zero() && (self.refresh_all || !e.has(COUNTER_FRESH));
             let (node, s) = node_of(h.key.slot());
             work.groups
-                .entry((node, s, RenewalRef(h.renewal), lease, refresh))
+                .entry((node, s, RenewalRef(h.renewal()), lease, refresh))
                 .or_default()
                 .push((Arc::clone(h), e.epoch));
             // Off the grid, perhaps: its round must not look at it again.
@@ -529,7 +529,7 @@ impl Table {
                 let next_renew = e.next_renew();
                 let early = next_renew.checked_sub(lease / 6).unwrap_or(next_renew);
                 let overdue = next_renew + lease / 6;
-                let read_again = tracking && h.renewal.tracked && e.pushed && !e.tracked;
+                let read_again = tracking && h.renewal().tracked && e.pushed && !e.tracked;
                 let off_its_grid = !lease.is_zero() && e.grid() != Some(lease);
                 let round = self.sched.round(lease);
                 if at_once || read_again || off_its_grid {

@@ -1,7 +1,7 @@
 //! Unit tests of the engine's table: every transition of a hold's plan.
 
+use super::super::key::HoldKey;
 use super::*;
-use crate::hold_key::HoldKey;
 use crate::lease::hold::NewHold;
 
 pub(super) const LEASE: Duration = Duration::from_secs(30);
@@ -14,9 +14,8 @@ pub(super) fn hold(
     sent_at: Instant,
 ) -> Arc<Hold> {
     Hold::new(NewHold {
-        key: HoldKey::new(Arc::from(name), Arc::from(owner)),
+        key: HoldKey::new(Arc::from(name), Arc::from(owner), &crate::lock::HASH_LEASE),
         token,
-        renewal: &crate::lock::HASH_LEASE,
         renew,
         lease: LEASE,
         sent_at,

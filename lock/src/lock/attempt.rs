@@ -267,7 +267,6 @@ impl Lock {
             Hold::new(NewHold {
                 key: self.handle.hold_key(),
                 token,
-                renewal: self.handle.kind.lease,
                 renew,
                 lease: lease_d,
                 sent_at,

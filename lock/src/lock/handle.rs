@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use keylatch_resp::Cmd;
 
 use crate::context::ScriptArgs;
-use crate::hold_key::{HoldKey, HoldNames};
 use crate::lease::hold::Hold;
+use crate::lease::key::{HoldKey, HoldNames};
+use crate::lease::Renewal;
 use crate::names::LockNames;
 
 use super::kind::{AcquireCall, LockKind, ReleaseCall};
@@ -73,6 +74,9 @@ impl HoldNames for Handle {
     }
     fn slot(&self) -> u16 {
         self.slot
+    }
+    fn renewal(&self) -> &'static Renewal {
+        self.kind.lease
     }
 }
 
@@ -156,7 +160,7 @@ impl Handle {
         if Arc::ptr_eq(&field, &self.owner) {
             HoldKey::of(Arc::clone(self) as Arc<dyn HoldNames>)
         } else {
-            HoldKey::new(Arc::clone(&self.names.key), field)
+            HoldKey::new(Arc::clone(&self.names.key), field, self.kind.lease)
         }
     }
 

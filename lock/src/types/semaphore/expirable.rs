@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::hold_key::HoldKey;
 use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
+use crate::lease::key::HoldKey;
 use crate::scripts::PERMITS_ACQUIRE;
 use crate::shape::wrong_type;
 
@@ -210,9 +210,12 @@ how many. They are not leased: they come back only by
         let inner = &self.c.inner;
         let csv: Vec<String> = ids.iter().map(ToString::to_string).collect();
         let hold = Hold::new(NewHold {
-            key: HoldKey::new(Arc::clone(&self.c.names.key), Arc::from(csv.join(","))),
+            key: HoldKey::new(
+                Arc::clone(&self.c.names.key),
+                Arc::from(csv.join(",")),
+                &PERMITS_LEASE,
+            ),
             token: 0,
-            renewal: &PERMITS_LEASE,
             renew,
             lease,
             sent_at,

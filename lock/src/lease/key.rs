@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use keylatch_cluster::Slot;
 
+use super::renewal::Renewal;
+
 /// What names a hold: a lock handle (whose hold is counted under its owner
 /// id), or a [`Named`] key of its own.
 pub(crate) trait HoldNames: Send + Sync {
@@ -19,6 +21,8 @@ pub(crate) trait HoldNames: Send + Sync {
     fn owner(&self) -> &Arc<str>;
     /// The cluster slot of the lock's key.
     fn slot(&self) -> u16;
+    /// How the hold is renewed and judged (the lock kind's renewal).
+    fn renewal(&self) -> &'static Renewal;
 }
 
 /// A hold's identity: the lock's key and the owner id, with the key's
@@ -31,11 +35,12 @@ pub(crate) trait HoldNames: Send + Sync {
 #[derive(Clone)]
 pub(crate) struct HoldKey(Arc<dyn HoldNames>);
 
-/// A key of its own: a name, a field and the slot.
+/// A key of its own: a name, a field, the slot and the renewal.
 struct Named {
     name: Arc<str>,
     owner: Arc<str>,
     slot: u16,
+    renewal: &'static Renewal,
 }
 
 impl HoldNames for Named {
@@ -48,12 +53,20 @@ impl HoldNames for Named {
     fn slot(&self) -> u16 {
         self.slot
     }
+    fn renewal(&self) -> &'static Renewal {
+        self.renewal
+    }
 }
 
 impl HoldKey {
-    pub(crate) fn new(name: Arc<str>, owner: Arc<str>) -> Self {
+    pub(crate) fn new(name: Arc<str>, owner: Arc<str>, renewal: &'static Renewal) -> Self {
         let slot = Slot::of(name.as_bytes()).get();
-        Self(Arc::new(Named { name, owner, slot }))
+        Self(Arc::new(Named {
+            name,
+            owner,
+            slot,
+            renewal,
+        }))
     }
 
     /// A key that is `names` itself (a lock handle).
@@ -74,6 +87,11 @@ impl HoldKey {
     /// The cluster slot of the lock's key.
     pub(crate) fn slot(&self) -> u16 {
         self.0.slot()
+    }
+
+    /// How the hold is renewed and judged.
+    pub(crate) fn renewal(&self) -> &'static Renewal {
+        self.0.renewal()
     }
 }
 
@@ -101,15 +119,19 @@ impl Eq for HoldKey {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::HASH_LEASE as HASH;
     use keylatch_cluster::Slot;
 
     #[test]
     fn equal_names_and_owners_are_one_key_whatever_their_strings() {
-        let a = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
-        let b = HoldKey::new(Arc::from("orders"), Arc::from("c:1"));
+        let a = HoldKey::new(Arc::from("orders"), Arc::from("c:1"), &HASH);
+        let b = HoldKey::new(Arc::from("orders"), Arc::from("c:1"), &HASH);
         assert_eq!(a, b);
-        assert_ne!(a, HoldKey::new(Arc::from("orders"), Arc::from("c:2")));
-        assert_ne!(a, HoldKey::new(Arc::from("other"), Arc::from("c:1")));
+        assert_ne!(
+            a,
+            HoldKey::new(Arc::from("orders"), Arc::from("c:2"), &HASH)
+        );
+        assert_ne!(a, HoldKey::new(Arc::from("other"), Arc::from("c:1"), &HASH));
         assert_eq!(a.slot(), Slot::of(b"orders").get());
     }
 }
