@@ -512,7 +512,9 @@ impl Locks {
         self.inner.engine.renew_calls()
     }
 
-    /// Renewal rounds the watchdog has run (wake-ups that renewed anything):
+    /// Renewal rounds the watchdog has begun: one per lease value every
+    /// third of that lease, each renewing the holds of that lease (a round
+    /// of many holds is sent over several wake-ups, as calls return).
     /// `renewal_calls` per round is the batching actually achieved.
     ///
     /// ```no_run

@@ -410,3 +410,52 @@ fn names_of_one_hash_share_a_chain_but_are_found_apart() {
     s.remove(sb2);
     assert!(s.named("a").is_empty() && s.all().is_empty());
 }
+
+#[test]
+fn a_round_over_its_budget_goes_on_at_the_next_passes_and_counts_once() {
+    let (mut t, _holds, at) = renewed(250);
+    let round = at + LEASE / 3;
+    t.set_renew_budget(100);
+    let (work, wake) = t.plan(round, false, standalone);
+    assert_eq!(planned(&work, false).len(), 100, "a budget's worth");
+    assert_eq!((work.rounds, work.backlog), (1, true));
+    assert!(
+        wake.renew.is_some_and(|w| w <= round),
+        "the round goes on at once: {:?}",
+        wake.renew
+    );
+    // The next passes (after the round's time) take the rest: the grid did
+    // not move on while holds of its round were left.
+    let later = round + Duration::from_millis(3);
+    let (work, _) = t.plan(later, false, standalone);
+    assert_eq!(planned(&work, false).len(), 100);
+    assert_eq!((work.rounds, work.backlog), (0, true), "the same round");
+    let (work, wake) = t.plan(later, false, standalone);
+    assert_eq!(planned(&work, false).len(), 50, "the last of them");
+    assert_eq!((work.rounds, work.backlog), (0, false));
+    assert_eq!(wake.renew, Some(round + LEASE / 3), "the grid moved on");
+    // Nothing more until then; the next round counts again.
+    let (work, _) = t.plan(later + Duration::from_millis(1), false, standalone);
+    assert!(work.groups.is_empty());
+    assert_eq!(work.rounds, 0);
+}
+
+#[test]
+fn a_budget_of_nothing_takes_no_renewal_but_still_judges_a_deadline() {
+    let (mut t, holds, at) = renewed(3);
+    let round = at + LEASE / 3;
+    t.set_renew_budget(0);
+    let (work, _) = t.plan(round, false, standalone);
+    assert!(work.groups.is_empty(), "no room for calls");
+    assert!(work.backlog);
+    // Past the deadline the loss is judged whatever the budget.
+    let deadline = holds[0].deadline();
+    t.plan(deadline, false, standalone);
+    assert!(holds
+        .iter()
+        .all(|h| h.lost.get() == Some(LossReason::Expired)));
+    // The room comes back: nothing left to renew.
+    t.set_renew_budget(usize::MAX);
+    let (work, _) = t.plan(deadline + Duration::from_millis(1), false, standalone);
+    assert!(work.groups.is_empty());
+}
