@@ -57,6 +57,11 @@ struct Grid {
     members: usize,
     /// Its round has come and has been counted (see `take_due`).
     in_round: bool,
+    /// The time the round's first pass took holds by: later passes of the
+    /// round take no hold queued after it. (A hold renewed early in a long
+    /// round is queued again for a time that may come before the round
+    /// ends; taken again, the round would never end.)
+    cutoff: Tick,
     /// The last pass left due holds in its queue (the pass's budget ran
     /// out): the round goes on, and the grid does not move on yet.
     backlog: bool,
@@ -257,6 +262,7 @@ impl Schedule {
                     queue: BinaryHeap::new(),
                     members: 0,
                     in_round: false,
+                    cutoff: 0,
                     backlog: false,
                 })
                 .members += 1;
@@ -335,10 +341,11 @@ impl Schedule {
         for g in self.grids.values_mut().filter(|g| now >= nanos(g.next)) {
             if !g.in_round {
                 g.in_round = true;
+                g.cutoff = now;
                 rounds += 1;
             }
             while let Some(Reverse(i)) = g.queue.peek().copied() {
-                if i.at > now {
+                if i.at > g.cutoff {
                     break;
                 }
                 if taken >= budget {
