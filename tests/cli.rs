@@ -1065,7 +1065,15 @@ fn elect_observed_through_a_failover(cluster: &RedisCluster, seeds: &[String], d
     );
 
     let ready_b = dir.path().join("ready-b");
-    let script = format!("echo up > {}", ready_b.display());
+    let go_b = dir.path().join("go-b");
+    // B leads until the observer has seen it (at most 20 s): a tenure of a
+    // few milliseconds may end before the observer reads the proclamation,
+    // and then it shows nothing to see.
+    let script = format!(
+        "echo up > {}; i=0; while [ ! -e {} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+        ready_b.display(),
+        go_b.display()
+    );
     let mut b = on_cluster(
         seeds,
         &["elect", "cl-elect", "--proclaim", "10.0.0.2:80"],
@@ -1085,8 +1093,9 @@ fn elect_observed_through_a_failover(cluster: &RedisCluster, seeds: &[String], d
         .success();
     assert!(ok);
     assert_eq!(a.wait().unwrap().code(), Some(143), "A stopped by SIGTERM");
-    assert!(b.wait().unwrap().success(), "B elected, ran, resigned");
     observer.wait_for(r#"value="10.0.0.2:80""#);
+    std::fs::write(&go_b, "go").unwrap();
+    assert!(b.wait().unwrap().success(), "B elected, ran, resigned");
     std::thread::sleep(Duration::from_millis(300));
     let (code, lines) = observer.stop();
     eprintln!("elect --observe through a failover:\n{}", lines.join("\n"));

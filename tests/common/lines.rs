@@ -8,11 +8,14 @@ use std::time::Duration;
 use super::Soon;
 
 /// A process whose standard output is read on a thread, line by line as
-/// it comes (`elect --observe`, say), and stopped with SIGINT.
+/// it comes (`elect --observe`, say), and stopped with SIGINT. Dropped
+/// without [`stop`](Self::stop) (a test that failed first), it is killed:
+/// left running, it kept the test binary's output pipe open and CI's
+/// `tee` waited on it for good.
 pub(crate) struct Lines {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
-    reader: std::thread::JoinHandle<()>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Lines {
@@ -29,7 +32,7 @@ impl Lines {
         Self {
             child,
             lines,
-            reader,
+            reader: Some(reader),
         }
     }
 
@@ -59,8 +62,19 @@ impl Lines {
             .success();
         assert!(ok);
         let code = self.child.wait().unwrap().code();
-        self.reader.join().unwrap();
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
         let lines = self.lines.lock().unwrap().clone();
         (code, lines)
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
