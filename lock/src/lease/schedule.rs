@@ -57,11 +57,6 @@ struct Grid {
     members: usize,
     /// Its round has come and has been counted (see `take_due`).
     in_round: bool,
-    /// The time the round's first pass took holds by: later passes of the
-    /// round take no hold queued after it. (A hold renewed early in a long
-    /// round is queued again for a time that may come before the round
-    /// ends; taken again, the round would never end.)
-    cutoff: Tick,
     /// The last pass left due holds in its queue (the pass's budget ran
     /// out): the round goes on, and the grid does not move on yet.
     backlog: bool,
@@ -262,7 +257,6 @@ impl Schedule {
                     queue: BinaryHeap::new(),
                     members: 0,
                     in_round: false,
-                    cutoff: 0,
                     backlog: false,
                 })
                 .members += 1;
@@ -341,11 +335,10 @@ impl Schedule {
         for g in self.grids.values_mut().filter(|g| now >= nanos(g.next)) {
             if !g.in_round {
                 g.in_round = true;
-                g.cutoff = now;
                 rounds += 1;
             }
             while let Some(Reverse(i)) = g.queue.peek().copied() {
-                if i.at > g.cutoff {
+                if i.at > now {
                     break;
                 }
                 if taken >= budget {

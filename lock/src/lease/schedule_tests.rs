@@ -459,25 +459,3 @@ fn a_budget_of_nothing_takes_no_renewal_but_still_judges_a_deadline() {
     let (work, _) = t.plan(deadline + Duration::from_millis(1), false, standalone);
     assert!(work.groups.is_empty());
 }
-
-#[test]
-fn a_hold_renewed_early_in_a_long_round_waits_for_the_next_round() {
-    let (mut t, holds, at) = renewed(150);
-    let round = at + LEASE / 3;
-    t.set_renew_budget(100);
-    let (work, _) = t.plan(round, false, standalone);
-    let first = planned(&work, false);
-    assert_eq!(first.len(), 100);
-    // The round is slow: its first calls come back, and by the time the
-    // rest is taken, the first holds' early time has come again.
-    reply(&mut t, first, round, 1);
-    let slow = round + LEASE / 6 + Duration::from_millis(10);
-    assert!(holds.iter().all(|h| !h.is_lost()));
-    let (work, _) = t.plan(slow, false, standalone);
-    assert_eq!(
-        planned(&work, false).len(),
-        50,
-        "only the round's own holds: the renewed ones are not taken again"
-    );
-    assert!(!work.backlog, "the round ends");
-}
