@@ -512,9 +512,7 @@ impl Locks {
         self.inner.engine.renew_calls()
     }
 
-    /// Renewal rounds the watchdog has begun: one per lease value every
-    /// third of that lease, each renewing the holds of that lease (a round
-    /// of many holds is sent over several wake-ups, as calls return).
+    /// Renewal rounds the watchdog has run (wake-ups that renewed anything):
     /// `renewal_calls` per round is the batching actually achieved.
     ///
     /// ```no_run

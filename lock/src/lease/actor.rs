@@ -10,15 +10,11 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Client, Invalidation};
 use tokio::sync::mpsc;
 
-use super::calls::{run_batch, track, Batch, Planned};
+use super::calls::{run_batch, track, Batch};
 use super::hold::{nanos, Hold};
 use super::shared::{EngineShared, Invalidations};
-use super::table::{earliest, Done, GroupKey, Table, Wake, Work};
+use super::table::{earliest, Done, Table, Wake, Work};
 use super::tuning::{BUSY_LOOK, CALLS_IN_FLIGHT, RENEW_BATCH};
-
-/// Holds planned and not yet sent that a pass may leave queued: two calls'
-/// worth per call in flight, so the calls never wait for a pass.
-const QUEUE_ROOM: usize = 2 * CALLS_IN_FLIGHT * RENEW_BATCH;
 
 /// What woke the task, besides the clock and new holds.
 enum Event {
@@ -106,19 +102,10 @@ pub(super) struct Actor {
     /// Batches planned and not sent yet, with their round: at most
     /// [`CALLS_IN_FLIGHT`] are out at a time.
     queued: VecDeque<(Batch, u64)>,
-    /// Holds in `queued`: a pass plans at most [`QUEUE_ROOM`] less these
-    /// from the grids, so a round of a million holds is taken as calls go
-    /// out rather than planned whole.
-    queued_holds: usize,
     in_flight: usize,
     /// Rounds with batches still out, by number.
     rounds: HashMap<u64, Round>,
-    /// The round the next batches tally in, and the next round's number.
-    round: u64,
     next_round: u64,
-    /// Renewals of a round still being taken that would not fill a call:
-    /// they wait for the next pass's holds of their group.
-    held_back: HashMap<GroupKey, Vec<Planned>>,
 }
 
 impl Actor {
@@ -146,12 +133,9 @@ impl Actor {
             idle_ms: Arc::from(idle_ms),
             counters: CounterWindow::default(),
             queued: VecDeque::new(),
-            queued_holds: 0,
             in_flight: 0,
             rounds: HashMap::new(),
-            round: u64::MAX,
             next_round: 0,
-            held_back: HashMap::new(),
         }
     }
 
@@ -288,8 +272,6 @@ impl Actor {
         let by_node = self.client.has_sharded_pubsub();
         let client = &self.client;
         let refresh_all = self.counters.open(now, self.idle);
-        self.table
-            .set_renew_budget(QUEUE_ROOM.saturating_sub(self.queued_holds));
         let (work, mut wake) = self.table.plan(now, refresh_all, |slot| {
             if !cluster {
                 return (None, 0);
@@ -314,34 +296,16 @@ impl Actor {
     }
 
     /// Starts the planned calls; each runs on its own and reports back.
-    fn send(&mut self, mut work: Work) {
+    fn send(&mut self, work: Work) {
         let cluster = self.client.is_cluster();
-        // Held-back holds go first, in their group's next calls.
-        for (key, held) in self.held_back.drain() {
-            work.groups.entry(key).or_default().splice(0..0, held);
-        }
-        // A round taken over several passes is one round in the log.
-        if work.rounds > 0 || !self.rounds.contains_key(&self.round) {
-            self.round = self.next_round;
-            self.next_round = self.next_round.wrapping_add(1);
-        }
-        let round = self.round;
+        let mut renewed = false;
+        let round = self.next_round;
         let mut batches = 0;
-        for (key, mut holds) in work.groups {
-            let (node, _, renewal, lease, refresh) = key.clone();
+        for ((node, _, renewal, lease, refresh), holds) in work.groups {
             self.counters.longest = self.counters.longest.max(lease);
-            if work.backlog && !lease.is_zero() {
-                // The round goes on at the next pass: a partial call waits
-                // for that pass's holds of its group, so a round taken a
-                // budget at a time still goes out in full calls.
-                let full = holds.len() - holds.len() % RENEW_BATCH;
-                if full < holds.len() {
-                    self.held_back.insert(key, holds.split_off(full));
-                }
-            }
             for chunk in holds.chunks(RENEW_BATCH) {
                 batches += 1;
-                self.queued_holds += chunk.len();
+                renewed |= !lease.is_zero();
                 let batch = Batch {
                     renewal,
                     lease,
@@ -359,23 +323,24 @@ impl Actor {
             }
         }
         if batches > 0 {
-            let r = self.rounds.entry(round).or_insert_with(|| Round {
-                started: Instant::now(),
-                batches: 0,
-                holds: 0,
-                renewed: 0,
-                gone: 0,
-                unknown: 0,
-                calls: 0,
-                failed: 0,
-                error: None,
-            });
-            r.batches += batches;
+            self.next_round = self.next_round.wrapping_add(1);
+            self.rounds.insert(
+                round,
+                Round {
+                    started: Instant::now(),
+                    batches,
+                    holds: 0,
+                    renewed: 0,
+                    gone: 0,
+                    unknown: 0,
+                    calls: 0,
+                    failed: 0,
+                    error: None,
+                },
+            );
         }
-        if work.rounds > 0 {
-            self.shared
-                .renew_rounds
-                .fetch_add(work.rounds as u64, Ordering::Relaxed);
+        if renewed {
+            self.shared.renew_rounds.fetch_add(1, Ordering::Relaxed);
         }
         self.pump();
         for (_, holds) in work.track {
@@ -399,7 +364,6 @@ impl Actor {
             let Some((batch, round)) = self.queued.pop_front() else {
                 return;
             };
-            self.queued_holds = self.queued_holds.saturating_sub(batch.holds.len());
             self.in_flight += 1;
             let (client, shared, tx) = (
                 self.client.clone(),

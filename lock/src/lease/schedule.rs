@@ -55,21 +55,6 @@ struct Grid {
     /// Entries counted in this grid (queued, in flight or off the grid):
     /// the grid ends with the last, as it did when none was seen in a pass.
     members: usize,
-    /// Its round has come and has been counted (see `take_due`).
-    in_round: bool,
-    /// The last pass left due holds in its queue (the pass's budget ran
-    /// out): the round goes on, and the grid does not move on yet.
-    backlog: bool,
-}
-
-/// What [`Schedule::take_due`] found.
-pub(super) struct Due {
-    /// The slots to visit.
-    pub(super) slots: Vec<u32>,
-    /// Grid rounds that began.
-    pub(super) rounds: usize,
-    /// A grid left due holds queued (the budget ran out).
-    pub(super) backlog: bool,
 }
 
 /// The entries and their due times.
@@ -256,8 +241,6 @@ impl Schedule {
                     next: now,
                     queue: BinaryHeap::new(),
                     members: 0,
-                    in_round: false,
-                    backlog: false,
                 })
                 .members += 1;
         }
@@ -317,33 +300,15 @@ impl Schedule {
     }
 
     /// The slots due at `now`: every live look by then, and in each grid
-    /// whose round has come, the holds queued with an early time by then,
-    /// at most `budget` of them in all (the rest stay queued for the next
-    /// pass, and their grid's round goes on: see `advance`). Also returns
-    /// how many grid rounds began in this pass. (A slot may come twice; a
-    /// visit is idempotent.)
-    ///
-    /// The budget keeps a round's plan small: at a million holds, planning
-    /// every due hold at once kept 16 bytes a hold in queued calls while
-    /// at most a few calls were out.
-    pub(super) fn take_due(&mut self, now: Instant, budget: usize) -> Due {
+    /// whose round has come, every hold queued with an early time by then.
+    /// (A slot may come twice; a visit is idempotent.)
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<u32> {
         let mut due = Vec::new();
-        let (mut rounds, mut backlog) = (0, false);
-        let mut taken = 0;
         let slots = &mut self.slots;
         let now = nanos(now);
         for g in self.grids.values_mut().filter(|g| now >= nanos(g.next)) {
-            if !g.in_round {
-                g.in_round = true;
-                rounds += 1;
-            }
             while let Some(Reverse(i)) = g.queue.peek().copied() {
                 if i.at > now {
-                    break;
-                }
-                if taken >= budget {
-                    g.backlog = true;
-                    backlog = true;
                     break;
                 }
                 g.queue.pop();
@@ -351,7 +316,6 @@ impl Schedule {
                     if e.queued == i.at {
                         e.queued = NO_TICK;
                         due.push(i.slot);
-                        taken += 1;
                     }
                 }
             }
@@ -368,11 +332,7 @@ impl Schedule {
                 }
             }
         }
-        Due {
-            slots: due,
-            rounds,
-            backlog,
-        }
+        due
     }
 
     /// After a pass: rounds that came move one interval on (a task that
@@ -383,13 +343,7 @@ impl Schedule {
         let mut next: Option<Instant> = None;
         for (lease, g) in &mut self.grids {
             let interval = *lease / 3;
-            if std::mem::take(&mut g.backlog) {
-                // The round goes on at the next pass.
-                next = Some(next.map_or(g.next, |n| n.min(g.next)));
-                continue;
-            }
             if now >= g.next {
-                g.in_round = false;
                 g.next += interval;
                 if g.next <= now {
                     g.next = now + interval;

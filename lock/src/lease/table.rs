@@ -65,10 +65,6 @@ pub(super) struct Work {
     /// Renewals by [`GroupKey`]; checks under lease zero.
     pub(super) groups: HashMap<GroupKey, Vec<Planned>>,
     pub(super) track: HashMap<(Option<String>, u16), Vec<Planned>>,
-    /// Grid rounds that began in this pass.
-    pub(super) rounds: usize,
-    /// A round goes on at the next pass (this pass's budget ran out).
-    pub(super) backlog: bool,
 }
 
 /// The watched holds (by lock name, for invalidations; by due time, for
@@ -86,9 +82,6 @@ pub(super) struct Table {
     track_budget: usize,
     /// The counter window is open: every renewal refreshes its counter.
     refresh_all: bool,
-    /// Holds a pass may take from the grids' queues (the actor's room for
-    /// more queued calls); the rest wait for the next pass.
-    renew_budget: usize,
     /// Entries the last pass visited (the tests check that a pass visits
     /// what is due and nothing else).
     #[cfg(test)]
@@ -100,18 +93,12 @@ impl Table {
         Self {
             tracking,
             track_budget: usize::MAX,
-            renew_budget: usize::MAX,
             ..Self::default()
         }
     }
 
     /// At most `n` holds tracked at a time; the others are judged by their
     /// renewals only.
-    /// At most `n` holds taken from the grids' queues by the next pass.
-    pub(super) fn set_renew_budget(&mut self, n: usize) {
-        self.renew_budget = n;
-    }
-
     pub(super) fn track_budget(mut self, n: usize) -> Self {
         self.track_budget = n;
         self
@@ -305,10 +292,7 @@ impl Table {
             self.visited = 0;
         }
         let mut work = Work::default();
-        let due = self.sched.take_due(now, self.renew_budget);
-        work.rounds = due.rounds;
-        work.backlog = due.backlog;
-        for slot in due.slots {
+        for slot in self.sched.take_due(now) {
             self.visit(slot, now, &node_of, &mut work);
         }
         self.sched.sweep(now);
