@@ -19,7 +19,7 @@
 //! its next entry's time to the nanosecond, only make a look at that very
 //! time come twice, and a visit is idempotent. A heap with more stale items than live
 //! ones is rebuilt, so the cost stays per hold due; a heap at its capacity
-//! drops its stale items before it doubles its room. A look that comes too
+//! drops its stale items before it grows, and grows by a quarter. A look that comes too
 //! early is harmless: a visit only acts on what is due, and looks again.
 
 use std::cmp::Reverse;
@@ -448,7 +448,7 @@ impl Schedule {
     /// Once most holds are gone, the tables shrink to what is left: a
     /// process that held a million and holds a thousand now keeps no
     /// million-slot table. Trailing free slots are cut (a stale heap item
-    /// naming one finds nothing there, or a newer generation), and every
+    /// naming one finds nothing there, or an entry due at another time), and every
     /// container gives its spare capacity back to the allocator.
     fn give_back(&mut self) {
         if self.slots.len() <= STALE_SLACK || self.live >= self.slots.len() / 4 {
