@@ -352,6 +352,41 @@ async fn failover_and_script_flush_under_load_surface_no_errors() {
         .any(|s| s.master.ends_with(&format!(":{port}"))));
 }
 
+/// A read written to a master that dies before it answers has an unknown
+/// outcome, like any command; but having run or not changes nothing, so it
+/// is sent again (to the promoted replica, within its deadline) instead of
+/// failing with `ConnectionClosed`. The master is paused first so the GET
+/// is surely written and pending when it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_pending_on_a_killed_master_is_sent_again_to_its_successor() {
+    let _gate = GATE.lock().await;
+    let mut cluster = RedisCluster::start();
+    let client = client_for(&cluster).await;
+    let slot = 200u16;
+    let key = RedisCluster::key_for_slot(slot);
+    client.set(key.as_str(), "kept").await.unwrap();
+    let victim = cluster.master_for_slot(slot);
+    let conn = client.connection_for_key(key.as_str()).await.unwrap();
+    assert_eq!(conn.wait(1, Duration::from_secs(2)).await.unwrap(), 1);
+    cluster
+        .node(victim)
+        .cli(&["CLIENT", "PAUSE", "10000", "ALL"])
+        .unwrap();
+    let read = {
+        let (client, key) = (client.clone(), key.clone());
+        tokio::spawn(async move { client.get(key.as_str()).await })
+    };
+    // Written and waiting on the paused node, then the node dies under it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!read.is_finished(), "the paused master answered");
+    cluster.node_mut(victim).kill();
+    let got = tokio::time::timeout(Duration::from_secs(40), read)
+        .await
+        .expect("the read hung")
+        .unwrap();
+    assert_eq!(got.unwrap().as_deref(), Some(&b"kept"[..]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_master_fails_typed_within_a_short_deadline_and_is_ridden_through_a_long_one() {
     let _gate = GATE.lock().await;

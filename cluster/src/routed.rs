@@ -20,7 +20,11 @@
 //! then with [`Error::Routing`], naming the nodes tried and the last answer.
 //! A timeout or a broken connection leaves the outcome unknown: it is never
 //! resent, but it makes the router reload the topology (the node may be
-//! dead, and its replica promoted).
+//! dead, and its replica promoted). A read-only command (`GET`, `PTTL`,
+//! `HGET`, … see [`reads_only`]) whose connection broke is the exception:
+//! having run or not changes nothing, so it waits with backoff and is sent
+//! again, as a command that was not sent would be (a master killed under a
+//! read used to fail it with `ConnectionClosed`, however long its deadline).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,6 +101,7 @@ impl Router {
             ask: None,
             tried: Vec::new(),
             last: Error::Disconnected,
+            read_only: false,
         };
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -111,7 +116,12 @@ impl Router {
                             let (timeout, late) = self.attempt_wait(&wait, left);
                             match run(&conn, &cmd, script, asking, timeout, late).await {
                                 Ok(frame) => return Ok(frame),
-                                Err(e) => self.after_reply_error(e, &node.addr, &mut retry),
+                                Err(e) => {
+                                    // Asked on failure only: the answered
+                                    // path does not look at the name.
+                                    retry.read_only = script.is_none() && reads_only(cmd.name());
+                                    self.after_reply_error(e, &node.addr, &mut retry)
+                                }
                             }
                         }
                         Ok(Err(e)) => self.after_connect_failure(Some(e), &node.addr, &mut retry),
@@ -237,7 +247,9 @@ impl Router {
                 self.refresh_soon();
                 Next::AfterPause
             }
-            _ if matches!(err, Error::Disconnected) => {
+            _ if matches!(err, Error::Disconnected)
+                || (retry.read_only && matches!(err, Error::ConnectionClosed | Error::Io(_))) =>
+            {
                 // Not sent: the node is down or reconnecting. Another
                 // node may know who serves the slot now.
                 note_tried(&mut retry.tried, addr);
@@ -267,6 +279,27 @@ struct Retries {
     tried: Vec<String>,
     /// The last failure, for [`Error::Routing`].
     last: Error,
+    /// The command changes nothing: a broken connection under it is
+    /// retried like one that was not sent.
+    read_only: bool,
+}
+
+/// Commands that only read (a small list of what clients send; anything
+/// else counts as a write): sending one again after its connection broke
+/// cannot do twice what the caller asked once.
+#[rustfmt::skip]
+const READS: &[&str] = &[
+    "GET", "MGET", "STRLEN", "GETRANGE", "EXISTS", "TYPE", "TTL", "PTTL", "EXPIRETIME",
+    "PEXPIRETIME", "HGET", "HMGET", "HEXISTS", "HGETALL", "HLEN", "HKEYS", "HVALS", "HSTRLEN",
+    "LLEN", "LRANGE", "LINDEX", "SCARD", "SISMEMBER", "SMEMBERS", "ZCARD", "ZSCORE", "ZRANGE",
+    "ZRANGEBYSCORE", "ZRANK", "ZCOUNT", "PING", "ECHO", "DBSIZE",
+];
+
+/// Whether the command named `name` (any case) only reads.
+pub(crate) fn reads_only(name: &[u8]) -> bool {
+    READS
+        .iter()
+        .any(|r| r.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// What a failed attempt leads to.
@@ -406,6 +439,23 @@ fn last_of(replies: Vec<Result<Frame>>) -> Result<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_are_told_from_writes_in_any_case() {
+        assert!(reads_only(b"GET") && reads_only(b"get") && reads_only(b"Pttl"));
+        assert!(reads_only(b"HMGET") && reads_only(b"zscore"));
+        for write in [
+            &b"SET"[..],
+            b"DEL",
+            b"EVALSHA",
+            b"EVAL",
+            b"INCR",
+            b"GETDEL",
+            b"GETEX",
+        ] {
+            assert!(!reads_only(write), "{}", String::from_utf8_lossy(write));
+        }
+    }
 
     #[test]
     fn an_empty_redirect_host_is_the_redirecting_nodes() {
