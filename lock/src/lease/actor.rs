@@ -309,7 +309,8 @@ impl Actor {
                 let batch = Batch {
                     renewal,
                     lease,
-                    holds: chunk.to_vec(),
+                    holds: chunk.iter().map(|(h, _)| Arc::clone(h)).collect(),
+                    epochs: chunk.iter().map(|&(_, e)| e).collect(),
                     cluster,
                     on_node: node.is_some(),
                     refresh,
@@ -382,7 +383,7 @@ impl Actor {
                     done: Done::Judged {
                         lease: batch.lease,
                         sent_at,
-                        holds: batch.holds,
+                        holds: batch.holds.into_iter().zip(batch.epochs).collect(),
                         verdicts: out.verdicts,
                         refresh: batch.refresh,
                     },

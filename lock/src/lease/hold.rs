@@ -26,7 +26,7 @@ use super::counters::Counters;
 use super::key::HoldKey;
 use super::reason::LossReason;
 use super::renewal::Renewal;
-use super::signal::LossSignal;
+use super::signal::{LossCell, LossSignal};
 
 /// One hold: its identity (lock, owner, token), its lease state and its loss
 /// signal.
@@ -62,6 +62,8 @@ pub(crate) struct Hold {
     /// Inline: the hold is already shared, so the signal needs no `Arc`
     /// (and no allocation) of its own.
     pub(crate) lost: LossSignal,
+    /// Why it was lost (see `lost`); a byte among the small fields.
+    pub(crate) loss: LossCell,
 }
 
 impl std::fmt::Debug for Hold {
@@ -104,6 +106,7 @@ impl Hold {
             counted: AtomicBool::new(true),
             counters: n.counters,
             lost: LossSignal::default(),
+            loss: LossCell::default(),
         };
         hold.extend(n.sent_at, n.lease);
         Arc::new(hold)
@@ -121,7 +124,7 @@ impl Hold {
         let revived = self.guards.fetch_add(1, Ordering::AcqRel) == 0;
         if revived {
             self.epoch.fetch_add(1, Ordering::AcqRel);
-            if self.lost.get().is_none() && !self.counted.swap(true, Ordering::AcqRel) {
+            if self.loss.get().is_none() && !self.counted.swap(true, Ordering::AcqRel) {
                 self.counters.hold_up();
             }
         }
@@ -167,7 +170,7 @@ impl Hold {
     /// (`detail`): at warn, as the holder is working without the lock
     /// from here on; at info for a max hold, which the holder asked for.
     pub(crate) fn fire_because(&self, why: LossReason, detail: &'static str) {
-        if self.lost.fire(why) {
+        if self.lost.fire(&self.loss, why) {
             self.counters.lost(why);
             if why == LossReason::MaxHold {
                 tracing::info!(lock = %self.key.name(), token = self.token, reason = ?why,
@@ -218,7 +221,7 @@ impl Hold {
 
     /// Still worth watching: a guard lives and it is not known lost.
     pub(crate) fn is_active(&self) -> bool {
-        self.guards() > 0 && self.lost.get().is_none()
+        self.guards() > 0 && self.loss.get().is_none()
     }
 
     pub(crate) fn lease(&self) -> Duration {
@@ -235,7 +238,7 @@ impl Hold {
     /// (Past the deadline counts only while a guard holds it: a hold
     /// released normally is not lost.)
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.get().is_some() || (self.guards() > 0 && Instant::now() >= self.deadline())
+        self.loss.get().is_some() || (self.guards() > 0 && Instant::now() >= self.deadline())
     }
 }
 
@@ -327,7 +330,7 @@ mod tests {
     fn past_its_deadline_a_hold_is_lost_even_unfired() {
         let long_ago = Instant::now() - Duration::from_secs(10);
         let (h, _) = hold(false, Duration::from_millis(100), long_ago);
-        assert_eq!(h.lost.get(), None);
+        assert_eq!(h.loss.get(), None);
         assert!(h.is_lost());
     }
 }

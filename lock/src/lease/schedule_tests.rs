@@ -93,8 +93,8 @@ fn a_hold_due_while_its_renewal_is_out_is_sent_once_and_its_deadline_still_holds
     // The other never comes back: its deadline fires while it is in flight.
     let deadline = holds[0].deadline();
     t.plan(deadline, false, standalone);
-    assert_eq!(holds[0].lost.get(), Some(LossReason::Expired));
-    assert_eq!(holds[1].lost.get(), None);
+    assert_eq!(holds[0].loss.get(), Some(LossReason::Expired));
+    assert_eq!(holds[1].loss.get(), None);
 }
 
 #[test]

@@ -7,7 +7,10 @@
 //! and its wake-all on drop were visible in the acquire path's profile.
 //!
 //! The `Notify` (32 bytes) is boxed and made by the first waiter: most holds
-//! are never waited on, and a million held locks each carried one.
+//! are never waited on, and a million held locks each carried one. The
+//! reason is a byte of its own ([`LossCell`]) that the hold keeps beside its
+//! other small fields: inside [`LossSignal`] it padded the signal from 16 to
+//! 24 bytes, 8 bytes of every hold.
 
 use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -16,21 +19,28 @@ use tokio::sync::Notify;
 
 use super::reason::LossReason;
 
-/// Part of a hold (`hold.rs`): shared with it.
+/// Where a hold's waiters wait: made by the first one.
 #[derive(Debug, Default)]
 pub(crate) struct LossSignal {
-    /// Made by the first [`wait`](Self::wait).
     notify: OnceLock<Box<Notify>>,
-    /// 0 while held; otherwise the [`LossReason`] (see `code`).
-    reason: AtomicU8,
+}
+
+/// Why the hold was lost, once it was (0: not lost).
+#[derive(Debug, Default)]
+pub(crate) struct LossCell(AtomicU8);
+
+impl LossCell {
+    pub(crate) fn get(&self) -> Option<LossReason> {
+        decode(self.0.load(Ordering::Acquire))
+    }
 }
 
 impl LossSignal {
-    /// Records the loss and wakes every waiter; the first reason wins.
-    /// `true` for that first one (the loss is logged once).
-    pub(crate) fn fire(&self, reason: LossReason) -> bool {
-        if self
-            .reason
+    /// Sets `cell` to `reason` unless a reason is there, and wakes every
+    /// waiter. Returns whether this call set it.
+    pub(crate) fn fire(&self, cell: &LossCell, reason: LossReason) -> bool {
+        if cell
+            .0
             .compare_exchange(0, code(reason), Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
@@ -46,15 +56,9 @@ impl LossSignal {
         false
     }
 
-    /// The loss, once known.
-    pub(crate) fn get(&self) -> Option<LossReason> {
-        decode(self.reason.load(Ordering::Acquire))
-    }
-
-    /// Resolves when the hold is known lost; pending forever for a hold that
-    /// ends normally (nobody fires it then).
-    pub(crate) async fn wait(&self) -> LossReason {
-        if let Some(reason) = self.get() {
+    /// The reason in `cell`, once one is fired.
+    pub(crate) async fn wait(&self, cell: &LossCell) -> LossReason {
+        if let Some(reason) = cell.get() {
             return reason;
         }
         let notify = self.notify.get_or_init(Box::default);
@@ -64,7 +68,7 @@ impl LossSignal {
             // Registered before the check, so a fire in between still wakes us.
             notified.as_mut().enable();
             fence(Ordering::SeqCst);
-            if let Some(reason) = self.get() {
+            if let Some(reason) = cell.get() {
                 return reason;
             }
             notified.await;
@@ -94,9 +98,28 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A signal and its cell, as a hold has them.
+    #[derive(Default)]
+    struct Both {
+        signal: LossSignal,
+        cell: LossCell,
+    }
+
+    impl Both {
+        fn get(&self) -> Option<LossReason> {
+            self.cell.get()
+        }
+        fn fire(&self, reason: LossReason) -> bool {
+            self.signal.fire(&self.cell, reason)
+        }
+        async fn wait(&self) -> LossReason {
+            self.signal.wait(&self.cell).await
+        }
+    }
+
     #[tokio::test]
     async fn first_reason_wins_and_every_waiter_wakes() {
-        let s = std::sync::Arc::new(LossSignal::default());
+        let s = std::sync::Arc::new(Both::default());
         assert_eq!(s.get(), None);
         let waiters: Vec<_> = (0..3)
             .map(|_| {
@@ -119,7 +142,7 @@ mod tests {
         // The waiter makes the `Notify` while the fire may be looking for
         // it: whichever runs first, the waiter must resolve.
         for _ in 0..200 {
-            let s = std::sync::Arc::new(LossSignal::default());
+            let s = std::sync::Arc::new(Both::default());
             let waiter = {
                 let s = std::sync::Arc::clone(&s);
                 tokio::spawn(async move { s.wait().await })
@@ -133,7 +156,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unfired_signal_stays_pending() {
-        let s = LossSignal::default();
+        let s = Both::default();
         let r = tokio::time::timeout(Duration::from_millis(20), s.wait()).await;
         assert!(r.is_err());
     }

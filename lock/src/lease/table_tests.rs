@@ -55,10 +55,10 @@ fn a_newer_token_of_the_owner_ends_the_older_hold_and_a_late_older_one_is_lost()
     let new = hold("orders", "c:1", 9, true, now);
     t.insert(Arc::clone(&new));
     settle(&mut t);
-    assert_eq!(old.lost.get(), Some(LossReason::Gone), "replaced behind it");
-    assert_eq!(new.lost.get(), None);
+    assert_eq!(old.loss.get(), Some(LossReason::Gone), "replaced behind it");
+    assert_eq!(new.loss.get(), None);
     assert_eq!(
-        other_owner.lost.get(),
+        other_owner.loss.get(),
         None,
         "another owner: not ours to judge"
     );
@@ -66,13 +66,13 @@ fn a_newer_token_of_the_owner_ends_the_older_hold_and_a_late_older_one_is_lost()
     let late = hold("orders", "c:1", 7, true, now);
     t.insert(Arc::clone(&late));
     settle(&mut t);
-    assert_eq!(late.lost.get(), Some(LossReason::Gone));
-    assert_eq!(new.lost.get(), None);
+    assert_eq!(late.loss.get(), Some(LossReason::Gone));
+    assert_eq!(new.loss.get(), None);
     // The same hold through another handle (equal token): both watched.
     let twin = hold("orders", "c:1", 9, true, now);
     t.insert(Arc::clone(&twin));
     settle(&mut t);
-    assert_eq!((new.lost.get(), twin.lost.get()), (None, None));
+    assert_eq!((new.loss.get(), twin.loss.get()), (None, None));
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
         verdicts: vec![0],
         refresh: false,
     });
-    assert_eq!(h.lost.get(), None, "the old epoch's 'gone' is not about it");
+    assert_eq!(h.loss.get(), None, "the old epoch's 'gone' is not about it");
     // Its own renewal finds it gone: lost.
     let (work, _) = t.plan(at + LEASE / 3, false, standalone);
     let current = planned(&work, false);
@@ -132,7 +132,7 @@ fn a_verdict_applies_only_to_the_epoch_it_was_planned_for() {
         verdicts: vec![0],
         refresh: false,
     });
-    assert_eq!(h.lost.get(), Some(LossReason::Gone));
+    assert_eq!(h.loss.get(), Some(LossReason::Gone));
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn a_renewal_moves_the_deadline_and_an_unknown_verdict_retries_later() {
         verdicts: vec![-1],
         refresh: false,
     });
-    assert_eq!(h.lost.get(), None);
+    assert_eq!(h.loss.get(), None);
     // (The retry time counts from the verdict's arrival, the real now.)
     let (work, _) = t.plan(Instant::now(), false, standalone);
     assert!(
@@ -219,7 +219,7 @@ fn holds_are_tracked_once_old_enough_and_a_tracked_read_can_find_them_gone() {
         holds: tracked,
         found: vec![Some(false)],
     });
-    assert_eq!(h.lost.get(), Some(LossReason::Gone));
+    assert_eq!(h.loss.get(), Some(LossReason::Gone));
 }
 
 #[test]
@@ -229,6 +229,6 @@ fn a_passed_deadline_or_max_hold_fires_the_loss() {
     let h = hold("orders", "c:1", 1, true, long_ago);
     t.insert(Arc::clone(&h));
     t.plan(Instant::now(), false, standalone);
-    assert_eq!(h.lost.get(), Some(LossReason::Expired));
+    assert_eq!(h.loss.get(), Some(LossReason::Expired));
     assert_eq!(t.sched.len(), 0);
 }

@@ -104,7 +104,7 @@ impl LostToken {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(self) -> LossReason {
-        self.hold.lost.wait().await
+        self.hold.lost.wait(&self.hold.loss).await
     }
 
     /// Whether the hold has been lost already.
@@ -317,7 +317,7 @@ impl LockGuard {
                 }
                 // Fired meanwhile (its old deadline passed on the way):
                 // the loss stands, as the holder may have stopped already.
-                if self.hold.lost.get().is_some() {
+                if self.hold.loss.get().is_some() {
                     return Err(LockError::Expired { name: name() });
                 }
                 Ok(())
@@ -464,7 +464,7 @@ impl LockGuard {
     /// Cancel safe.
     pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
         let hold = Arc::clone(&self.hold);
-        async move { hold.lost.wait().await }
+        async move { hold.lost.wait(&hold.loss).await }
     }
 
     /// A cloneable token for the loss signal.

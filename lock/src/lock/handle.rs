@@ -125,7 +125,7 @@ impl Handle {
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = cur.upgrade() {
             let same = h.token == token || (token == 0 && reentry);
-            if same && h.lost.get().is_none() {
+            if same && h.loss.get().is_none() {
                 return (h, false);
             }
         }

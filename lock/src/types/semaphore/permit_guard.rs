@@ -130,7 +130,7 @@ impl PermitGuard {
     /// Cancel safe.
     pub fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
         let hold = Arc::clone(&self.hold);
-        async move { hold.lost.wait().await }
+        async move { hold.lost.wait(&hold.loss).await }
     }
 
     /// Whether the permits are known lost (or past their local deadline).
