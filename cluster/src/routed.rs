@@ -23,8 +23,9 @@
 //! dead, and its replica promoted). A read-only command (`GET`, `PTTL`,
 //! `HGET`, … see [`reads_only`]) whose connection broke is the exception:
 //! having run or not changes nothing, so it waits with backoff and is sent
-//! again, as a command that was not sent would be (a master killed under a
-//! read used to fail it with `ConnectionClosed`, however long its deadline).
+//! again (at most 3 times), as a command that was not sent would be (a
+//! master killed under a read used to fail it with `ConnectionClosed`,
+//! however long its deadline).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +103,7 @@ impl Router {
             tried: Vec::new(),
             last: Error::Disconnected,
             read_only: false,
+            read_resends: 0,
         };
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -247,9 +249,7 @@ impl Router {
                 self.refresh_soon();
                 Next::AfterPause
             }
-            _ if matches!(err, Error::Disconnected)
-                || (retry.read_only && matches!(err, Error::ConnectionClosed | Error::Io(_))) =>
-            {
+            _ if matches!(err, Error::Disconnected) || retry.resend_read(&err) => {
                 // Not sent: the node is down or reconnecting. Another
                 // node may know who serves the slot now.
                 note_tried(&mut retry.tried, addr);
@@ -280,8 +280,27 @@ struct Retries {
     /// The last failure, for [`Error::Routing`].
     last: Error,
     /// The command changes nothing: a broken connection under it is
-    /// retried like one that was not sent.
+    /// retried like one that was not sent (at most [`READ_RESENDS`] times).
     read_only: bool,
+    read_resends: u8,
+}
+
+/// How often a read whose connection broke under it is sent again: enough
+/// for a failover (the connection dies once), and bounded for a read whose
+/// reply itself gets the connection dropped (an output buffer limit), which
+/// would cut the writes sharing the connection at every resend.
+const READ_RESENDS: u8 = 3;
+
+impl Retries {
+    /// Whether `err` (after sending) leaves a read-only command to be sent
+    /// again; counts the resend.
+    fn resend_read(&mut self, err: &Error) -> bool {
+        let again = self.read_only
+            && self.read_resends < READ_RESENDS
+            && matches!(err, Error::ConnectionClosed | Error::Io(_));
+        self.read_resends += u8::from(again);
+        again
+    }
 }
 
 /// Commands that only read (a small list of what clients send; anything
