@@ -96,6 +96,15 @@ pub struct ScaleReport {
     pub client_cpu: Option<Duration>,
     /// Holds lost while idle.
     pub lost: usize,
+    /// Losses by reason, over the whole run (from [`Locks::stats`]): a
+    /// key gone (a failover, an outside delete) reads apart from a lease
+    /// that ran out before a renewal landed.
+    ///
+    /// [`Locks::stats`]: keylatch::Locks::stats
+    pub losses: Vec<(keylatch::LossReason, u64)>,
+    /// Renewal calls that failed or answered something unreadable, over
+    /// the whole run.
+    pub renewal_failures: u64,
     /// Redisson's renewal: server CPU per renewed hold, in µs (standalone
     /// only, as `server_cpu`).
     pub redisson_us: Option<f64>,
@@ -160,6 +169,17 @@ impl std::fmt::Display for ScaleReport {
             self.calls as f64 / rounds,
             self.lost
         )?;
+        if !self.losses.is_empty() {
+            let by: Vec<String> = self
+                .losses
+                .iter()
+                .map(|(why, n)| format!("{why:?} {n}"))
+                .collect();
+            write!(f, " (by reason: {})", by.join(", "))?;
+        }
+        if self.renewal_failures > 0 {
+            write!(f, ", {} renewal calls failed", self.renewal_failures)?;
+        }
         if let Some(c) = self.client_cpu {
             write!(
                 f,
@@ -255,6 +275,9 @@ pub async fn run_scale(
     report.calls = locks.renewal_calls() - c0;
     report.rounds = locks.renewal_rounds() - r0;
     report.lost = guards.iter().filter(|g| g.is_lost()).count();
+    let stats = locks.stats();
+    report.losses = stats.losses.into_iter().filter(|l| l.1 > 0).collect();
+    report.renewal_failures = stats.renewal_failures;
 
     // 3. Release, then what stays of the process's memory.
     let n = guards.len().max(1) as u64;

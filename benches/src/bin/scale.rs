@@ -28,12 +28,14 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin scale -- \
 //!     [--holds 100000] [--inflight 256] [--watchdog-ms 3000] [--rounds 3] [--url redis://…]
-//!     [--tracking off] [--cluster local]
+//!     [--tracking off] [--cluster local [--node-timeout-ms 15000]]
 //! ```
 //!
 //! `--cluster local` starts a 6-node harness cluster (3 masters, 3
 //! replicas) and holds the locks there, spread over the masters by slot;
 //! the server CPU is then not measured (one `INFO` answers for one node).
+//! Its nodes fail over after `--node-timeout-ms` (Redis's default, 15 s);
+//! the masters are printed at the start and the end.
 //!
 //! `--tracking off` (a diagnostic, not the users' path): `Locks::new` on a
 //! plain `Client::connect`, without the client tracking `Locks::connect`
@@ -55,6 +57,7 @@ fn main() {
         "--url",
         "--tracking",
         "--cluster",
+        "--node-timeout-ms",
     ]);
     let tracking = flags.text("--tracking").as_deref() != Some("off");
     let opts = ScaleOptions {
@@ -65,9 +68,16 @@ fn main() {
     };
     let mut _cluster = None;
     let (url, _server) = if flags.text("--cluster").as_deref() == Some("local") {
+        // Redis's own node timeout (15 s) by default, not the harness's
+        // 1 s (made for tests that fail over on purpose): the nodes share
+        // 2 cores with a client renewing a million holds, and a node
+        // starved past the timeout would be failed over mid-run.
+        let node_timeout = flags.number("--node-timeout-ms", 15_000);
         let cluster = keylatch_harness::RedisCluster::builder()
+            .node_timeout(Duration::from_millis(node_timeout))
             .start()
             .expect("a local cluster");
+        println!("cluster: masters at the start {:?}", cluster.masters());
         let seed = cluster.seed_urls().into_iter().next().expect("a seed");
         _cluster = Some(cluster);
         (seed, None)
@@ -80,6 +90,11 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(run(&url, opts, tracking));
+    if let Some(cluster) = &_cluster {
+        // A failover during the run is named, so its losses are not
+        // mistaken for the client's.
+        println!("cluster: masters at the end {:?}", cluster.masters());
+    }
 }
 
 async fn run(url: &str, opts: ScaleOptions, tracking: bool) {
