@@ -103,6 +103,9 @@ pub(super) struct Actor {
     /// [`CALLS_IN_FLIGHT`] are out at a time.
     queued: VecDeque<(Batch, u64)>,
     in_flight: usize,
+    /// How many may be out: [`CALLS_IN_FLIGHT`] per master (see
+    /// [`flight_cap`]).
+    flight_cap: usize,
     /// Rounds with batches still out, by number.
     rounds: HashMap<u64, Round>,
     next_round: u64,
@@ -134,6 +137,7 @@ impl Actor {
             counters: CounterWindow::default(),
             queued: VecDeque::new(),
             in_flight: 0,
+            flight_cap: CALLS_IN_FLIGHT,
             rounds: HashMap::new(),
             next_round: 0,
         }
@@ -301,8 +305,10 @@ impl Actor {
         let mut renewed = false;
         let round = self.next_round;
         let mut batches = 0;
+        let mut lanes = Vec::with_capacity(work.groups.len());
         for ((node, _, renewal, lease, refresh), holds) in work.groups {
             self.counters.longest = self.counters.longest.max(lease);
+            let mut lane = Vec::with_capacity(holds.len().div_ceil(RENEW_BATCH));
             for chunk in holds.chunks(RENEW_BATCH) {
                 batches += 1;
                 renewed |= !lease.is_zero();
@@ -319,9 +325,18 @@ impl Actor {
                     // A check: an invalidation is waiting on it.
                     self.queued.push_front((batch, round));
                 } else {
-                    self.queued.push_back((batch, round));
+                    lane.push(batch);
                 }
             }
+            lanes.push(lane);
+        }
+        // One group's calls after another's would keep the calls in
+        // flight on one node while the others idle: taken in turns, they
+        // spread over the nodes.
+        self.queued
+            .extend(interleave(lanes).into_iter().map(|b| (b, round)));
+        if cluster && batches > 0 {
+            self.flight_cap = flight_cap(self.client.shards().len());
         }
         if batches > 0 {
             self.next_round = self.next_round.wrapping_add(1);
@@ -358,10 +373,10 @@ impl Actor {
 }
 
 impl Actor {
-    /// Sends queued batches while fewer than [`CALLS_IN_FLIGHT`] are out;
+    /// Sends queued batches while fewer than the cap are out;
     /// each runs on its own task and reports back.
     fn pump(&mut self) {
-        while self.in_flight < CALLS_IN_FLIGHT {
+        while self.in_flight < self.flight_cap {
             let Some((batch, round)) = self.queued.pop_front() else {
                 return;
             };
@@ -451,6 +466,31 @@ fn sleep_for(wake: &Wake) -> Duration {
         .clamp(floor, Duration::from_secs(1))
 }
 
+/// The calls that may be out at once for `masters` masters: the cap holds
+/// per connection (what it bounds is the server work queued ahead of an
+/// acquire on that connection), so a cluster's masters get it each. A
+/// million holds over 3 masters sharing the whole client's 8 lost holds to
+/// rounds longer than their interval.
+fn flight_cap(masters: usize) -> usize {
+    CALLS_IN_FLIGHT * masters.clamp(1, 64)
+}
+
+/// The lanes' items taken in turns: the first of each lane, then the
+/// second of each, and so on (each lane's own order kept).
+fn interleave<T>(lanes: Vec<Vec<T>>) -> Vec<T> {
+    let total = lanes.iter().map(Vec::len).sum();
+    let mut iters: Vec<_> = lanes.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        for it in &mut iters {
+            if let Some(x) = it.next() {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,5 +528,19 @@ mod tests {
         for s in 0..10 {
             assert!(w.open(t0 + Duration::from_millis(300 * s), Duration::from_secs(1)));
         }
+    }
+
+    #[test]
+    fn lanes_are_taken_in_turns_and_keep_their_order() {
+        let got = interleave(vec![vec![1, 2, 3], vec![10], vec![], vec![20, 21]]);
+        assert_eq!(got, [1, 10, 20, 2, 21, 3]);
+        assert!(interleave::<u8>(vec![]).is_empty());
+    }
+
+    #[test]
+    fn the_cap_is_per_master() {
+        assert_eq!(flight_cap(0), CALLS_IN_FLIGHT);
+        assert_eq!(flight_cap(1), CALLS_IN_FLIGHT);
+        assert_eq!(flight_cap(3), 3 * CALLS_IN_FLIGHT);
     }
 }

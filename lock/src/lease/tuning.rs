@@ -6,11 +6,13 @@ use std::time::Duration;
 /// Most holds renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
 
-/// Renewal and check calls in flight at once. A round's calls go out a few
-/// at a time, not all at once: sent together, a million holds' ten
-/// thousand calls queue seconds of server work ahead of every acquire on
-/// the same connection (acquires timed out at 1 s in the scale bench).
-/// Checks (an invalidation's) go ahead of queued renewals.
+/// Renewal and check calls in flight at once, per master (a cluster's
+/// masters get this each, and a round's calls take the nodes in turns). A
+/// round's calls go out a few at a time, not all at once: sent together,
+/// a million holds' ten thousand calls queue seconds of server work ahead
+/// of every acquire on the same connection (acquires timed out at 1 s in
+/// the scale bench). Checks (an invalidation's) go ahead of queued
+/// renewals.
 pub(crate) const CALLS_IN_FLIGHT: usize = 8;
 
 /// Holds younger than this are not tracked: most locks are released within
