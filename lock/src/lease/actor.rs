@@ -100,11 +100,11 @@ pub(super) struct Actor {
     /// per hold per few hours, not per hold per round.
     counters: CounterWindow,
     /// Batches planned and not sent yet, with their round: at most
-    /// [`CALLS_IN_FLIGHT`] are out at a time.
+    /// `flight_cap` are out at a time.
     queued: VecDeque<(Batch, u64)>,
     in_flight: usize,
-    /// How many may be out: [`CALLS_IN_FLIGHT`] per master (see
-    /// [`flight_cap`]).
+    /// How many may be out: [`CALLS_IN_FLIGHT`] for each master, in all
+    /// (see [`flight_cap`]).
     flight_cap: usize,
     /// Rounds with batches still out, by number.
     rounds: HashMap<u64, Round>,
@@ -332,7 +332,7 @@ impl Actor {
         }
         // One group's calls after another's would keep the calls in
         // flight on one node while the others idle: taken in turns, they
-        // spread over the nodes.
+        // spread over the nodes the holds are on.
         self.queued
             .extend(interleave(lanes).into_iter().map(|b| (b, round)));
         if cluster && batches > 0 {
@@ -466,26 +466,29 @@ fn sleep_for(wake: &Wake) -> Duration {
         .clamp(floor, Duration::from_secs(1))
 }
 
-/// The calls that may be out at once for `masters` masters: the cap holds
-/// per connection (what it bounds is the server work queued ahead of an
-/// acquire on that connection), so a cluster's masters get it each. A
+/// The calls that may be out at once, in all, for `masters` masters: what
+/// the cap bounds is the server work queued ahead of an acquire on one
+/// connection, and a round's calls take their groups in turns, so with the
+/// holds spread over the nodes each gets about [`CALLS_IN_FLIGHT`]. (A
 /// million holds over 3 masters sharing the whole client's 8 lost holds to
-/// rounds longer than their interval.
+/// rounds longer than their interval.) Not counted per node: holds
+/// crowded on one node can have all of it there.
 fn flight_cap(masters: usize) -> usize {
     CALLS_IN_FLIGHT * masters.clamp(1, 64)
 }
 
 /// The lanes' items taken in turns: the first of each lane, then the
-/// second of each, and so on (each lane's own order kept).
+/// second of each, and so on (each lane's own order kept). A lane leaves
+/// the turn once empty, so the cost is the items plus the lanes (a Redis
+/// 6.2 cluster plans a lane per slot: thousands, most of one call).
 fn interleave<T>(lanes: Vec<Vec<T>>) -> Vec<T> {
     let total = lanes.iter().map(Vec::len).sum();
-    let mut iters: Vec<_> = lanes.into_iter().map(Vec::into_iter).collect();
+    let mut turn: VecDeque<_> = lanes.into_iter().map(Vec::into_iter).collect();
     let mut out = Vec::with_capacity(total);
-    while out.len() < total {
-        for it in &mut iters {
-            if let Some(x) = it.next() {
-                out.push(x);
-            }
+    while let Some(mut lane) = turn.pop_front() {
+        if let Some(x) = lane.next() {
+            out.push(x);
+            turn.push_back(lane);
         }
     }
     out
@@ -538,9 +541,22 @@ mod tests {
     }
 
     #[test]
+    fn many_short_lanes_and_one_long_one_cost_their_items() {
+        // 16,384 per-slot lanes of one call and one of 1,000: every item
+        // once, the long lane's tail in its own order.
+        let mut lanes: Vec<Vec<u32>> = (0..16_384).map(|i| vec![i]).collect();
+        lanes.push((100_000..101_000).collect());
+        let got = interleave(lanes);
+        assert_eq!(got.len(), 16_384 + 1_000);
+        assert_eq!(got[..16_384], (0..16_384).collect::<Vec<_>>()[..]);
+        assert_eq!(got[16_384..], (100_000..101_000).collect::<Vec<_>>()[..]);
+    }
+
+    #[test]
     fn the_cap_is_per_master() {
         assert_eq!(flight_cap(0), CALLS_IN_FLIGHT);
         assert_eq!(flight_cap(1), CALLS_IN_FLIGHT);
         assert_eq!(flight_cap(3), 3 * CALLS_IN_FLIGHT);
+        assert_eq!(flight_cap(1_000), 64 * CALLS_IN_FLIGHT);
     }
 }

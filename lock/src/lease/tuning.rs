@@ -6,8 +6,9 @@ use std::time::Duration;
 /// Most holds renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
 
-/// Renewal and check calls in flight at once, per master (a cluster's
-/// masters get this each, and a round's calls take the nodes in turns). A
+/// Renewal and check calls in flight at once, for each master (a cluster
+/// of 3 allows 3 × this in all, and a round's calls take their groups in
+/// turns, so they spread over the nodes the holds are on). A
 /// round's calls go out a few at a time, not all at once: sent together,
 /// a million holds' ten thousand calls queue seconds of server work ahead
 /// of every acquire on the same connection (acquires timed out at 1 s in
