@@ -144,6 +144,7 @@ async fn routes_keys_tags_pipelines_and_scripts_across_all_masters() {
                     channel.as_str(),
                     publish,
                     waiters.as_str(),
+                    "0",
                     fence.as_str(),
                 ],
             )

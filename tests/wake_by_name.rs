@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands, Event, PubSub};
 use keylatch_harness::RedisServer;
-use keylatch_lock::scripts::{REENTRANT_ACQUIRE, WAITER_LEAVE};
+use keylatch_lock::scripts::{NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, WAITER_LEAVE};
 use keylatch_lock::{Locks, LocksConfig};
 use keylatch_resp::Cmd;
 
@@ -80,12 +80,14 @@ fn waits_then_releases(waiter: Locks, name: &'static str) -> tokio::task::JoinHa
     })
 }
 
-/// Three processes wait on a lock a fourth holds. Each release wakes one of
-/// them by name: the three acquisitions cost one EVALSHA each, with no
-/// failed try among them (a herd would add two failed tries after the first
-/// release and one after the second), and the registry is empty after.
+/// Three processes wait on a lock a fourth holds. Each release hands the
+/// lock to one of them by name (a grant): the three acquisitions cost no
+/// EVALSHA of their own, only the releases (a wake would add one acquire
+/// each, a herd two failed tries after the first release and one after
+/// the second), and the registry is empty after (the last grant's mark
+/// goes with the last release).
 #[tokio::test]
-async fn each_release_wakes_one_waiting_process() {
+async fn each_release_hands_the_lock_to_one_waiting_process() {
     let server = RedisServer::start();
     let holder = process(&server).await;
     // Both scripts cached on the server, so no NOSCRIPT round is counted.
@@ -115,14 +117,16 @@ async fn each_release_wakes_one_waiting_process() {
             .unwrap();
     }
     let used = calls(&server, "evalsha") - before;
-    // The holder's release, then per waiter one acquire and one release.
-    assert_eq!(used, 7, "EVALSHA calls for 3 handoffs");
+    // The holder's release, then per waiter its release alone.
+    assert_eq!(used, 4, "EVALSHA calls for 3 handoffs");
     assert_eq!(registered(&server, "herd"), 0);
 }
 
-/// Redisson's waiters still wake: with a keylatch waiter registered the
-/// release says "00" on Redisson's channel (Java's `Long.valueOf` reads 0,
-/// its unlock message); with none it says "0", as Redisson does.
+/// Redisson's waiters still wake when the lock is free: with a keylatch
+/// waiter woken (not granted) the release says "00" on Redisson's channel
+/// (Java's `Long.valueOf` reads 0, its unlock message); with none it says
+/// "0", as Redisson does. A release that grants the lock says nothing
+/// there (it is held again): the granted holder's release says "0".
 #[tokio::test]
 async fn redissons_channel_hears_a_zero_either_way() {
     let server = RedisServer::start();
@@ -138,27 +142,39 @@ async fn redissons_channel_hears_a_zero_either_way() {
     let first = next_message(&mut sub).await;
     assert_eq!(first, "0");
 
-    // A registered keylatch waiter: "00", and that waiter holds the lock.
-    let guard = take_free(&holder, "java").await;
+    // A registered keylatch waiter with a lease of its own is woken, not
+    // granted: "00", and that waiter then takes the lock.
     let waiter = process(&server).await;
-    let w = tokio::spawn(async move {
-        let g = waiter
-            .lock("java")
-            .try_acquire(Duration::from_secs(15), None)
+    for lease in [Some(Duration::from_secs(10)), None] {
+        let guard = take_free(&holder, "java").await;
+        let waiter = waiter.clone();
+        let w = tokio::spawn(async move {
+            let g = waiter
+                .lock("java")
+                .try_acquire(Duration::from_secs(15), lease)
+                .await
+                .unwrap()
+                .expect("acquired");
+            g.unlock().await.unwrap();
+        });
+        until_registered(&server, "java", 1).await;
+        guard.unlock().await.unwrap();
+        let next = next_message(&mut sub).await;
+        if lease.is_some() {
+            assert_eq!(next, "00");
+            assert_eq!(next.parse::<i64>().unwrap(), 0);
+            // The woken waiter's own release, with nobody registered.
+            assert_eq!(next_message(&mut sub).await, "0");
+        } else {
+            // Granted: the first word on Redisson's channel is the granted
+            // holder's own release.
+            assert_eq!(next, "0");
+        }
+        tokio::time::timeout(Duration::from_secs(5), w)
             .await
             .unwrap()
-            .expect("acquired");
-        g.unlock().await.unwrap();
-    });
-    until_registered(&server, "java", 1).await;
-    guard.unlock().await.unwrap();
-    let second = next_message(&mut sub).await;
-    assert_eq!(second, "00");
-    assert_eq!(second.parse::<i64>().unwrap(), 0);
-    tokio::time::timeout(Duration::from_secs(5), w)
-        .await
-        .unwrap()
-        .unwrap();
+            .unwrap();
+    }
 }
 
 /// A registered keylatch waiter still wakes for a plain "0", as a Redisson
@@ -428,4 +444,391 @@ async fn a_cancelled_registered_wait_leaves_the_registry() {
     assert!(w.await.unwrap_err().is_cancelled());
     until_registered(&server, "cancelled", 0).await;
     guard.unlock().await.unwrap();
+}
+
+/// A raw waiter's try of `script` on `name`: owner `owner`, a 60 s span,
+/// wait tag `tag`; the reply as text.
+async fn raw_try(
+    raw: &Client,
+    script: &keylatch_cluster::Script,
+    name: &str,
+    owner: &str,
+    tag: &str,
+) -> String {
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let registry = format!("keylatch_lock_waiters:{{{name}}}");
+    let reply = raw
+        .eval_script(
+            script,
+            &[name, counter.as_str()],
+            &["30000", owner, "600000", "60000", registry.as_str(), tag],
+        )
+        .await
+        .unwrap();
+    format!("{:?}", reply.value())
+}
+
+/// The release of a lock a tagged waiter waits for makes the hash that
+/// waiter's first hold, with the counter's next token, for the releaser's
+/// watchdog lease, and names it with the grant on the waiters' channel. A
+/// try of that wait that was already on its way takes the grant as its
+/// first hold (once: the next is a re-entry), for its own lease.
+#[tokio::test]
+async fn a_release_grants_the_lock_to_a_tagged_waiter_and_its_late_try_takes_it() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "granted").await;
+    let before: u64 = server
+        .cli(&["GET", "redisson_lock_token:{granted}"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let tried = raw_try(&raw, &REENTRANT_ACQUIRE, "granted", "ghost:1", "5").await;
+    assert!(tried.contains("Integer(0)"), "held, registered: {tried}");
+    let hub = PubSub::connect(&server.url()).await.unwrap();
+    // The ghost's process channel (its client id "ghost"), the registry's
+    // own name (an earlier keylatch's waiters) and Redisson's channel.
+    let mut named = hub
+        .subscribe("keylatch_lock_waiters:{granted}:ghost")
+        .await
+        .unwrap();
+    let mut shared = hub
+        .subscribe("keylatch_lock_waiters:{granted}")
+        .await
+        .unwrap();
+    let mut java = hub
+        .subscribe("redisson_lock__channel:{granted}")
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    let message = next_message(&mut named).await;
+    // Held again at once: no other process is woken.
+    for quiet in [&mut shared, &mut java] {
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), quiet.recv())
+                .await
+                .is_err(),
+            "a grant wakes nobody else"
+        );
+    }
+    let token = before + 1;
+    assert_eq!(message, format!("ghost:1 5 {token} 30000"));
+    assert_eq!(
+        server.cli(&["HGET", "granted", "ghost:1"]).unwrap().trim(),
+        "1"
+    );
+    let pttl: i64 = server
+        .cli(&["PTTL", "granted"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        pttl > 25_000 && pttl <= 30_000,
+        "the watchdog lease: {pttl}"
+    );
+    // Another wait of the same owner (tag 7) is not the grant's.
+    assert_eq!(
+        server
+            .cli(&["ZSCORE", "keylatch_lock_waiters:{granted}", "ghost:1"])
+            .unwrap()
+            .trim()
+            .parse::<f64>()
+            .unwrap(),
+        5.0 / 1024.0,
+        "the grant's mark"
+    );
+    // The wait's own try: its first hold, the grant's token, and the mark
+    // taken out.
+    let took = raw_try(&raw, &REENTRANT_ACQUIRE, "granted", "ghost:1", "5").await;
+    assert_eq!(took, format!("Array([Integer(1), Integer({token})])"));
+    assert_eq!(
+        server.cli(&["HGET", "granted", "ghost:1"]).unwrap().trim(),
+        "1"
+    );
+    assert_eq!(
+        server
+            .cli(&["ZSCORE", "keylatch_lock_waiters:{granted}", "ghost:1"])
+            .unwrap()
+            .trim(),
+        ""
+    );
+    // Taken once: the same try again is a re-entry.
+    let again = raw_try(&raw, &REENTRANT_ACQUIRE, "granted", "ghost:1", "5").await;
+    assert_eq!(again, format!("Array([Integer(2), Integer({token})])"));
+}
+
+/// A try of another wait of the same owner (a clone of the handle, tag 7)
+/// that finds the grant of wait 5 is a re-entry, and leaves the mark: the
+/// grant is wait 5's to take.
+#[tokio::test]
+async fn a_grant_is_taken_only_by_the_wait_it_names() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "named-wait").await;
+    raw_try(&raw, &REENTRANT_ACQUIRE, "named-wait", "ghost:1", "5").await;
+    guard.unlock().await.unwrap();
+    let other = raw_try(&raw, &REENTRANT_ACQUIRE, "named-wait", "ghost:1", "7").await;
+    assert!(other.contains("Integer(2)"), "a re-entry: {other}");
+    let own = raw_try(&raw, &REENTRANT_ACQUIRE, "named-wait", "ghost:1", "5").await;
+    assert!(own.starts_with("Array([Integer(1),"), "the grant: {own}");
+    assert_eq!(
+        server
+            .cli(&["HGET", "named-wait", "ghost:1"])
+            .unwrap()
+            .trim(),
+        "2"
+    );
+}
+
+/// A non-reentrant lock's waiter whose late try finds its grant takes it
+/// (not the refused re-entry it would otherwise be), and a fenced lock's
+/// granted waiter shows the grant's token, above the holder's.
+#[tokio::test]
+async fn non_reentrant_and_fenced_waiters_take_their_grants() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let holder = process(&server).await;
+    let guard = holder
+        .non_reentrant_lock("nr")
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .expect("free");
+    let tried = raw_try(&raw, &NONREENTRANT_ACQUIRE, "nr", "ghost:1", "3").await;
+    assert!(tried.contains("Integer(0)"), "{tried}");
+    guard.unlock().await.unwrap();
+    let took = raw_try(&raw, &NONREENTRANT_ACQUIRE, "nr", "ghost:1", "3").await;
+    assert!(took.starts_with("Array([Integer(1),"), "the grant: {took}");
+    let again = raw_try(&raw, &NONREENTRANT_ACQUIRE, "nr", "ghost:1", "3").await;
+    assert!(again.starts_with("Array([Integer(-1),"), "refused: {again}");
+
+    let fenced = holder
+        .fenced_lock("fenced")
+        .try_acquire_now(None)
+        .await
+        .unwrap()
+        .expect("free");
+    let first = fenced.fencing_token().expect("a token");
+    let waiter = process(&server).await;
+    let w = tokio::spawn(async move {
+        let g = waiter
+            .fenced_lock("fenced")
+            .try_acquire(Duration::from_secs(15), None)
+            .await
+            .unwrap()
+            .expect("granted");
+        let t = g.fencing_token();
+        g.unlock().await.unwrap();
+        t
+    });
+    until_registered(&server, "fenced", 1).await;
+    let before = calls(&server, "evalsha");
+    fenced.unlock().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("a token");
+    assert!(second > first, "{second} after {first}");
+    // The holder's release and the waiter's: no acquire of its own.
+    assert_eq!(calls(&server, "evalsha") - before, 2);
+}
+
+/// A wait that gives up with a grant it never took gives the lock back
+/// (`waiter_leave.lua` answers 2): the hash goes and "0" wakes the waiters
+/// behind, one of which then holds it.
+#[tokio::test]
+async fn a_grant_nobody_took_is_given_back_by_the_leave() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "given-back").await;
+    raw_try(&raw, &REENTRANT_ACQUIRE, "given-back", "ghost:1", "9").await;
+    until_registered(&server, "given-back", 1).await;
+    let waiter = process(&server).await;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    let w = tokio::spawn(async move {
+        let g = waiter
+            .lock("given-back")
+            .try_acquire(Duration::from_secs(25), None)
+            .await
+            .unwrap()
+            .expect("acquired");
+        tx.send(()).await.unwrap();
+        g.unlock().await.unwrap();
+    });
+    until_registered(&server, "given-back", 2).await;
+    // The release grants the lock to the ghost, registered first.
+    guard.unlock().await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), rx.recv())
+            .await
+            .is_err(),
+        "the ghost holds it, not the live waiter"
+    );
+    assert_eq!(
+        server
+            .cli(&["HGET", "given-back", "ghost:1"])
+            .unwrap()
+            .trim(),
+        "1"
+    );
+    let left = raw
+        .eval_script(
+            &WAITER_LEAVE,
+            &["given-back"],
+            &[
+                "ghost:1",
+                "redisson_lock__channel:{given-back}",
+                "publish",
+                "keylatch_lock_waiters:{given-back}",
+                "9",
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(format!("{:?}", left.value()), "Integer(2)");
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("the live waiter is woken and takes the lock")
+        .unwrap();
+    w.await.unwrap();
+}
+
+/// A granted hold is its holder's watchdog's to renew: with a 1 s watchdog
+/// it is held (not lost, the key still its) well past the grant's lease.
+#[tokio::test]
+async fn a_granted_hold_is_renewed_by_its_watchdog() {
+    let server = RedisServer::start();
+    let short = || async {
+        let cfg = LocksConfig::default()
+            .recheck(Duration::from_secs(30))
+            .fair_waiter_timeout(Duration::from_secs(60))
+            .watchdog_timeout(Duration::from_secs(1));
+        Locks::connect_with(
+            keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
+            cfg,
+        )
+        .await
+        .unwrap()
+    };
+    let holder = short().await;
+    take_free(&holder, "warm").await.unlock().await.unwrap();
+    let guard = take_free(&holder, "renewed").await;
+    let waiter = short().await;
+    let w = tokio::spawn(async move {
+        waiter
+            .lock("renewed")
+            .try_acquire(Duration::from_secs(15), None)
+            .await
+            .unwrap()
+            .expect("granted")
+    });
+    until_registered(&server, "renewed", 1).await;
+    let before = calls(&server, "evalsha");
+    guard.unlock().await.unwrap();
+    let granted = tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(calls(&server, "evalsha") - before, 1, "the release alone");
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert!(
+        !granted.is_lost(),
+        "renewed before the grant's lease ran out"
+    );
+    let fields = server.cli(&["HKEYS", "renewed"]).unwrap();
+    assert!(fields.contains(':'), "still held: {fields}");
+    let pttl: i64 = server
+        .cli(&["PTTL", "renewed"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        pttl > 0 && pttl <= 1_000,
+        "renewed with the 1 s lease: {pttl}"
+    );
+    granted.unlock().await.unwrap();
+    assert_eq!(server.cli(&["EXISTS", "renewed"]).unwrap().trim(), "0");
+}
+
+/// A waiter with a lease of its own is woken by name, not granted: it
+/// takes the lock with its own try, for its own lease.
+#[tokio::test]
+async fn a_waiter_with_a_fixed_lease_is_woken_not_granted() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    // The scripts cached on the server, so no NOSCRIPT round is counted.
+    take_free(&holder, "warm").await.unlock().await.unwrap();
+    let guard = take_free(&holder, "fixed").await;
+    let waiter = process(&server).await;
+    let w = tokio::spawn(async move {
+        waiter
+            .lock("fixed")
+            .try_acquire(Duration::from_secs(15), Some(Duration::from_secs(8)))
+            .await
+            .unwrap()
+            .expect("acquired")
+    });
+    until_registered(&server, "fixed", 1).await;
+    let before = calls(&server, "evalsha");
+    guard.unlock().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(calls(&server, "evalsha") - before, 2, "release + own try");
+    let pttl: i64 = server
+        .cli(&["PTTL", "fixed"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pttl > 0 && pttl <= 8_000, "its own lease: {pttl}");
+    g.unlock().await.unwrap();
+}
+
+/// With `grant_to_waiters(false)` a process's waits are not tagged: the
+/// release wakes the waiter, which takes the lock with a try of its own.
+#[tokio::test]
+async fn a_process_that_turns_grants_off_is_woken_and_tries() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    take_free(&holder, "warm").await.unlock().await.unwrap();
+    let guard = take_free(&holder, "no-grant").await;
+    let waiter = Locks::connect_with(
+        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
+        LocksConfig::default()
+            .recheck(Duration::from_secs(30))
+            .fair_waiter_timeout(Duration::from_secs(60))
+            .grant_to_waiters(false),
+    )
+    .await
+    .unwrap();
+    let w = waits_then_releases(waiter, "no-grant");
+    until_registered(&server, "no-grant", 1).await;
+    let entries = server
+        .cli(&[
+            "ZRANGE",
+            "keylatch_lock_waiters:{no-grant}",
+            "0",
+            "-1",
+            "WITHSCORES",
+        ])
+        .unwrap();
+    let end: f64 = entries.lines().nth(1).unwrap().trim().parse().unwrap();
+    assert_eq!(end.fract(), 0.0, "an untagged entry: {entries}");
+    let before = calls(&server, "evalsha");
+    guard.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap();
+    // The holder's release, the waiter's try, the waiter's release.
+    assert_eq!(calls(&server, "evalsha") - before, 3);
 }

@@ -16,20 +16,31 @@
 -- ARGV[5]  with ARGV[4]: the waiters, keylatch_lock_waiters:{name} (a
 --          zset owner -> end in the lock's slot; not a key, see
 --          register_waiter)
+-- ARGV[6]  with ARGV[4]: the wait's tag, 1..1023 when a release may grant
+--          this waiter the lock (see grant_waiter), "0" when not; a try
+--          that finds the lock granted to this very wait (take_grant)
+--          answers it as its first hold, with the grant's token
 --
 -- Returns  {holds, token} when acquired (holds = this owner's count after;
 --          token = this acquire's INCR, greater than every token before);
 --          {0, pttl} when another owner holds it.
 --
--- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter.
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant.
 local span = tonumber(ARGV[4] or '0') or 0
+local tag = tonumber(ARGV[6] or '0') or 0
 local free = redis.call('exists', KEYS[1]) == 0
 if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     local pttl = redis.call('pttl', KEYS[1])
     if span > 0 then
-        register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span)
+        register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
     end
     return {0, pttl}
+end
+if not free and span > 0 then
+    local granted = take_grant(KEYS[1], KEYS[2], ARGV[5], ARGV[2], tag, ARGV[1])
+    if granted then
+        return {1, granted}
+    end
 end
 -- Before anything is written: a registry of the wrong type fails the
 -- call with nothing taken.

@@ -14,14 +14,19 @@
 -- ARGV[5]  with ARGV[4]: the waiters, keylatch_lock_waiters:{name} (a
 --          zset owner -> end in the lock's slot; not a key, see
 --          register_waiter)
+-- ARGV[6]  with ARGV[4]: the wait's tag, 1..1023 when a release may grant
+--          this waiter the lock (see grant_waiter), "0" when not; a try
+--          that finds the lock granted to this very wait (take_grant)
+--          answers it as its first hold
 --
 -- Returns  {1, token} when acquired (token: the hold's identity, as in
 --          reentrant_acquire); {-1, pttl} when this owner holds it already
 --          (a re-entry: refused, nothing changes); {0, pttl} when another
 --          owner holds it: pttl bounds the wait.
 --
--- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter.
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant.
 local span = tonumber(ARGV[4] or '0') or 0
+local tag = tonumber(ARGV[6] or '0') or 0
 local others = false
 if redis.call('exists', KEYS[1]) == 0 then
     if span > 0 then
@@ -41,10 +46,16 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if span > 0 then
+        local granted = take_grant(KEYS[1], KEYS[2], ARGV[5], ARGV[2], tag, ARGV[1])
+        if granted then
+            return {1, granted}
+        end
+    end
     return {-1, redis.call('pttl', KEYS[1])}
 end
 local pttl = redis.call('pttl', KEYS[1])
 if span > 0 then
-    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span)
+    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
 end
 return {0, pttl}

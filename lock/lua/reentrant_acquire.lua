@@ -15,6 +15,10 @@
 -- ARGV[5]  with ARGV[4]: the waiters, keylatch_lock_waiters:{name} (a
 --          zset owner -> end in the lock's slot; not a key, see
 --          register_waiter)
+-- ARGV[6]  with ARGV[4]: the wait's tag, 1..1023 when a release may grant
+--          this waiter the lock (see grant_waiter), "0" when not; a try
+--          that finds the lock granted to this very wait (take_grant)
+--          answers it as its first hold
 --
 -- Returns  {holds, token} when acquired: holds = this owner's hold count
 --          after the call (1 for a first hold), token = the hold's token (a
@@ -31,8 +35,9 @@
 -- stops before the lock is touched, so no lock is left held by nobody.
 -- A waiter's entry among the waiters is dropped first for the same reason.
 --
--- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter.
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant.
 local span = tonumber(ARGV[4] or '0') or 0
+local tag = tonumber(ARGV[6] or '0') or 0
 local others = false
 if redis.call('exists', KEYS[1]) == 0 then
     if span > 0 then
@@ -52,6 +57,12 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if span > 0 then
+        local granted = take_grant(KEYS[1], KEYS[2], ARGV[5], ARGV[2], tag, ARGV[1])
+        if granted then
+            return {1, granted}
+        end
+    end
     -- Read before anything is written: a counter of the wrong type fails
     -- the call here, with no count taken.
     local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
@@ -68,6 +79,6 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if span > 0 then
-    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span)
+    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
 end
 return {0, pttl}

@@ -12,8 +12,29 @@
 -- ARGV[4]  the waiters, keylatch_lock_waiters:{name} (a zset owner -> end
 --          in the lock's slot; not a key, see register_waiter: one that
 --          cannot be read is taken as not holding the waiter)
+-- ARGV[5]  the wait's tag (see register_waiter), "0" or absent when none
 --
--- Returns  1 when it was registered (removed, nothing published), else 0.
+-- Returns  2 when a release had granted this wait the lock (grant_waiter)
+--          and the waiter never took it: the grant is given back (its one
+--          count; the last: the key deleted and "0" published, so every
+--          waiter tries); 1 when it was registered (removed, nothing
+--          published), else 0.
+local tag = tonumber(ARGV[5] or '0') or 0
+if tag > 0 then
+    local mark = redis.pcall('zscore', ARGV[4], ARGV[1])
+    if type(mark) == 'string' and tonumber(mark) == tag / 1024 then
+        redis.pcall('zrem', ARGV[4], ARGV[1])
+        local holds = redis.pcall('hget', KEYS[1], ARGV[1])
+        holds = type(holds) == 'string' and tonumber(holds) or 0
+        if holds > 1 then
+            redis.call('hincrby', KEYS[1], ARGV[1], -1)
+        elseif holds == 1 then
+            redis.call('del', KEYS[1])
+            redis.call(ARGV[3], ARGV[2], '0')
+        end
+        return 2
+    end
+end
 if redis.pcall('zrem', ARGV[4], ARGV[1]) == 1 then
     return 1
 end

@@ -72,6 +72,21 @@ pub struct LocksConfig {
     /// measured on Redis 7.0), which at a million holds would be most of a
     /// server core. `0` tracks none.
     pub tracked_holds: usize,
+    /// A release of a reentrant, non-reentrant or fenced lock hands the
+    /// lock to the waiting keylatch process it wakes, when that waiter
+    /// holds under the watchdog (default on): the release's own call makes
+    /// the waiter the holder, for this client's watchdog lease, so the
+    /// waiter holds it one round trip sooner and with no call of its own,
+    /// and no other contender takes it in between. Off, the release only
+    /// wakes that waiter, which then tries (and this client's waits are
+    /// never granted). Redisson's waiters are not granted: while keylatch
+    /// waiters are registered, a lock passed on by grants reaches a Java
+    /// waiter only when a release finds none; turn this off where Java
+    /// services must compete as before. A waiter whose process died while
+    /// registered (its entry lasts `fair_waiter_timeout` past its last
+    /// try) can be granted the lock, and holds it for that one lease, as a
+    /// holder that dies does.
+    pub grant_to_waiters: bool,
 }
 
 impl Default for LocksConfig {
@@ -86,6 +101,7 @@ impl Default for LocksConfig {
             fair_waiter_timeout: Duration::from_secs(5),
             fair_wait_allowance: Duration::from_secs(300),
             tracked_holds: 10_000,
+            grant_to_waiters: true,
         }
     }
 }
@@ -102,6 +118,20 @@ impl LocksConfig {
     /// ```
     pub fn watchdog_timeout(mut self, d: Duration) -> Self {
         self.watchdog_timeout = clamp_span(d);
+        self
+    }
+
+    /// Sets whether releases hand the lock to the waiter they wake (see
+    /// [`grant_to_waiters`](Self::grant_to_waiters)).
+    ///
+    /// ```
+    /// use keylatch_lock::LocksConfig;
+    /// assert!(LocksConfig::default().grant_to_waiters);
+    /// let cfg = LocksConfig::default().grant_to_waiters(false);
+    /// assert!(!cfg.grant_to_waiters);
+    /// ```
+    pub fn grant_to_waiters(mut self, on: bool) -> Self {
+        self.grant_to_waiters = on;
         self
     }
 

@@ -31,6 +31,9 @@ pub(crate) struct ScriptArgs {
     /// A fair-lock waiter's wait allowance in milliseconds
     /// ([`LocksConfig::fair_wait_allowance`]).
     pub(crate) fair_allowance_ms: String,
+    /// The lease a release grants a lock to a waiter with: the watchdog
+    /// lease, or `"0"` when [`LocksConfig::grant_to_waiters`] is off.
+    pub(crate) grant_ms: String,
 }
 
 /// What every handle of one `Locks` shares.
@@ -79,6 +82,11 @@ impl Inner {
             },
             fair_waiter_ms: millis(config.fair_waiter_timeout).to_string(),
             fair_allowance_ms: millis(config.fair_wait_allowance).to_string(),
+            grant_ms: if config.grant_to_waiters {
+                millis(config.watchdog_timeout).to_string()
+            } else {
+                "0".into()
+            },
         };
         Self {
             client,

@@ -42,7 +42,12 @@ macro_rules! script {
 /// ```
 pub static REENTRANT_ACQUIRE: Script = script!(
     "reentrant_acquire",
-    lib = ["register_waiter", "unregister_waiter"]
+    lib = [
+        "register_waiter",
+        "unregister_waiter",
+        "stretch",
+        "take_grant"
+    ]
 );
 
 /// Take a non-reentrant lock (Redisson's RLock layout; a re-entry is
@@ -53,7 +58,12 @@ pub static REENTRANT_ACQUIRE: Script = script!(
 /// ```
 pub static NONREENTRANT_ACQUIRE: Script = script!(
     "nonreentrant_acquire",
-    lib = ["register_waiter", "unregister_waiter"]
+    lib = [
+        "register_waiter",
+        "unregister_waiter",
+        "stretch",
+        "take_grant"
+    ]
 );
 
 /// Drop one hold of a reentrant lock, publishing the unlock message on the
@@ -62,7 +72,8 @@ pub static NONREENTRANT_ACQUIRE: Script = script!(
 /// ```
 /// assert!(keylatch_lock::scripts::REENTRANT_RELEASE.source().contains("KEYS[2]"));
 /// ```
-pub static REENTRANT_RELEASE: Script = script!("reentrant_release", lib = ["wake_one"]);
+pub static REENTRANT_RELEASE: Script =
+    script!("reentrant_release", lib = ["wake_one", "grant_waiter"]);
 
 /// Extend many holds at once (the watchdog); see `lua/reentrant_renew.lua`.
 ///
@@ -295,7 +306,12 @@ pub static LATCH_COUNT_DOWN: Script = script!("latch_count_down");
 /// ```
 pub static FENCED_ACQUIRE: Script = script!(
     "fenced_acquire",
-    lib = ["register_waiter", "unregister_waiter"]
+    lib = [
+        "register_waiter",
+        "unregister_waiter",
+        "stretch",
+        "take_grant"
+    ]
 );
 
 /// Take several reentrant locks of one slot at once, all or none (a
@@ -369,15 +385,15 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         (
             "reentrant_acquire",
-            "4e6b1d3a0498cf387c598b88bd0cbbd2848d0ecd",
+            "e04dc8d5601c88a1c4b9c77ecb78db42e1360e7d",
         ),
         (
             "nonreentrant_acquire",
-            "dd9f4e41d9e2da9ea5c49364f176d3b0a9269e11",
+            "4d8aa3ee9d9b6ec7f40e33eac0cef045d7fe9c46",
         ),
         (
             "reentrant_release",
-            "3002fa3f1fb4f2163abd55142c2de649543bcf18",
+            "afc40cce3423fe69135dacca651a4d4a71271324",
         ),
         (
             "reentrant_renew",
@@ -416,7 +432,7 @@ mod tests {
             "fef1c7fa39dc67573d88ac0cfd801a085acf9bb1",
         ),
         ("rw_write_leave", "b26b285f79e06e9eb80c9dd17b78f84fe2bc9ace"),
-        ("waiter_leave", "17749ebf7da74b6eebba9d76b02fb176d725dc5a"),
+        ("waiter_leave", "60c2e4a27fcf3cdeca88beb5f006a940099e33c7"),
         (
             "semaphore_acquire",
             "73517c24f5d7f1d013cb0f3c696bb3781cd0b823",
@@ -447,7 +463,7 @@ mod tests {
             "latch_count_down",
             "ef34d40e46dde25bfb46ee0f3bc11ddc320fde4c",
         ),
-        ("fenced_acquire", "0f9554465764acee775392681123fc281dd0a656"),
+        ("fenced_acquire", "c1ddc8bdf486c2048becf655a6057ef47d19ccdd"),
         ("multi_acquire", "ca0492154ca2330db14b428cd0221a4e371d2d0e"),
         (
             "unfenced_acquire",

@@ -101,19 +101,22 @@ impl Wake {
     }
 
     /// [`subscribe`](Self::subscribe), and to `by_name`, the channel a
-    /// release names the waiter it wakes on: this waiter wakes there for
-    /// any owner of its process (`owner` up to its last `:`, the client
-    /// id): it is the head of the process's local queue, and a process-mate
-    /// behind it may have registered first, at its own first try. On
-    /// `channel` it wakes only for a plain `"0"`. Without both
-    /// subscriptions it wakes for every message, as a waiter not woken by
-    /// name does ([`named`](Self::named) says which).
+    /// release names the waiter it wakes on (its process's own): this
+    /// waiter wakes there for any owner of its process (`owner` up to its
+    /// last `:`, the client id): it is the head of the process's local
+    /// queue, and a process-mate behind it may have registered first. A message
+    /// that grants the lock to `owner`'s wait `tag` ends the wait with the
+    /// lock ([`pause`](Self::pause) answers the grant). On `channel` it
+    /// wakes only for a plain `"0"`. Without both subscriptions it wakes
+    /// for every message, as a waiter not woken by name does
+    /// ([`named`](Self::named) says which).
     pub(crate) async fn subscribe_named(
         inner: &Inner,
         name: &str,
         channel: &str,
         by_name: &str,
         owner: &str,
+        tag: u16,
         deadline: Option<Instant>,
     ) -> Self {
         // Both at once: on a hot lock each is a hop to the hub, and this
@@ -142,6 +145,8 @@ impl Wake {
             wake.named = Some(Named {
                 sub,
                 process: process.into(),
+                owner: owner.into(),
+                tag,
             });
         }
         wake
@@ -156,11 +161,19 @@ impl Wake {
     /// Waits until a message, a gap (resubscribed: re-check), or `nap`
     /// runs out, all of which lead to another try. Polling, it sleeps the
     /// shorter of `nap` and a poll interval that doubles up to the re-check.
-    pub(crate) async fn pause(&mut self, nap: Duration) {
+    /// A waiter woken by name may instead be granted the lock: then the
+    /// grant is the answer, and the wait is over.
+    pub(crate) async fn pause(&mut self, nap: Duration) -> Option<Grant> {
         if self.named.is_some() {
-            let by = self.pause_named(nap).await;
+            let by = match self.pause_named(nap).await {
+                Ok(by) => by,
+                Err(grant) => {
+                    tracing::debug!(lock = %self.name, "granted the lock by its release");
+                    return Some(grant);
+                }
+            };
             tracing::debug!(lock = %self.name, by, "woken; trying again");
-            return;
+            return None;
         }
         let by = match self.sub.as_mut() {
             Some(s) => match tokio::time::timeout(nap, s.recv()).await {
@@ -183,47 +196,52 @@ impl Wake {
             }
         };
         tracing::debug!(lock = %self.name, by, "woken; trying again");
+        None
     }
 
     /// [`pause`](Self::pause) of a waiter woken by name: messages for
-    /// others (another waiter's name, a `"00"`) do not end it.
-    async fn pause_named(&mut self, nap: Duration) -> &'static str {
+    /// others (another waiter's name, a `"00"`) do not end it; a grant to
+    /// this wait is the `Err`.
+    async fn pause_named(&mut self, nap: Duration) -> Result<&'static str, Grant> {
         let until = tokio::time::Instant::now() + nap;
         loop {
             let (Some(sub), Some(named)) = (self.sub.as_mut(), self.named.as_mut()) else {
-                return "subscription ended";
+                return Ok("subscription ended");
             };
             let event = tokio::select! {
                 e = sub.recv() => Heard::Lock(e),
                 e = named.sub.recv() => Heard::Named(e),
-                () = tokio::time::sleep_until(until) => return "timer (lease end or re-check)",
+                () = tokio::time::sleep_until(until) => return Ok("timer (lease end or re-check)"),
             };
             match event {
                 Heard::Lock(Some(Event::Message { payload, .. })) => {
                     if &payload[..] == b"0" {
-                        return "unlock message";
+                        return Ok("unlock message");
                     }
                 }
                 Heard::Named(Some(Event::Message { payload, .. })) => {
+                    if let Some(grant) = Grant::parse(&payload, &named.owner, named.tag) {
+                        return Err(grant);
+                    }
                     if payload.starts_with(named.process.as_bytes()) {
-                        return "woken by name";
+                        return Ok("woken by name");
                     }
                 }
                 Heard::Lock(Some(_)) | Heard::Named(Some(_)) => {
-                    return "resubscribed (gap) or messages dropped (lagged)"
+                    return Ok("resubscribed (gap) or messages dropped (lagged)")
                 }
                 Heard::Lock(None) => {
                     tracing::warn!(lock = %self.name,
                         "unlock subscription ended; waiting by polling instead");
                     self.sub = None;
                     self.named = None;
-                    return "subscription ended";
+                    return Ok("subscription ended");
                 }
                 Heard::Named(None) => {
                     // Registered or not, every message on the lock's channel
                     // wakes it from now on.
                     self.named = None;
-                    return "subscription ended";
+                    return Ok("subscription ended");
                 }
             }
         }
@@ -236,11 +254,46 @@ enum Heard {
     Named(Option<Event>),
 }
 
-/// A waiter woken by name: its subscription, and the prefix of its
-/// process's owner ids (`<client id>:`).
+/// A waiter woken by name: its subscription, the prefix of its process's
+/// owner ids (`<client id>:`), and its own owner id and wait tag (0: it is
+/// never granted the lock).
 struct Named {
     sub: Subscription,
     process: Box<str>,
+    owner: Box<str>,
+    tag: u16,
+}
+
+/// A release handed the lock to this wait (`lua/lib/grant_waiter.lua`): the
+/// hold's token, and how long the server keeps it from the grant on
+/// (before the waiter's watchdog renews it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) token: i64,
+    pub(crate) lease: Duration,
+}
+
+impl Grant {
+    /// The grant in a message on the waiters' channel,
+    /// `"<owner> <tag> <token> <ms>"`, when it names `owner`'s wait `tag`
+    /// (an owner id may hold spaces: the fields are read from the right).
+    /// Anything else (a plain wake, another waiter, another wait of this
+    /// owner, tag 0) is `None`.
+    fn parse(payload: &[u8], owner: &str, tag: u16) -> Option<Self> {
+        if tag == 0 {
+            return None;
+        }
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut fields = text.rsplitn(4, ' ');
+        let ms: u64 = fields.next()?.parse().ok()?;
+        let token: i64 = fields.next()?.parse().ok()?;
+        let their_tag: u16 = fields.next()?.parse().ok()?;
+        let who = fields.next()?;
+        (who == owner && their_tag == tag && ms > 0).then(|| Self {
+            token,
+            lease: Duration::from_millis(ms),
+        })
+    }
 }
 
 /// How long to sleep before trying again, from the PTTL (or wait) a try
@@ -261,6 +314,32 @@ pub(crate) fn nap_for(pttl: i64, recheck: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grant_is_read_only_for_its_own_wait() {
+        let owner = "c0ffee:7";
+        let grant = Grant::parse(b"c0ffee:7 12 1700000000000001 5000", owner, 12);
+        assert_eq!(
+            grant,
+            Some(Grant {
+                token: 1_700_000_000_000_001,
+                lease: Duration::from_millis(5000)
+            })
+        );
+        // Another wait of this owner, another owner, a plain wake, no tag.
+        assert_eq!(Grant::parse(b"c0ffee:7 13 9 5000", owner, 12), None);
+        assert_eq!(Grant::parse(b"c0ffee:8 12 9 5000", owner, 12), None);
+        assert_eq!(Grant::parse(b"c0ffee:7", owner, 12), None);
+        assert_eq!(Grant::parse(b"c0ffee:7 0 9 5000", owner, 0), None);
+        assert_eq!(Grant::parse(b"c0ffee:7 12 9 0", owner, 12), None);
+        assert_eq!(Grant::parse(b"c0ffee:7 12 nine 5000", owner, 12), None);
+        // An owner id with spaces (`lock_with_owner`) is read from the right.
+        let spaced = "my app : 3";
+        assert_eq!(
+            Grant::parse(b"my app : 3 4 77 300", spaced, 4).map(|g| g.token),
+            Some(77)
+        );
+    }
 
     #[test]
     fn a_key_expiring_this_millisecond_is_tried_again_at_once_not_at_the_recheck() {

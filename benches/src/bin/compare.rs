@@ -168,6 +168,8 @@ where
             .arg(&self.channel)
             .arg(self.publish)
             .arg(&self.waiters)
+            // No grant: these contenders never wait.
+            .arg("0")
             .arg(fence)
             .invoke_async(&mut self.conn)
             .await

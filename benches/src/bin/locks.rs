@@ -169,8 +169,12 @@ fn same_release<'s>(
         call.arg(&p.owner)
             .arg(&p.channel)
             .arg("publish")
-            .arg(&p.waiters)
-            .arg(token);
+            .arg(&p.waiters);
+        if grants() {
+            // No grant: these contenders never wait.
+            call.arg("0");
+        }
+        call.arg(token);
     } else {
         call.key(&p.name).key(&p.token);
         call.arg(&p.owner).arg(&p.channel).arg("publish").arg(token);
@@ -182,6 +186,12 @@ fn same_release<'s>(
 /// the token moving to ARGV[5]).
 fn wakes_by_name() -> bool {
     REENTRANT_RELEASE.source().contains("-- ARGV[5]")
+}
+
+/// Whether the release script grants the lock to a waiter (ARGV[5] the
+/// grant's lease, the token moving to ARGV[6]).
+fn grants() -> bool {
+    REENTRANT_RELEASE.source().contains("-- ARGV[6]")
 }
 
 /// An acquire script and a release script, loaded by redis-rs on first use.
@@ -1119,6 +1129,8 @@ mod tests {
         let header = REENTRANT_RELEASE.source();
         let (keys, args) = if first_core_scripts() {
             (3, 5)
+        } else if grants() {
+            (2, 6)
         } else if wakes_by_name() {
             (2, 5)
         } else {

@@ -1,7 +1,12 @@
 -- `owner` waits for the lock `hash` (held by another, `pttl` ms left) and
 -- is to be woken by name by the next release (see wake_one), for `span`
 -- milliseconds of server time from now; a later call moves its end on.
--- `registry` is a zset, owner id -> the server time in ms its entry ends;
+-- `registry` is a zset, owner id -> the server time in ms its entry ends,
+-- plus `tag` / 1024: a waiter that may be granted the lock by the release
+-- (see grant_waiter) names its wait with a tag from 1 to 1023, a fraction
+-- that an end in ms (below 2^41) keeps exactly in a double; 0 is a
+-- waiter only woken. An earlier keylatch compares the score with its
+-- clock as before, and never grants;
 -- the key lives `span` from the last registration. It is passed as an
 -- argument, not a key (mostly missing: a migrating slot answers TRYAGAIN to
 -- a call declaring a missing key), so it is written through redis.pcall:
@@ -14,13 +19,13 @@
 -- goes with the hash. Only an RLock hash with an expiry is marked: not a
 -- read-write lock's (its `mode` field), and not a hash without an expiry
 -- (an application's: the caller finds out what it is).
-local function register_waiter(hash, pttl, registry, owner, span)
+local function register_waiter(hash, pttl, registry, owner, span, tag)
     if pttl <= 0 or redis.call('hexists', hash, 'mode') == 1 then
         return
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    if type(redis.pcall('zadd', registry, now + span, owner)) ~= 'number' then
+    if type(redis.pcall('zadd', registry, now + span + tag / 1024, owner)) ~= 'number' then
         return
     end
     redis.call('pexpire', registry, span)

@@ -157,7 +157,7 @@ impl Lock {
             self.count_wait(&r, wait, deadline);
             return self.log_outcome(r, wait, deadline);
         }
-        match self.attempt(lease, deadline, false).await {
+        match self.attempt(lease, deadline, false, 0).await {
             Ok(Attempt::Acquired(g)) => return self.log_outcome(Ok(Some(g)), wait, deadline),
             Ok(Attempt::Held(_)) => {}
             Err(e) => return self.log_outcome(Err(e), wait, deadline),

@@ -137,12 +137,14 @@ impl Lock {
 
     /// One acquire script call; when it cannot take the lock and `join`
     /// is set, it takes (or keeps) the waiter's place: a fair lock's in
-    /// the queue, a writer's marker, an RLock waiter's registration.
+    /// the queue, a writer's marker, an RLock waiter's registration (`tag`:
+    /// the wait's, when a release may grant it the lock; else 0).
     pub(crate) async fn attempt(
         &self,
         lease: Option<Duration>,
         deadline: Option<Instant>,
         join: bool,
+        tag: u16,
     ) -> LockResult<Attempt> {
         let cfg = &self.inner.config;
         let (lease_d, renew) = match lease {
@@ -166,7 +168,7 @@ impl Lock {
                     ms = millis(lease_d).to_string();
                     &ms
                 };
-                Arc::new(self.handle.acquire_cmd(args, lease_ms, join))
+                Arc::new(self.handle.acquire_cmd(args, lease_ms, join, tag))
             }
         };
         let (frame, sent_at) = self.send(&cmd, deadline).await?;

@@ -39,7 +39,7 @@ impl Lock {
                 nap = nap.min(left);
             }
             tokio::time::sleep(nap).await;
-            match self.attempt(lease, deadline, false).await? {
+            match self.attempt(lease, deadline, false, 0).await? {
                 Attempt::Acquired(g) => return Ok(Some(g)),
                 // Gone between two commands: the next try comes soon.
                 Attempt::Held(-2) => backoff.reset(),

@@ -21,7 +21,12 @@ type PlaceRef = &'static Place;
 /// acquire that took the lock took the place away itself). Clones of one
 /// handle waiting at once share their owner's place in a fair queue: only
 /// the last of them to give up leaves it.
-pub(crate) struct Departure(Option<(Lock, PlaceRef)>);
+pub(crate) struct Departure {
+    place: Option<(Lock, PlaceRef)>,
+    /// The wait's tag when a release may grant it the lock: its leave
+    /// gives back a grant it never took (`lua/waiter_leave.lua`).
+    tag: u16,
+}
 
 impl Departure {
     /// `place` is given up by `lock`'s owner when this ends; `None` holds
@@ -30,26 +35,34 @@ impl Departure {
         if place.is_some_and(|p| p.shared) {
             lock.handle.place_waits().fetch_add(1, Ordering::AcqRel);
         }
-        Self(place.map(|p| (lock.clone(), p)))
+        Self {
+            place: place.map(|p| (lock.clone(), p)),
+            tag: 0,
+        }
+    }
+
+    /// The wait is tagged `tag` (see `Handle::grant_tag`).
+    pub(crate) fn tag(&mut self, tag: u16) {
+        self.tag = tag;
     }
 
     /// The lock was taken: the place went with it.
     pub(crate) fn keep(&mut self) {
-        if let Some((lock, place)) = self.0.take() {
+        if let Some((lock, place)) = self.place.take() {
             let _ = last_out(&lock, place);
         }
     }
 
     /// This waiter's place, if it is the last of its owner to give it up.
     fn take(&mut self) -> Option<(Lock, PlaceRef)> {
-        let (lock, place) = self.0.take()?;
+        let (lock, place) = self.place.take()?;
         last_out(&lock, place).then_some((lock, place))
     }
 
     /// Gives the place up now (the wait ran out).
     pub(crate) async fn now(mut self) {
         if let Some((lock, place)) = self.take() {
-            if let Err(e) = leave(&lock, place).await {
+            if let Err(e) = leave(&lock, place, self.tag).await {
                 tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
                     "giving up a waiter's place failed; its deadline ends it");
             }
@@ -65,8 +78,9 @@ impl Drop for Departure {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let tag = self.tag;
         rt.spawn(async move {
-            let _ = leave(&lock, place).await;
+            let _ = leave(&lock, place, tag).await;
         });
     }
 }
@@ -77,13 +91,14 @@ fn last_out(lock: &Lock, place: PlaceRef) -> bool {
     !place.shared || lock.handle.place_waits().fetch_sub(1, Ordering::AcqRel) == 1
 }
 
-/// The place's leave script for this owner: `true` when it had the place.
-async fn leave(lock: &Lock, place: PlaceRef) -> LockResult<bool> {
+/// The place's leave script for this owner (and wait `tag`): `true` when
+/// it had the place.
+async fn leave(lock: &Lock, place: PlaceRef, tag: u16) -> LockResult<bool> {
     let (inner, handle) = (&lock.inner, &lock.handle);
     let reply = inner
         .client
         .eval_with(place.leave, || {
-            (place.leave_cmd)(&inner.script_args, &handle.names, handle.owner())
+            (place.leave_cmd)(&inner.script_args, &handle.names, handle.owner(), tag)
         })
         .await?;
     Ok(*reply.value() == Frame::Integer(1))

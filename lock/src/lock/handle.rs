@@ -8,7 +8,7 @@
 //! its last argument (the hold's fencing token), so its head is built once
 //! and copied.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use keylatch_resp::Cmd;
@@ -57,6 +57,9 @@ struct More {
     /// the handle waiting at once share one queue entry: only the last to
     /// give up leaves it).
     place_waits: AtomicUsize,
+    /// Waits of this handle that may be granted the lock, counted: each
+    /// gets its own tag (see [`Handle::grant_tag`]).
+    grant_waits: AtomicU16,
 }
 
 struct Prepared {
@@ -107,6 +110,21 @@ impl Handle {
     /// Waits of this owner holding a shared place in progress.
     pub(crate) fn place_waits(&self) -> &AtomicUsize {
         &self.more().place_waits
+    }
+
+    /// A tag (1..=1023) for a wait that a release may grant the lock: the
+    /// grant's mark names the wait, so a try of another wait of the same
+    /// owner (a clone of the handle) is never taken for it. Successive
+    /// waits of a handle get successive tags: two would meet only 1,023
+    /// waits apart.
+    pub(crate) fn grant_tag(&self) -> u16 {
+        let step = |n: u16| Some((n + 1) % 1023);
+        let last = self
+            .more()
+            .grant_waits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, step);
+        // (`step` always answers: the update cannot fail.)
+        last.unwrap_or_else(|n| n) + 1
     }
 
     /// The hold to join for a reply carrying `token`, if this handle has it
@@ -204,7 +222,7 @@ impl Handle {
         // with room to spare, they took about 360 bytes more per handle).
         let p = self.more().prepared.get_or_init(|| Prepared {
             acquire_watchdog: Arc::new(
-                self.acquire_cmd(args, &args.watchdog_ms, false)
+                self.acquire_cmd(args, &args.watchdog_ms, false, 0)
                     .clone_with_room(0),
             ),
             release_head: self.release_built(args, None).clone_with_room(0),
@@ -239,13 +257,20 @@ impl Handle {
     /// cannot take the lock and `join` is set, a fair lock's joins the
     /// queue, a write lock's holds new readers back, and an RLock hash's
     /// registers its owner to be woken by name (the caller waits).
-    pub(crate) fn acquire_cmd(&self, args: &ScriptArgs, lease_ms: &str, join: bool) -> Cmd {
+    pub(crate) fn acquire_cmd(
+        &self,
+        args: &ScriptArgs,
+        lease_ms: &str,
+        join: bool,
+        tag: u16,
+    ) -> Cmd {
         (self.kind.acquire_cmd)(&AcquireCall {
             args,
             names: &self.names,
             owner: self.owner(),
             lease_ms,
             join,
+            tag,
         })
     }
 }
@@ -262,6 +287,7 @@ mod tests {
             publish,
             fair_waiter_ms: "5000".into(),
             fair_allowance_ms: "300000".into(),
+            grant_ms: "30000".into(),
         }
     }
 
@@ -280,7 +306,7 @@ mod tests {
                 Arc::from("client:7"),
                 &crate::types::reentrant::REENTRANT,
             );
-            let built_acquire = h.acquire_cmd(&args, &args.watchdog_ms, false);
+            let built_acquire = h.acquire_cmd(&args, &args.watchdog_ms, false, 0);
             let built_release = h.release_built(&args, Some("42"));
             // First use: nothing prepared, the release is built whole.
             assert!(h.acquire_watchdog(&args).is_none());

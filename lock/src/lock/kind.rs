@@ -64,6 +64,10 @@ pub(crate) struct AcquireCall<'a> {
     /// When it cannot take the lock: join the server's queue, hold new
     /// readers back, or register to be woken by name (the caller waits).
     pub(crate) join: bool,
+    /// With `join`, a registration by name: the wait's tag (1..=1023) when
+    /// a release may grant it the lock, 0 when it is only woken (see
+    /// `lua/lib/grant_waiter.lua`).
+    pub(crate) tag: u16,
 }
 
 /// One release's parts.
@@ -151,7 +155,7 @@ pub(crate) struct Place {
     /// The script giving it up; answers 1 when the owner had the place.
     pub(crate) leave: &'static Script,
     /// Its command for this owner.
-    pub(crate) leave_cmd: fn(&ScriptArgs, &LockNames, &str) -> Cmd,
+    pub(crate) leave_cmd: fn(&ScriptArgs, &LockNames, &str, u16) -> Cmd,
     /// Clones of one handle waiting at once share it (one entry per
     /// owner): only the last of them to give up leaves it.
     pub(crate) shared: bool,

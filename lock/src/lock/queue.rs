@@ -31,7 +31,7 @@ impl Lock {
         let mut leave = Departure::new(self, Some(place));
         // The uncontended case needs no subscription. (Once subscribed, the
         // loop tries again at once: a release in between is not missed.)
-        if let Attempt::Acquired(g) = self.attempt(lease, deadline, true).await? {
+        if let Attempt::Acquired(g) = self.attempt(lease, deadline, true, 0).await? {
             leave.keep();
             return Ok(Some(g));
         }
@@ -42,7 +42,7 @@ impl Lock {
         // A call at least every third of the deadline span keeps the place.
         let renew = cfg.fair_waiter_timeout / 3;
         loop {
-            let wait = match self.attempt(lease, deadline, true).await? {
+            let wait = match self.attempt(lease, deadline, true, 0).await? {
                 Attempt::Acquired(g) => {
                     // The acquire took this owner out of the queue.
                     leave.keep();

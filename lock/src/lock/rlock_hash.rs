@@ -49,29 +49,39 @@ pub(crate) fn waiters_key(names: &LockNames) -> String {
 
 const WAITERS_PREFIX: &str = "keylatch_lock_waiters";
 
+/// The channel releases wake (or grant the lock to) `owner`'s waiters of
+/// this lock on: [`waiters_key`], `:`, and the owner id up to its last `:`
+/// (the client id, one per process), as `reentrant_release.lua` builds it,
+/// so a release wakes the one process it names.
+pub(crate) fn waiters_channel(names: &LockNames, owner: &str) -> String {
+    let process = owner.rfind(':').map_or(owner, |i| &owner[..i]);
+    format!("{}:{process}", waiters_key(names))
+}
+
 /// [`waiters_key`] written straight into a command's arguments.
 fn waiters_arg(name: &str) -> CompanionArg<'_> {
     CompanionArg::new(WAITERS_PREFIX, name)
 }
 
-fn waiter_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
+fn waiter_leave(args: &ScriptArgs, names: &LockNames, owner: &str, tag: u16) -> Cmd {
     WAITER_LEAVE.evalsha_cmd(
         &[&*names.key],
         &[
-            owner,
-            names.channel().as_str(),
-            args.publish,
+            &owner as &dyn ToArg,
+            &names.channel(),
+            &args.publish,
             &waiters_key(names),
+            &tag,
         ],
     )
 }
 
 /// `KEYS` = hash, counter; `ARGV` = lease, owner, counter expiry: the
 /// acquire of every type whose script takes nothing more. A try of a
-/// waiter (`join`) adds the span and the waiters' registry, so the try
-/// that finds the lock held registers it (and one that takes the lock
-/// takes the owner out; see [`WAITERS`]); a try without a wait sends
-/// neither.
+/// waiter (`join`) adds the span, the waiters' registry and the wait's tag,
+/// so the try that finds the lock held registers it (and one that takes
+/// the lock, or finds it granted to this wait, takes the owner out; see
+/// [`WAITERS`]); a try without a wait sends none of them.
 pub(crate) fn hash_acquire(script: &keylatch_cluster::Script, c: &AcquireCall<'_>) -> Cmd {
     let token = c.names.token_arg();
     let keys: [&dyn ToArg; 2] = [&&*c.names.key, &token];
@@ -82,22 +92,24 @@ pub(crate) fn hash_acquire(script: &keylatch_cluster::Script, c: &AcquireCall<'_
     let waiters = waiters_arg(&c.names.key);
     let [l, o, e] = argv;
     let span = c.args.fair_waiter_ms.as_str();
-    script.evalsha_cmd(&keys, &[&l as &dyn ToArg, &o, &e, &span, &waiters])
+    script.evalsha_cmd(&keys, &[&l as &dyn ToArg, &o, &e, &span, &waiters, &c.tag])
 }
 
 /// `reentrant_release.lua`: `KEYS` = hash, counter; `ARGV` = owner,
-/// channel, publish command, waiters[, token] (the waiters by name: an
-/// argument, not a key, see the script).
+/// channel, publish command, waiters, grant[, token] (the waiters by name:
+/// an argument, not a key, see the script; a waiter granted the lock holds
+/// it for this client's watchdog lease, then its own watchdog renews it).
 pub(crate) fn hash_release(c: &ReleaseCall<'_>) -> Cmd {
     let waiters = waiters_arg(&c.names.key);
     let channel = c.names.channel_arg();
-    let head: [&dyn ToArg; 4] = [&c.owner, &channel, &c.args.publish, &waiters];
+    let grant = c.args.grant_ms.as_str();
+    let head: [&dyn ToArg; 5] = [&c.owner, &channel, &c.args.publish, &waiters, &grant];
     let token = c.names.token_arg();
     let keys: [&dyn ToArg; 2] = [&&*c.names.key, &token];
     match c.token {
         Some(t) => {
-            let [a, b, p, w] = head;
-            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, p, w, &t])
+            let [a, b, p, w, g] = head;
+            REENTRANT_RELEASE.evalsha_cmd(&keys, &[a, b, p, w, g, &t])
         }
         None => REENTRANT_RELEASE.evalsha_cmd(&keys, &head),
     }
@@ -112,6 +124,33 @@ mod tests {
         for name in ["orders", "{tenant}:orders", "a{b"] {
             let names = LockNames::new(name);
             assert_eq!((HASH_LEASE.counter)(name, "c:1"), names.token());
+        }
+    }
+
+    #[test]
+    fn a_process_is_woken_on_its_client_ids_channel_in_the_locks_slot() {
+        let names = LockNames::new("orders");
+        assert_eq!(
+            waiters_channel(&names, "c0ffee-42:17"),
+            "keylatch_lock_waiters:{orders}:c0ffee-42"
+        );
+        // An owner id without ':' (lock_with_owner) is its own process.
+        assert_eq!(
+            waiters_channel(&names, "worker"),
+            "keylatch_lock_waiters:{orders}:worker"
+        );
+        // Where the registry shares the lock's slot (a release reads it
+        // there), so does the channel. (A name like "a{b" gives the
+        // registry no hash tag: it is read through pcall, and is none.)
+        let slot = |s: &str| keylatch_cluster::Slot::of(s.as_bytes());
+        for name in ["orders", "{tenant}:orders", "ünïcode", "a:b:c"] {
+            let names = LockNames::new(name);
+            assert_eq!(slot(&waiters_key(&names)), slot(&names.key), "{name:?}");
+            assert_eq!(
+                slot(&waiters_channel(&names, "c:1")),
+                slot(&names.key),
+                "{name:?}"
+            );
         }
     }
 

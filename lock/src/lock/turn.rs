@@ -8,14 +8,15 @@
 use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
-use crate::wake::{nap_for, Wake};
+use crate::lease::hold::clamp_span;
+use crate::wake::{nap_for, Grant, Wake};
 
 use super::attempt::Attempt;
-use super::base::Lock;
+use super::base::{Lock, ReplicaSync};
 use super::depart::Departure;
 use super::guard::LockGuard;
 use super::kind::Waiting;
-use super::rlock_hash::waiters_key;
+use super::rlock_hash::waiters_channel;
 
 impl Lock {
     /// After a failed first try: queue locally, subscribe, and try again on
@@ -42,13 +43,27 @@ impl Lock {
             Waiting::Queue { .. } | Waiting::Backoff => None,
         };
         let by_name = place.is_some_and(|p| p.by_name);
-        let mut wake = self.listen(by_name, deadline).await;
+        // A release may hand the lock to a waiter by name that holds under
+        // the watchdog, with no replica check to make (the grant's write
+        // was the releaser's): its wait is tagged.
+        let grantable = by_name
+            && self.inner.config.grant_to_waiters
+            && lease.is_none()
+            && matches!(self.replica_sync(), ReplicaSync::None);
+        let tag = if grantable {
+            self.handle.grant_tag()
+        } else {
+            0
+        };
+        let mut wake = self.listen(by_name, tag, deadline).await;
         if by_name && !wake.named() {
             // Nobody would hear a wake by name: wait for "0" as before,
             // unregistered.
             place = None;
         }
+        let tag = if place.is_some() { tag } else { 0 };
         let mut marker = Departure::new(self, place);
+        marker.tag(tag);
         let join = place.is_some();
         let mut cap = self.inner.config.recheck;
         if place.is_some() {
@@ -56,7 +71,11 @@ impl Lock {
             cap = cap.min(self.inner.config.fair_waiter_timeout / 3);
         }
         loop {
-            let pttl = match self.attempt(lease, deadline, join).await? {
+            // Before the try is sent: a grant that its reply finds not yet
+            // made is made after this (the server runs calls in order), so
+            // the lease a grant gives counts from no earlier than here.
+            let sent_at = Instant::now();
+            let pttl = match self.attempt(lease, deadline, join, tag).await? {
                 Attempt::Acquired(g) => {
                     // The acquire took this waiter's place away itself.
                     marker.keep();
@@ -74,13 +93,26 @@ impl Lock {
             if let Some(left) = left {
                 nap = nap.min(left);
             }
-            wake.pause(nap).await;
+            if let Some(grant) = wake.pause(nap).await {
+                marker.keep();
+                return Ok(Some(self.granted(grant, sent_at)));
+            }
         }
     }
 
+    /// The guard for a lock a release granted this wait: a first hold of
+    /// the grant's token, for the grant's lease (the releaser's watchdog
+    /// lease; at most this client's, which renews with it) counted from
+    /// `sent_at`, before the grant was made, handed to the watchdog.
+    fn granted(&self, grant: Grant, sent_at: Instant) -> LockGuard {
+        let lease = clamp_span(grant.lease.min(self.inner.config.watchdog_timeout));
+        self.guard_for(1, grant.token, true, lease, sent_at)
+    }
+
     /// The waiter's subscriptions: the lock's channel, and with `by_name`
-    /// the channel releases wake waiters on by name.
-    async fn listen(&self, by_name: bool, deadline: Option<Instant>) -> Wake {
+    /// the channel releases wake waiters on by name (and grant wait `tag`
+    /// the lock on, when not 0).
+    async fn listen(&self, by_name: bool, tag: u16, deadline: Option<Instant>) -> Wake {
         let names = &self.handle.names;
         if !by_name {
             return Wake::subscribe(&self.inner, &names.key, &names.channel(), deadline).await;
@@ -89,8 +121,9 @@ impl Lock {
             &self.inner,
             &names.key,
             &names.channel(),
-            &waiters_key(names),
+            &waiters_channel(names, self.handle.owner()),
             self.handle.owner(),
+            tag,
             deadline,
         )
         .await

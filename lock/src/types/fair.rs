@@ -109,7 +109,7 @@ fn release_cmd(c: &ReleaseCall<'_>) -> Cmd {
 }
 
 /// `fair_leave.lua` for this owner: answers 1 when it was queued.
-fn leave_cmd(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
+fn leave_cmd(args: &ScriptArgs, names: &LockNames, owner: &str, _tag: u16) -> Cmd {
     let q = queue_keys(names);
     FAIR_LEAVE.evalsha_cmd(
         &[&*names.key, &q.queue, &q.timeouts, &q.alive],

@@ -149,7 +149,7 @@ fn write_release(c: &ReleaseCall<'_>) -> Cmd {
 }
 
 /// `rw_write_leave.lua` for this writer: answers 1 when it was waiting.
-fn writer_leave(args: &ScriptArgs, names: &LockNames, owner: &str) -> Cmd {
+fn writer_leave(args: &ScriptArgs, names: &LockNames, owner: &str, _tag: u16) -> Cmd {
     RW_WRITE_LEAVE.evalsha_cmd(
         &[writer_marker(names)],
         &[owner, names.channel().as_str(), args.publish],

@@ -1,0 +1,43 @@
+-- The release of `hash`'s last hold (the key just deleted) hands the lock
+-- to `owner`, the waiter wake_one took out of `registry`, whose wait is
+-- tagged `tag` (1..1023): the hash is made again as `owner`'s first hold
+-- for `grant` ms, with the next token of `counter` (the key's fencing
+-- counter, declared by the caller), so the waiter holds it without an
+-- acquire of its own (one round trip less per handoff, and no other
+-- contender can take it in between). `registry` keeps a mark, `owner` at
+-- score `tag` / 1024 (below any end, so wake_one drops it): a try of
+-- that very wait that was already on its way when the grant came takes
+-- the grant as its first hold (take_grant), and a wait that gave up
+-- gives the lock back (waiter_leave). `grant` is the releaser's watchdog
+-- lease: only a waiter under the watchdog is tagged, and it renews the
+-- hold as its own from then on. A waiter that died while registered (its
+-- entry lasts its span past its last try) and is granted the lock holds
+-- it for that one lease, as a holder that dies does.
+--
+-- Returns the message that names the waiter on `registry`'s channel,
+-- "<owner> <tag> <token> <grant>", or nil when nothing was granted (no
+-- counter, or one that cannot be counted: then the waiter is only woken,
+-- and must try as ever). A counter that is missing is not made here: a
+-- new one starts at the server's time (the acquires do that).
+local function grant_waiter(hash, counter, registry, owner, tag, grant)
+    if tag <= 0 or tonumber(grant) <= 0 or redis.call('exists', counter) == 0 then
+        return nil
+    end
+    local token = redis.pcall('incr', counter)
+    if type(token) ~= 'number' then
+        return nil
+    end
+    redis.call('hset', hash, owner, 1)
+    redis.call('pexpire', hash, grant)
+    if type(redis.pcall('zadd', registry, tag / 1024, owner)) == 'number' then
+        if redis.pcall('pttl', registry) == -1 then
+            redis.pcall('pexpire', registry, grant)
+        end
+        -- The holder's release reads the registry: it drops the mark and
+        -- wakes (or grants) whoever waits behind.
+        redis.call('hset', hash, 'keylatch_waiters', 1)
+    end
+    -- (Lua writes a number above 1e14 in exponent form: %.0f keeps every
+    -- digit, exact below 2^53.)
+    return string.format('%s %d %.0f %s', owner, tag, token, grant)
+end
