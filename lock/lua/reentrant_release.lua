@@ -82,13 +82,16 @@ local woken, tag = nil, 0
 if got[2] then
     woken, tag = wake_one(ARGV[4])
 end
-redis.call('del', KEYS[1])
+local granted = woken
+    and grant_waiter(KEYS[1], ARGV[1], KEYS[2], ARGV[4], woken, tag, ARGV[5] or '0')
+if not granted then
+    redis.call('del', KEYS[1])
+end
 if woken then
     -- The waiter's process listens on a channel of its own (the registry's
     -- name, ':', its owner id up to the last ':', the client id), so a
     -- release wakes that process alone, not every waiting one.
     local process = ARGV[4] .. ':' .. (string.match(woken, '^(.*):') or woken)
-    local granted = grant_waiter(KEYS[1], KEYS[2], ARGV[4], woken, tag, ARGV[5] or '0')
     -- (redis.pcall: a name whose registry has no hash tag of its own, such
     -- as "a{b", may put the channel in another slot; a wake that cannot be
     -- said leaves the waiter to its next try, which takes a grant.)

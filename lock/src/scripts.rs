@@ -393,7 +393,7 @@ mod tests {
         ),
         (
             "reentrant_release",
-            "afc40cce3423fe69135dacca651a4d4a71271324",
+            "c292d9a73d6312099c392afe3eb0d9f38a522e85",
         ),
         (
             "reentrant_renew",

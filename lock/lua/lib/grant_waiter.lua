@@ -1,10 +1,12 @@
--- The release of `hash`'s last hold (the key just deleted) hands the lock
--- to `owner`, the waiter wake_one took out of `registry`, whose wait is
--- tagged `tag` (1..1023): the hash is made again as `owner`'s first hold
--- for `grant` ms, with the next token of `counter` (the key's fencing
--- counter, declared by the caller), so the waiter holds it without an
--- acquire of its own (one round trip less per handoff, and no other
--- contender can take it in between). `registry` keeps a mark, `owner` at
+-- The release of `releaser`'s last hold of `hash` hands the lock to
+-- `owner`, the waiter wake_one took out of `registry`, whose wait is
+-- tagged `tag` (1..1023): the hash becomes `owner`'s first hold for
+-- `grant` ms (its field set before the releaser's goes, never deleted and
+-- made again: a slot that is migrating refuses to make a key that is not
+-- there, as another node may have it), with the next token of `counter`
+-- (the key's fencing counter, declared by the caller), so the waiter holds
+-- it without an acquire of its own (one round trip less per handoff, and
+-- no other contender can take it in between). `registry` keeps a mark, `owner` at
 -- score `tag` / 1024 (below any end, so wake_one drops it): a try of
 -- that very wait that was already on its way when the grant came takes
 -- the grant as its first hold (take_grant), and a wait that gave up
@@ -17,10 +19,13 @@
 -- Returns the message that names the waiter on `registry`'s channel,
 -- "<owner> <tag> <token> <grant>", or nil when nothing was granted (no
 -- counter, or one that cannot be counted: then the waiter is only woken,
--- and must try as ever). A counter that is missing is not made here: a
--- new one starts at the server's time (the acquires do that).
-local function grant_waiter(hash, counter, registry, owner, tag, grant)
-    if tag <= 0 or tonumber(grant) <= 0 or redis.call('exists', counter) == 0 then
+-- and must try as ever; the caller deletes the hash). A counter that is
+-- missing is not made here: a new one starts at the server's time (the
+-- acquires do that).
+local function grant_waiter(hash, releaser, counter, registry, owner, tag, grant)
+    -- (The releaser itself registered, acting as the same owner from
+    -- elsewhere: its field would go; it is only woken.)
+    if tag <= 0 or owner == releaser or tonumber(grant) <= 0 or redis.call('exists', counter) == 0 then
         return nil
     end
     local token = redis.pcall('incr', counter)
@@ -28,6 +33,7 @@ local function grant_waiter(hash, counter, registry, owner, tag, grant)
         return nil
     end
     redis.call('hset', hash, owner, 1)
+    redis.call('hdel', hash, releaser)
     redis.call('pexpire', hash, grant)
     if type(redis.pcall('zadd', registry, tag / 1024, owner)) == 'number' then
         if redis.pcall('pttl', registry) == -1 then
