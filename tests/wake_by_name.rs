@@ -832,3 +832,72 @@ async fn a_process_that_turns_grants_off_is_woken_and_tries() {
     // The holder's release, the waiter's try, the waiter's release.
     assert_eq!(calls(&server, "evalsha") - before, 3);
 }
+
+/// An owner id the application gave (`lock_with_owner`) may be acted as by
+/// other handles and processes too: its waits are never tagged, so it is
+/// woken, not granted.
+#[tokio::test]
+async fn an_owner_the_application_named_is_woken_not_granted() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    take_free(&holder, "warm").await.unlock().await.unwrap();
+    let guard = take_free(&holder, "named-owner").await;
+    let waiter = process(&server).await;
+    let w = tokio::spawn(async move {
+        let g = waiter
+            .lock_with_owner("named-owner", "billing-worker:7")
+            .try_acquire(Duration::from_secs(15), None)
+            .await
+            .unwrap()
+            .expect("acquired");
+        g.unlock().await.unwrap();
+    });
+    until_registered(&server, "named-owner", 1).await;
+    let before = calls(&server, "evalsha");
+    guard.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap();
+    // The holder's release, the waiter's try, the waiter's release.
+    assert_eq!(calls(&server, "evalsha") - before, 3);
+}
+
+/// A grant made before a waiter's try ran and undone since (a force
+/// unlock, then another holder) is stale: the try's reply says the
+/// counter it saw, and the waiter, hearing the grant after that reply,
+/// does not take it. Here the waiter is raw: its try registers after the
+/// undone grant, and the reply's counter is at least the grant's token.
+#[tokio::test]
+async fn a_waiters_held_reply_names_the_counter_it_saw() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "stale").await;
+    raw_try(&raw, &REENTRANT_ACQUIRE, "stale", "ghost:1", "4").await;
+    guard.unlock().await.unwrap();
+    let token: i64 = server
+        .cli(&["GET", "redisson_lock_token:{stale}"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        server.cli(&["HGET", "stale", "ghost:1"]).unwrap().trim(),
+        "1"
+    );
+    // Undone: a force unlock, and another holder.
+    holder.force_unlock("stale").await.unwrap();
+    let other = take_free(&holder, "stale").await;
+    let reply = raw_try(&raw, &REENTRANT_ACQUIRE, "stale", "ghost:1", "4").await;
+    let seen: i64 = reply
+        .rsplit("Integer(")
+        .next()
+        .unwrap()
+        .trim_end_matches(|c| c == ')' || c == ']')
+        .parse()
+        .unwrap();
+    assert!(reply.starts_with("Array([Integer(0),"), "{reply}");
+    assert!(seen > token, "the counter after the undone grant: {reply}");
+    other.unlock().await.unwrap();
+}

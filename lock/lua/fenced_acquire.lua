@@ -19,13 +19,15 @@
 -- ARGV[6]  with ARGV[4]: the wait's tag, 1..1023 when a release may grant
 --          this waiter the lock (see grant_waiter), "0" when not; a try
 --          that finds the lock granted to this very wait (take_grant)
---          answers it as its first hold, with the grant's token
+--          answers it as its first hold, with the grant's token; a
+--          waiter's try that finds the lock held answers {0, pttl,
+--          counter} (see reentrant_acquire)
 --
 -- Returns  {holds, token} when acquired (holds = this owner's count after;
 --          token = this acquire's INCR, greater than every token before);
 --          {0, pttl} when another owner holds it.
 --
--- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant.
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant, counter_now.
 local span = tonumber(ARGV[4] or '0') or 0
 local tag = tonumber(ARGV[6] or '0') or 0
 local free = redis.call('exists', KEYS[1]) == 0
@@ -33,6 +35,7 @@ if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     local pttl = redis.call('pttl', KEYS[1])
     if span > 0 then
         register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
+        return {0, pttl, counter_now(KEYS[2])}
     end
     return {0, pttl}
 end

@@ -18,7 +18,11 @@
 -- ARGV[6]  with ARGV[4]: the wait's tag, 1..1023 when a release may grant
 --          this waiter the lock (see grant_waiter), "0" when not; a try
 --          that finds the lock granted to this very wait (take_grant)
---          answers it as its first hold
+--          answers it as its first hold; a waiter's try that finds the
+--          lock held answers {0, pttl, counter}: the fencing counter's
+--          value then (0 when missing), so a grant message with a token
+--          not above it is one made before this try ran, and undone
+--          since (else this try would have taken it)
 --
 -- Returns  {holds, token} when acquired: holds = this owner's hold count
 --          after the call (1 for a first hold), token = the hold's token (a
@@ -35,7 +39,7 @@
 -- stops before the lock is touched, so no lock is left held by nobody.
 -- A waiter's entry among the waiters is dropped first for the same reason.
 --
--- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant.
+-- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant, counter_now.
 local span = tonumber(ARGV[4] or '0') or 0
 local tag = tonumber(ARGV[6] or '0') or 0
 local others = false
@@ -80,5 +84,6 @@ end
 local pttl = redis.call('pttl', KEYS[1])
 if span > 0 then
     register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
+    return {0, pttl, counter_now(KEYS[2])}
 end
 return {0, pttl}

@@ -19,24 +19,28 @@
 --          count; the last: the key deleted and "0" published, so every
 --          waiter tries); 1 when it was registered (removed, nothing
 --          published), else 0.
+--
+-- Only this wait's own entry is touched (its tag in the score's fraction):
+-- another wait of the same owner (a clone of the handle) may have
+-- registered since, or been granted the lock, and its entry is its own.
 local tag = tonumber(ARGV[5] or '0') or 0
-if tag > 0 then
-    local mark = redis.pcall('zscore', ARGV[4], ARGV[1])
-    if type(mark) == 'string' and tonumber(mark) == tag / 1024 then
-        redis.pcall('zrem', ARGV[4], ARGV[1])
-        local holds = redis.pcall('hget', KEYS[1], ARGV[1])
-        holds = type(holds) == 'string' and tonumber(holds) or 0
-        if holds > 1 then
-            redis.call('hincrby', KEYS[1], ARGV[1], -1)
-        elseif holds == 1 then
-            redis.call('del', KEYS[1])
-            redis.call(ARGV[3], ARGV[2], '0')
-        end
-        return 2
+local entry = redis.pcall('zscore', ARGV[4], ARGV[1])
+local score = type(entry) == 'string' and tonumber(entry)
+if score and math.floor((score % 1) * 1024 + 0.5) == tag then
+    redis.pcall('zrem', ARGV[4], ARGV[1])
+    if score >= 1 or tag == 0 then
+        return 1
     end
-end
-if redis.pcall('zrem', ARGV[4], ARGV[1]) == 1 then
-    return 1
+    -- This wait's grant's mark: it never took the grant.
+    local holds = redis.pcall('hget', KEYS[1], ARGV[1])
+    holds = type(holds) == 'string' and tonumber(holds) or 0
+    if holds > 1 then
+        redis.call('hincrby', KEYS[1], ARGV[1], -1)
+    elseif holds == 1 then
+        redis.call('del', KEYS[1])
+        redis.call(ARGV[3], ARGV[2], '0')
+    end
+    return 2
 end
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call(ARGV[3], ARGV[2], '0')

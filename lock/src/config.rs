@@ -81,11 +81,15 @@ pub struct LocksConfig {
     /// wakes that waiter, which then tries (and this client's waits are
     /// never granted). Redisson's waiters are not granted: while keylatch
     /// waiters are registered, a lock passed on by grants reaches a Java
-    /// waiter only when a release finds none; turn this off where Java
-    /// services must compete as before. A waiter whose process died while
+    /// waiter only when a release finds none; turn this off in every
+    /// keylatch process using the lock where Java services must compete as
+    /// before. Waits of an owner id given to `lock_with_owner` are never
+    /// granted. A granted hold renews with the shorter of the releaser's
+    /// and its own watchdog lease. A waiter whose process died while
     /// registered (its entry lasts `fair_waiter_timeout` past its last
-    /// try) can be granted the lock, and holds it for that one lease, as a
-    /// holder that dies does.
+    /// try), or whose leave could not be sent, can be granted the lock,
+    /// which then stays held for that one lease, as with a holder that
+    /// dies.
     pub grant_to_waiters: bool,
 }
 

@@ -113,6 +113,15 @@ impl Inner {
         &self.client_id
     }
 
+    /// Whether `owner` is an owner id this client made (`<client id>:<n>`,
+    /// see `new_owner`), not one the application gave.
+    pub(crate) fn made_owner(&self, owner: &str) -> bool {
+        owner
+            .strip_prefix(self.client_id.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+
     /// The hub waiters listen on, opened on first need. `None` when it
     /// cannot be had now: waiters then poll (bounded by the lock's PTTL and
     /// [`LocksConfig::recheck`]) instead of failing.

@@ -13,7 +13,7 @@ use keylatch_resp::Frame;
 use crate::error::LockError;
 use crate::lease::{found, verdicts};
 use crate::lock::retriable;
-use crate::reply::{acquire_reply, parse_pair, AcquireReply};
+use crate::reply::{acquire_reply, held_with_counter, parse_pair, AcquireReply};
 use crate::types::multilock::{multi_reply, MultiReply};
 use crate::types::semaphore::{integer, renew_reply, sem_reply, SemReply};
 
@@ -84,11 +84,19 @@ fn acquire(frame: &Frame) {
             assert!(ints(frame).map_or(true, |v| v.len() != 2), "{frame}");
         }
     }
+    if let Some((pttl, counter)) = held_with_counter(frame) {
+        assert_eq!(
+            acquire_reply(frame).ok(),
+            Some(AcquireReply::Held(pttl, counter)),
+            "{frame}"
+        );
+        return;
+    }
     match (acquire_reply(frame), pair) {
         (Ok(AcquireReply::Taken { holds, value }), Ok((h, v))) => {
             assert!(holds >= 1 && holds == h && value == v);
         }
-        (Ok(AcquireReply::Held(pttl)), Ok((0, v))) => assert_eq!(pttl, v),
+        (Ok(AcquireReply::Held(pttl, 0)), Ok((0, v))) => assert_eq!(pttl, v),
         (Ok(AcquireReply::NotReentrant), Ok((h, _))) => assert!(h < 0 && h != -2),
         (Ok(AcquireReply::UpgradeRefused), Ok((-2, _))) => {}
         (Err(e), Err(_)) => protocol(&e),

@@ -11,8 +11,11 @@ pub(crate) enum AcquireReply {
     /// Taken or re-entered (`holds` > 0): the hold count and the token
     /// (a fenced lock's fencing value).
     Taken { holds: i64, value: i64 },
-    /// Held by another owner (`holds` 0); the PTTL in milliseconds.
-    Held(i64),
+    /// Held by another owner (`holds` 0); the PTTL in milliseconds, and
+    /// the fencing counter's value when the try was a waiter's (`{0, pttl,
+    /// counter}`; else 0): a grant with a token not above it was made
+    /// before the try ran.
+    Held(i64, i64),
     /// A non-reentrant lock this owner holds already (`holds` < 0, not -2).
     NotReentrant,
     /// A read-write lock's reader asked for the write (`holds` -2).
@@ -22,13 +25,30 @@ pub(crate) enum AcquireReply {
 /// Reads an acquire script's reply; any other shape is
 /// [`LockError::Protocol`].
 pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
+    if let Some((pttl, counter)) = held_with_counter(frame) {
+        return Ok(AcquireReply::Held(pttl, counter));
+    }
     let (holds, value) = parse_pair(frame)?;
     Ok(match holds {
         -2 => AcquireReply::UpgradeRefused,
         h if h < 0 => AcquireReply::NotReentrant,
-        0 => AcquireReply::Held(value),
+        0 => AcquireReply::Held(value, 0),
         _ => AcquireReply::Taken { holds, value },
     })
+}
+
+/// A waiter's try that found the lock held: `[0, pttl, counter]`.
+pub(crate) fn held_with_counter(frame: &Frame) -> Option<(i64, i64)> {
+    let Frame::Array(items) = frame.value() else {
+        return None;
+    };
+    match items.as_slice() {
+        [a, b, c] => match (a.value(), b.value(), c.value()) {
+            (Frame::Integer(0), Frame::Integer(b), Frame::Integer(c)) => Some((*b, *c)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// `[a, b]`, two integers (RESP3 attributes seen through, as everywhere a

@@ -46,7 +46,8 @@ pub static REENTRANT_ACQUIRE: Script = script!(
         "register_waiter",
         "unregister_waiter",
         "stretch",
-        "take_grant"
+        "take_grant",
+        "counter_now"
     ]
 );
 
@@ -62,7 +63,8 @@ pub static NONREENTRANT_ACQUIRE: Script = script!(
         "register_waiter",
         "unregister_waiter",
         "stretch",
-        "take_grant"
+        "take_grant",
+        "counter_now"
     ]
 );
 
@@ -310,7 +312,8 @@ pub static FENCED_ACQUIRE: Script = script!(
         "register_waiter",
         "unregister_waiter",
         "stretch",
-        "take_grant"
+        "take_grant",
+        "counter_now"
     ]
 );
 
@@ -385,15 +388,15 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         (
             "reentrant_acquire",
-            "e04dc8d5601c88a1c4b9c77ecb78db42e1360e7d",
+            "d709bee3e785ca3ee587f7b91cb17363e2b334c0",
         ),
         (
             "nonreentrant_acquire",
-            "4d8aa3ee9d9b6ec7f40e33eac0cef045d7fe9c46",
+            "4d453e1d084aff24123790f61a0dc53ab348d6b7",
         ),
         (
             "reentrant_release",
-            "c292d9a73d6312099c392afe3eb0d9f38a522e85",
+            "71e0d61867cb2fba7bb6543e288886e4bb13e0dc",
         ),
         (
             "reentrant_renew",
@@ -432,7 +435,7 @@ mod tests {
             "fef1c7fa39dc67573d88ac0cfd801a085acf9bb1",
         ),
         ("rw_write_leave", "b26b285f79e06e9eb80c9dd17b78f84fe2bc9ace"),
-        ("waiter_leave", "60c2e4a27fcf3cdeca88beb5f006a940099e33c7"),
+        ("waiter_leave", "688bb93f49a93072aec98930e446fd8f979df1a4"),
         (
             "semaphore_acquire",
             "73517c24f5d7f1d013cb0f3c696bb3781cd0b823",
@@ -463,7 +466,7 @@ mod tests {
             "latch_count_down",
             "ef34d40e46dde25bfb46ee0f3bc11ddc320fde4c",
         ),
-        ("fenced_acquire", "c1ddc8bdf486c2048becf655a6057ef47d19ccdd"),
+        ("fenced_acquire", "874e65a918351f1dda07d0660186126729ecbbaa"),
         ("multi_acquire", "ca0492154ca2330db14b428cd0221a4e371d2d0e"),
         (
             "unfenced_acquire",

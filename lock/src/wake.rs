@@ -209,8 +209,11 @@ impl Wake {
                 return Ok("subscription ended");
             };
             let event = tokio::select! {
-                e = sub.recv() => Heard::Lock(e),
+                // Messages before the timer: a grant already here is taken
+                // rather than a try sent for it.
+                biased;
                 e = named.sub.recv() => Heard::Named(e),
+                e = sub.recv() => Heard::Lock(e),
                 () = tokio::time::sleep_until(until) => return Ok("timer (lease end or re-check)"),
             };
             match event {

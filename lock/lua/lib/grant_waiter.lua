@@ -28,21 +28,29 @@ local function grant_waiter(hash, releaser, counter, registry, owner, tag, grant
     if tag <= 0 or owner == releaser or tonumber(grant) <= 0 or redis.call('exists', counter) == 0 then
         return nil
     end
+    -- The mark first: without it a try of this wait on its way would take
+    -- the grant for a re-entry (a count nobody releases), so no mark, no
+    -- grant (a migrating slot refuses to make the registry again once
+    -- wake_one took its last entry: the waiter is then only woken). It
+    -- lives at least as long as the grant.
+    if type(redis.pcall('zadd', registry, tag / 1024, owner)) ~= 'number' then
+        return nil
+    end
+    local left = redis.pcall('pttl', registry)
+    if type(left) == 'number' and left >= 0 and left < tonumber(grant) then
+        redis.pcall('pexpire', registry, grant)
+    end
     local token = redis.pcall('incr', counter)
     if type(token) ~= 'number' then
+        redis.pcall('zrem', registry, owner)
         return nil
     end
     redis.call('hset', hash, owner, 1)
     redis.call('hdel', hash, releaser)
     redis.call('pexpire', hash, grant)
-    if type(redis.pcall('zadd', registry, tag / 1024, owner)) == 'number' then
-        if redis.pcall('pttl', registry) == -1 then
-            redis.pcall('pexpire', registry, grant)
-        end
-        -- The holder's release reads the registry: it drops the mark and
-        -- wakes (or grants) whoever waits behind.
-        redis.call('hset', hash, 'keylatch_waiters', 1)
-    end
+    -- The holder's release reads the registry: it drops the mark and
+    -- wakes (or grants) whoever waits behind.
+    redis.call('hset', hash, 'keylatch_waiters', 1)
     -- (Lua writes a number above 1e14 in exponent form: %.0f keeps every
     -- digit, exact below 2^53.)
     return string.format('%s %d %.0f %s', owner, tag, token, grant)

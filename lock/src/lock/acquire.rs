@@ -159,7 +159,7 @@ impl Lock {
         }
         match self.attempt(lease, deadline, false, 0).await {
             Ok(Attempt::Acquired(g)) => return self.log_outcome(Ok(Some(g)), wait, deadline),
-            Ok(Attempt::Held(_)) => {}
+            Ok(Attempt::Held(..)) => {}
             Err(e) => return self.log_outcome(Err(e), wait, deadline),
         }
         if wait.is_zero() {

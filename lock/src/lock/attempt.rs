@@ -51,8 +51,9 @@ fn not_run(e: &Error) -> bool {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Attempt {
     Acquired(LockGuard),
-    /// Held by another owner; the PTTL in milliseconds.
-    Held(i64),
+    /// Held by another owner; the PTTL in milliseconds, and the fencing
+    /// counter's value a waiter's try saw (0 for any other try).
+    Held(i64, i64),
 }
 
 /// An acquire's reply nobody waits for any more: if it took the lock, that
@@ -188,9 +189,9 @@ impl Lock {
             // A lock always has an expiry: a key without one may be no
             // lock at all (an application's hash), which nobody will ever
             // release. Asked only then, off the fast path.
-            AcquireReply::Held(-1) => match key_shape(&self.inner, self.name()).await? {
+            AcquireReply::Held(-1, seen) => match key_shape(&self.inner, self.name()).await? {
                 found if found.is_lock() || found == KeyShape::None => {
-                    return Ok(Attempt::Held(-1))
+                    return Ok(Attempt::Held(-1, seen))
                 }
                 found => {
                     return Err(LockError::WrongType {
@@ -199,7 +200,7 @@ impl Lock {
                     })
                 }
             },
-            AcquireReply::Held(pttl) => return Ok(Attempt::Held(pttl)),
+            AcquireReply::Held(pttl, seen) => return Ok(Attempt::Held(pttl, seen)),
             AcquireReply::Taken { holds, value } => (holds, value),
         };
         let guard = self.guard_for(holds, value, renew, lease_d, sent_at);

@@ -42,8 +42,8 @@ impl Lock {
             match self.attempt(lease, deadline, false, 0).await? {
                 Attempt::Acquired(g) => return Ok(Some(g)),
                 // Gone between two commands: the next try comes soon.
-                Attempt::Held(-2) => backoff.reset(),
-                Attempt::Held(_) => {}
+                Attempt::Held(-2, _) => backoff.reset(),
+                Attempt::Held(..) => {}
             }
         }
     }

@@ -48,7 +48,7 @@ impl Lock {
                     leave.keep();
                     return Ok(Some(g));
                 }
-                Attempt::Held(wait) => wait,
+                Attempt::Held(wait, _) => wait,
             };
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left == Some(Duration::ZERO) {

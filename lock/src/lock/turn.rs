@@ -46,8 +46,13 @@ impl Lock {
         // A release may hand the lock to a waiter by name that holds under
         // the watchdog, with no replica check to make (the grant's write
         // was the releaser's): its wait is tagged.
+        // Only an owner id this client made (`<client id>:<n>`) is tagged:
+        // one given by the application (`lock_with_owner`) may be acted as
+        // by other handles and processes too, whose tags would not be told
+        // apart, nor their process channels.
         let grantable = by_name
             && self.inner.config.grant_to_waiters
+            && self.inner.made_owner(self.handle.owner())
             && lease.is_none()
             && matches!(self.replica_sync(), ReplicaSync::None);
         let tag = if grantable {
@@ -70,6 +75,9 @@ impl Lock {
             // A call at least every third of the place's span keeps it.
             cap = cap.min(self.inner.config.fair_waiter_timeout / 3);
         }
+        // The fencing counter's value the last try saw (its reply's third
+        // element; a try that is no waiter's says nothing: 0).
+        let mut seen: i64;
         loop {
             // Before the try is sent: a grant that its reply finds not yet
             // made is made after this (the server runs calls in order), so
@@ -81,7 +89,10 @@ impl Lock {
                     marker.keep();
                     return Ok(Some(g));
                 }
-                Attempt::Held(pttl) => pttl,
+                Attempt::Held(pttl, counter) => {
+                    seen = counter;
+                    pttl
+                }
             };
             let now = Instant::now();
             let left = deadline.map(|d| d.saturating_duration_since(now));
@@ -94,8 +105,13 @@ impl Lock {
                 nap = nap.min(left);
             }
             if let Some(grant) = wake.pause(nap).await {
-                marker.keep();
-                return Ok(Some(self.granted(grant, sent_at)));
+                // A grant not above the counter the last try saw was made
+                // before that try ran, and undone since (else the try
+                // would have taken it): stale. Try again instead.
+                if grant.token > seen {
+                    marker.keep();
+                    return Ok(Some(self.granted(grant, sent_at)));
+                }
             }
         }
     }
