@@ -894,7 +894,7 @@ async fn a_waiters_held_reply_names_the_counter_it_saw() {
         .rsplit("Integer(")
         .next()
         .unwrap()
-        .trim_end_matches(|c| c == ')' || c == ']')
+        .trim_end_matches([')', ']'])
         .parse()
         .unwrap();
     assert!(reply.starts_with("Array([Integer(0),"), "{reply}");
