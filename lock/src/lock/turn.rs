@@ -43,23 +43,7 @@ impl Lock {
             Waiting::Queue { .. } | Waiting::Backoff => None,
         };
         let by_name = place.is_some_and(|p| p.by_name);
-        // A release may hand the lock to a waiter by name that holds under
-        // the watchdog, with no replica check to make (the grant's write
-        // was the releaser's): its wait is tagged.
-        // Only an owner id this client made (`<client id>:<n>`) is tagged:
-        // one given by the application (`lock_with_owner`) may be acted as
-        // by other handles and processes too, whose tags would not be told
-        // apart, nor their process channels.
-        let grantable = by_name
-            && self.inner.config.grant_to_waiters
-            && self.inner.made_owner(self.handle.owner())
-            && lease.is_none()
-            && matches!(self.replica_sync(), ReplicaSync::None);
-        let tag = if grantable {
-            self.handle.grant_tag()
-        } else {
-            0
-        };
+        let tag = self.wait_tag(by_name, lease);
         let mut wake = self.listen(by_name, tag, deadline).await;
         if by_name && !wake.named() {
             // Nobody would hear a wake by name: wait for "0" as before,
@@ -113,6 +97,26 @@ impl Lock {
                     return Ok(Some(self.granted(grant, sent_at)));
                 }
             }
+        }
+    }
+
+    /// The tag of a wait a release may grant the lock to (see
+    /// `Handle::grant_tag`), else 0: a waiter by name that holds under the
+    /// watchdog, with no replica check to make (the grant's write was the
+    /// releaser's). Only an owner id this client made (`<client id>:<n>`)
+    /// is tagged: one given by the application (`lock_with_owner`) may be
+    /// acted as by other handles and processes too, whose tags would not
+    /// be told apart, nor their process channels.
+    fn wait_tag(&self, by_name: bool, lease: Option<Duration>) -> u16 {
+        let grantable = by_name
+            && self.inner.config.grant_to_waiters
+            && self.inner.made_owner(self.handle.owner())
+            && lease.is_none()
+            && matches!(self.replica_sync(), ReplicaSync::None);
+        if grantable {
+            self.handle.grant_tag()
+        } else {
+            0
         }
     }
 
