@@ -890,14 +890,15 @@ async fn a_waiters_held_reply_names_the_counter_it_saw() {
     holder.force_unlock("stale").await.unwrap();
     let other = take_free(&holder, "stale").await;
     let reply = raw_try(&raw, &REENTRANT_ACQUIRE, "stale", "ghost:1", "4").await;
-    let seen: i64 = reply
-        .rsplit("Integer(")
-        .next()
-        .unwrap()
-        .trim_end_matches([')', ']'])
-        .parse()
-        .unwrap();
-    assert!(reply.starts_with("Array([Integer(0),"), "{reply}");
+    // [0, pttl, counter, tag]
+    let ints: Vec<i64> = reply
+        .split("Integer(")
+        .skip(1)
+        .map(|s| s.split(')').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ints.len(), 4, "{reply}");
+    assert_eq!((ints[0], ints[3]), (0, 4), "{reply}");
+    let seen = ints[2];
     assert!(seen > token, "the counter after the undone grant: {reply}");
     other.unlock().await.unwrap();
 }

@@ -21,7 +21,7 @@
 --          that finds the lock granted to this very wait (take_grant)
 --          answers it as its first hold, with the grant's token; a
 --          waiter's try that finds the lock held answers {0, pttl,
---          counter} (see reentrant_acquire)
+--          counter, tag} (see reentrant_acquire)
 --
 -- Returns  {holds, token} when acquired (holds = this owner's count after;
 --          token = this acquire's INCR, greater than every token before);
@@ -35,7 +35,7 @@ if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     local pttl = redis.call('pttl', KEYS[1])
     if span > 0 then
         register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
-        return {0, pttl, counter_now(KEYS[2])}
+        return {0, pttl, counter_now(KEYS[2]), tag}
     end
     return {0, pttl}
 end

@@ -19,10 +19,12 @@
 --          this waiter the lock (see grant_waiter), "0" when not; a try
 --          that finds the lock granted to this very wait (take_grant)
 --          answers it as its first hold; a waiter's try that finds the
---          lock held answers {0, pttl, counter}: the fencing counter's
---          value then (0 when missing), so a grant message with a token
---          not above it is one made before this try ran, and undone
---          since (else this try would have taken it)
+--          lock held answers {0, pttl, counter, tag}: the fencing
+--          counter's value then (0 when missing), so a grant message with
+--          a token not above it is one made before this try ran, and
+--          undone since (else this try would have taken it); and the tag
+--          it registered with, so a reply that comes after its wait gave
+--          up takes that registration back
 --
 -- Returns  {holds, token} when acquired: holds = this owner's hold count
 --          after the call (1 for a first hold), token = the hold's token (a
@@ -84,6 +86,6 @@ end
 local pttl = redis.call('pttl', KEYS[1])
 if span > 0 then
     register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
-    return {0, pttl, counter_now(KEYS[2])}
+    return {0, pttl, counter_now(KEYS[2]), tag}
 end
 return {0, pttl}

@@ -3,7 +3,7 @@
 //! the background releases, the waiters' pub/sub hub (opened on first need)
 //! and the script arguments fixed by the settings.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use keylatch_cluster::{Client, PubSub, PubSubConfig};
@@ -42,6 +42,9 @@ pub(crate) struct Inner {
     pub(crate) config: LocksConfig,
     client_id: String,
     next_handle: AtomicU64,
+    /// Waits that a release may grant the lock, counted: each gets its own
+    /// tag (see [`Inner::grant_tag`]).
+    grant_waits: AtomicU16,
     pub(crate) engine: Engine,
     /// What this `Locks` counts (live holds among them), shared with its
     /// holds.
@@ -92,6 +95,7 @@ impl Inner {
             client,
             client_id: uuid::Uuid::new_v4().to_string(),
             next_handle: AtomicU64::new(1),
+            grant_waits: AtomicU16::new(0),
             engine,
             counters: Arc::new(Counters::default()),
             background: Arc::default(),
@@ -106,6 +110,20 @@ impl Inner {
     pub(crate) fn new_owner(&self) -> Arc<str> {
         let n = self.next_handle.fetch_add(1, Ordering::Relaxed);
         format!("{}:{n}", self.client_id).into()
+    }
+
+    /// A tag (1..=1023) for a wait that a release may grant the lock: the
+    /// grant's mark names the wait, so a try of another wait of the same
+    /// owner (a clone of the handle, or another handle given the same
+    /// owner id) is never taken for it. Successive waits of this client
+    /// get successive tags: two would meet only 1,023 waits apart.
+    pub(crate) fn grant_tag(&self) -> u16 {
+        let step = |n: u16| Some((n + 1) % 1023);
+        let last = self
+            .grant_waits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, step);
+        // (`step` always answers: the update cannot fail.)
+        last.unwrap_or_else(|n| n) + 1
     }
 
     /// The client's id, which every owner id of this context starts with.

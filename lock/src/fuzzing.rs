@@ -13,7 +13,7 @@ use keylatch_resp::Frame;
 use crate::error::LockError;
 use crate::lease::{found, verdicts};
 use crate::lock::retriable;
-use crate::reply::{acquire_reply, held_with_counter, parse_pair, AcquireReply};
+use crate::reply::{acquire_reply, parse_pair, waiter_held, AcquireReply};
 use crate::types::multilock::{multi_reply, MultiReply};
 use crate::types::semaphore::{integer, renew_reply, sem_reply, SemReply};
 
@@ -84,7 +84,7 @@ fn acquire(frame: &Frame) {
             assert!(ints(frame).map_or(true, |v| v.len() != 2), "{frame}");
         }
     }
-    if let Some((pttl, counter)) = held_with_counter(frame) {
+    if let Some((pttl, counter, _)) = waiter_held(frame) {
         assert_eq!(
             acquire_reply(frame).ok(),
             Some(AcquireReply::Held(pttl, counter)),

@@ -13,7 +13,7 @@ pub(crate) enum AcquireReply {
     Taken { holds: i64, value: i64 },
     /// Held by another owner (`holds` 0); the PTTL in milliseconds, and
     /// the fencing counter's value when the try was a waiter's (`{0, pttl,
-    /// counter}`; else 0): a grant with a token not above it was made
+    /// counter, tag}`; else 0): a grant with a token not above it was made
     /// before the try ran.
     Held(i64, i64),
     /// A non-reentrant lock this owner holds already (`holds` < 0, not -2).
@@ -25,7 +25,7 @@ pub(crate) enum AcquireReply {
 /// Reads an acquire script's reply; any other shape is
 /// [`LockError::Protocol`].
 pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
-    if let Some((pttl, counter)) = held_with_counter(frame) {
+    if let Some((pttl, counter, _)) = waiter_held(frame) {
         return Ok(AcquireReply::Held(pttl, counter));
     }
     let (holds, value) = parse_pair(frame)?;
@@ -37,16 +37,19 @@ pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
     })
 }
 
-/// A waiter's try that found the lock held: `[0, pttl, counter]`.
-pub(crate) fn held_with_counter(frame: &Frame) -> Option<(i64, i64)> {
+/// A waiter's try that found the lock held, `[0, pttl, counter, tag]`:
+/// the PTTL, the fencing counter it saw and the tag it registered with.
+pub(crate) fn waiter_held(frame: &Frame) -> Option<(i64, i64, i64)> {
     let Frame::Array(items) = frame.value() else {
         return None;
     };
-    match items.as_slice() {
-        [a, b, c] => match (a.value(), b.value(), c.value()) {
-            (Frame::Integer(0), Frame::Integer(b), Frame::Integer(c)) => Some((*b, *c)),
-            _ => None,
-        },
+    let [a, b, c, d] = items.as_slice() else {
+        return None;
+    };
+    match (a.value(), b.value(), c.value(), d.value()) {
+        (Frame::Integer(0), Frame::Integer(b), Frame::Integer(c), Frame::Integer(d)) => {
+            Some((*b, *c, *d))
+        }
         _ => None,
     }
 }

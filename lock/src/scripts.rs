@@ -388,11 +388,11 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         (
             "reentrant_acquire",
-            "d709bee3e785ca3ee587f7b91cb17363e2b334c0",
+            "410e977bf4812e419c40a9409f527e9d48d09099",
         ),
         (
             "nonreentrant_acquire",
-            "4d453e1d084aff24123790f61a0dc53ab348d6b7",
+            "1eb3dfadb556063a56ce0ef74aa9e13fff466f5c",
         ),
         (
             "reentrant_release",
@@ -466,7 +466,7 @@ mod tests {
             "latch_count_down",
             "ef34d40e46dde25bfb46ee0f3bc11ddc320fde4c",
         ),
-        ("fenced_acquire", "874e65a918351f1dda07d0660186126729ecbbaa"),
+        ("fenced_acquire", "9e3ab9c7573ac927f0755e2d018e0531baa81bc2"),
         ("multi_acquire", "ca0492154ca2330db14b428cd0221a4e371d2d0e"),
         (
             "unfenced_acquire",

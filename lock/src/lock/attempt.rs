@@ -22,10 +22,11 @@ use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
-use crate::reply::{acquire_reply, parse_pair, AcquireReply};
+use crate::reply::{acquire_reply, parse_pair, waiter_held, AcquireReply};
 use crate::shape::{key_shape, KeyShape};
 
 use super::base::{Lock, ReplicaSync};
+use super::depart::leave_late;
 use super::guard::LockGuard;
 use super::release::{release, Retry};
 
@@ -60,6 +61,15 @@ pub(crate) enum Attempt {
 /// hold is released by its token (a re-entry: that one count), within the
 /// lease. Never by owner: it can end no other hold.
 pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
+    if let Some((_, _, tag)) = waiter_held(frame) {
+        // A waiter's try that registered after its wait gave up (a cluster
+        // retry that ran after the wait's leave): that registration goes
+        // too, so no release grants the lock to a wait that is over.
+        if let Ok(tag @ 1..) = u16::try_from(tag) {
+            leave_late(lock, tag);
+        }
+        return;
+    }
     let Ok((holds, token)) = parse_pair(frame) else {
         return;
     };

@@ -12,7 +12,7 @@ use keylatch_resp::Frame;
 use crate::error::LockResult;
 
 use super::base::Lock;
-use super::kind::Place;
+use super::kind::{Place, Waiting};
 
 /// A kind's place, named by its static value.
 type PlaceRef = &'static Place;
@@ -41,7 +41,7 @@ impl Departure {
         }
     }
 
-    /// The wait is tagged `tag` (see `Handle::grant_tag`).
+    /// The wait is tagged `tag` (see `Inner::grant_tag`).
     pub(crate) fn tag(&mut self, tag: u16) {
         self.tag = tag;
     }
@@ -83,6 +83,23 @@ impl Drop for Departure {
             let _ = leave(&lock, place, tag).await;
         });
     }
+}
+
+/// A try of `lock`'s wait `tag` registered after the wait was over (its
+/// reply came late): the registration is taken back, in the background.
+pub(crate) fn leave_late(lock: Lock, tag: u16) {
+    let Waiting::Turn(Some(place)) = lock.handle.kind.waiting else {
+        return;
+    };
+    if !place.by_name {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        let _ = leave(&lock, place, tag).await;
+    });
 }
 
 /// One waiter of `lock`'s owner stops waiting: whether it was the last of

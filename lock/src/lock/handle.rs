@@ -8,7 +8,7 @@
 //! its last argument (the hold's fencing token), so its head is built once
 //! and copied.
 
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use keylatch_resp::Cmd;
@@ -57,9 +57,6 @@ struct More {
     /// the handle waiting at once share one queue entry: only the last to
     /// give up leaves it).
     place_waits: AtomicUsize,
-    /// Waits of this handle that may be granted the lock, counted: each
-    /// gets its own tag (see [`Handle::grant_tag`]).
-    grant_waits: AtomicU16,
 }
 
 struct Prepared {
@@ -110,21 +107,6 @@ impl Handle {
     /// Waits of this owner holding a shared place in progress.
     pub(crate) fn place_waits(&self) -> &AtomicUsize {
         &self.more().place_waits
-    }
-
-    /// A tag (1..=1023) for a wait that a release may grant the lock: the
-    /// grant's mark names the wait, so a try of another wait of the same
-    /// owner (a clone of the handle) is never taken for it. Successive
-    /// waits of a handle get successive tags: two would meet only 1,023
-    /// waits apart.
-    pub(crate) fn grant_tag(&self) -> u16 {
-        let step = |n: u16| Some((n + 1) % 1023);
-        let last = self
-            .more()
-            .grant_waits
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, step);
-        // (`step` always answers: the update cannot fail.)
-        last.unwrap_or_else(|n| n) + 1
     }
 
     /// The hold to join for a reply carrying `token`, if this handle has it

@@ -54,11 +54,7 @@ impl Lock {
         let mut marker = Departure::new(self, place);
         marker.tag(tag);
         let join = place.is_some();
-        let mut cap = self.inner.config.recheck;
-        if place.is_some() {
-            // A call at least every third of the place's span keeps it.
-            cap = cap.min(self.inner.config.fair_waiter_timeout / 3);
-        }
+        let cap = self.nap_cap(join, tag);
         // The fencing counter's value the last try saw (its reply's third
         // element; a try that is no waiter's says nothing: 0).
         let mut seen: i64;
@@ -100,8 +96,27 @@ impl Lock {
         }
     }
 
+    /// The longest nap between two tries of this wait: the re-check; with a
+    /// place, a third of its span (a call that often keeps it); tagged, a
+    /// quarter of the watchdog lease: a granted hold's lease counts from
+    /// before the last try (the only instant known to precede the grant),
+    /// so this leaves a granted guard three quarters of it, as much as a
+    /// renewal's margin. (With a 1 s lease and a 1 s nap, guards were
+    /// granted past their deadline and lost at once.)
+    fn nap_cap(&self, place: bool, tag: u16) -> Duration {
+        let cfg = &self.inner.config;
+        let mut cap = cfg.recheck;
+        if place {
+            cap = cap.min(cfg.fair_waiter_timeout / 3);
+        }
+        if tag != 0 {
+            cap = cap.min(cfg.watchdog_timeout / 4);
+        }
+        cap
+    }
+
     /// The tag of a wait a release may grant the lock to (see
-    /// `Handle::grant_tag`), else 0: a waiter by name that holds under the
+    /// `Inner::grant_tag`), else 0: a waiter by name that holds under the
     /// watchdog, with no replica check to make (the grant's write was the
     /// releaser's). Only an owner id this client made (`<client id>:<n>`)
     /// is tagged: one given by the application (`lock_with_owner`) may be
@@ -114,7 +129,7 @@ impl Lock {
             && lease.is_none()
             && matches!(self.replica_sync(), ReplicaSync::None);
         if grantable {
-            self.handle.grant_tag()
+            self.inner.grant_tag()
         } else {
             0
         }
