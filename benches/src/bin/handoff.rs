@@ -1,20 +1,24 @@
 //! Handoff across processes: `--processes P` processes (default 8), each
-//! one contender on the same reentrant lock through `Locks::connect(url)`,
-//! hold 0, think `--think-ms` (default 1), for `--seconds` (default 5).
+//! with `--contenders C` contenders (default 1; each its own task and lock
+//! handle) on the same reentrant lock through `Locks::connect(url)`, hold 0,
+//! think `--think-ms` (default 1), for `--seconds` (default 5).
+//! `--processes 1 --contenders 8` is the one-process case; `--threads N`
+//! runs each process on N runtime workers (0, the default: one thread; the
+//! CLI's bench runs on 2).
 //!
-//! Reports the handoff latency (a release to the next acquisition by a
-//! contender of another process that was already waiting when the release
-//! began) as p50/p99 and in C round trips (redis-benchmark's sequential
-//! `GET` mean on the same server), and the server's command counts per
-//! acquisition from `INFO commandstats` (EVALSHA, PUBLISH, and every
-//! command): what a herd costs the server.
+//! Reports the handoff latency (a release to the next acquisition by
+//! another contender that was already waiting when the release began) as
+//! p50/p99 and in C round trips (redis-benchmark's sequential `GET` mean on
+//! the same server), the share of handoffs under 1.5 round trips, and the
+//! server's command counts per acquisition from `INFO commandstats`
+//! (EVALSHA, PUBLISH, and every command): what a herd costs the server.
 //!
 //! Each process logs its events with the wall clock (`SystemTime`, one
 //! clock for every process of the machine); the parent merges the logs.
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml --bin handoff -- [--processes 8]
-//!     [--seconds 5] [--think-ms 1] [--rounds 1] [--url redis://127.0.0.1:PORT]
+//!     [--contenders 1] [--threads 0] [--seconds 5] [--think-ms 1] [--rounds 1] [--url redis://127.0.0.1:PORT]
 //! ```
 
 use std::collections::HashMap;
@@ -36,6 +40,8 @@ fn wall_us() -> u64 {
 fn main() {
     let flags = Flags::parse(&[
         "--processes",
+        "--contenders",
+        "--threads",
         "--seconds",
         "--think-ms",
         "--url",
@@ -49,6 +55,9 @@ fn main() {
         return;
     }
     let processes: usize = flags.number("--processes", 8);
+    let contenders: usize = flags.number("--contenders", 1);
+    let threads: usize = flags.number("--threads", 0);
+    assert!(processes * contenders <= 64, "at most 64 contenders in all");
     let seconds: u64 = flags.number("--seconds", 5);
     let think: u64 = flags.number("--think-ms", 1);
     let rounds: u32 = flags.number("--rounds", 1);
@@ -62,9 +71,14 @@ fn main() {
         .expect("redis-benchmark");
     let rtt_us = floor.avg_ms * 1e3;
     println!(
-        "{processes} processes x 1 contender, hold 0, think {think} ms, {seconds} s; C round trip (redis-benchmark GET, mean) {rtt_us:.1} us"
+        "{processes} processes x {contenders} contenders ({}), hold 0, think {think} ms, {seconds} s; C round trip (redis-benchmark GET, mean) {rtt_us:.1} us",
+        if threads == 0 {
+            "one-thread runtime".to_owned()
+        } else {
+            format!("{threads}-worker runtime")
+        }
     );
-    println!("round | acquisitions/s | handoffs | p50 us (RTT) | p99 us (RTT) | EVALSHA/acq | PUBLISH/acq | commands/acq");
+    println!("round | acquisitions/s | handoffs | p50 us (RTT) | p99 us (RTT) | < 1.5 RTT | EVALSHA/acq | PUBLISH/acq | commands/acq");
     for round in 0..rounds {
         let name = format!("keylatch-bench-handoff:{}:{round}", wall_us());
         let before = commandstats(&url);
@@ -76,6 +90,8 @@ fn main() {
                     .args(["--child", &i.to_string(), "--url", &url, "--name", &name])
                     .args(["--seconds", &seconds.to_string()])
                     .args(["--think-ms", &think.to_string()])
+                    .args(["--contenders", &contenders.to_string()])
+                    .args(["--threads", &threads.to_string()])
                     .args(["--start-us", &start.to_string()])
                     .stdout(Stdio::piped())
                     .spawn()
@@ -89,16 +105,17 @@ fn main() {
             for line in BufReader::new(out).lines() {
                 let line = line.expect("a line");
                 let mut it = line.split(' ');
-                let (Some(kind), Some(t)) = (it.next(), it.next()) else {
+                let (Some(kind), Some(t), Some(k)) = (it.next(), it.next(), it.next()) else {
                     continue;
                 };
                 let t: u64 = t.parse().expect("a time");
+                let k: usize = k.parse().expect("a contender");
                 let kind = match kind {
                     "W" => 0,
                     "A" => 1,
                     _ => 2,
                 };
-                events.push((t, i, kind));
+                events.push((t, i * contenders + k, kind));
             }
             let status = c.wait().expect("wait for a contender");
             assert!(status.success(), "contender {i} failed");
@@ -120,12 +137,17 @@ fn main() {
         let all: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
         let acq = acquisitions.max(1) as f64;
         let (p50, p99) = (pct(0.5), pct(0.99));
+        let quick = lat
+            .iter()
+            .filter(|d| d.as_secs_f64() * 1e6 < 1.5 * rtt_us)
+            .count();
         println!(
-            "{round} | {:.0} | {} | {p50:.1} ({:.2}) | {p99:.1} ({:.2}) | {:.2} | {:.2} | {:.2}",
+            "{round} | {:.0} | {} | {p50:.1} ({:.2}) | {p99:.1} ({:.2}) | {:.0} % | {:.2} | {:.2} | {:.2}",
             acquisitions as f64 / seconds as f64,
             lat.len(),
             p50 / rtt_us,
             p99 / rtt_us,
+            100.0 * quick as f64 / lat.len().max(1) as f64,
             delta("evalsha") as f64 / acq,
             (delta("publish") + delta("spublish")) as f64 / acq,
             all as f64 / acq,
@@ -172,23 +194,33 @@ fn commandstats(url: &str) -> HashMap<String, u64> {
     })
 }
 
-/// One contender: waits for the common start, then acquire (wait up to
-/// 1 s), release, think, until the run's end; prints `W|A|R <wall µs>`.
+/// One process's contenders: waits for the common start, then each of
+/// `--contenders` tasks (its own lock handle) acquires (wait up to 1 s),
+/// releases, thinks, until the run's end; prints `W|A|R <wall µs> <task>`.
 fn child(flags: &Flags, _id: &str) {
     let url = flags.text("--url").expect("--url");
     let name = flags.text("--name").expect("--name");
     let seconds: u64 = flags.number("--seconds", 5);
     let think = Duration::from_millis(flags.number("--think-ms", 1));
+    let contenders: usize = flags.number("--contenders", 1);
+    let threads: usize = flags.number("--threads", 0);
     let start: u64 = flags.number("--start-us", 0);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let log = rt.block_on(async move {
+    let rt = if threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .expect("a runtime");
+    let logs = rt.block_on(async move {
         let locks = Locks::connect(&url).await.expect("connect");
-        let lock = locks.lock(&name);
         // Warm: the scripts loaded, the connection up.
-        let g = lock
+        let g = locks
+            .lock(&name)
             .try_acquire(Duration::from_secs(5), None)
             .await
             .expect("warm acquire")
@@ -199,27 +231,41 @@ fn child(flags: &Flags, _id: &str) {
             tokio::time::sleep(Duration::from_micros(start - now)).await;
         }
         let end = start + seconds * 1_000_000;
-        let mut log = Vec::with_capacity(100_000);
-        while wall_us() < end {
-            log.push(('W', wall_us()));
-            let Some(g) = lock
-                .try_acquire(Duration::from_secs(1), None)
-                .await
-                .expect("acquire")
-            else {
-                continue;
-            };
-            let t = wall_us();
-            log.push(('A', t));
-            log.push(('R', t));
-            g.unlock().await.expect("release");
-            tokio::time::sleep(think).await;
+        let tasks: Vec<_> = (0..contenders)
+            .map(|_| {
+                let lock = locks.lock(&name);
+                tokio::spawn(async move {
+                    let mut log = Vec::with_capacity(100_000);
+                    while wall_us() < end {
+                        log.push(('W', wall_us()));
+                        let Some(g) = lock
+                            .try_acquire(Duration::from_secs(1), None)
+                            .await
+                            .expect("acquire")
+                        else {
+                            continue;
+                        };
+                        let t = wall_us();
+                        log.push(('A', t));
+                        log.push(('R', t));
+                        g.unlock().await.expect("release");
+                        tokio::time::sleep(think).await;
+                    }
+                    log
+                })
+            })
+            .collect();
+        let mut logs = Vec::new();
+        for t in tasks {
+            logs.push(t.await.expect("a contender"));
         }
-        log
+        logs
     });
-    let mut out = String::with_capacity(log.len() * 20);
-    for (k, t) in log {
-        out.push_str(&format!("{k} {t}\n"));
+    let mut out = String::new();
+    for (task, log) in logs.into_iter().enumerate() {
+        for (k, t) in log {
+            out.push_str(&format!("{k} {t} {task}\n"));
+        }
     }
     print!("{out}");
 }
