@@ -902,3 +902,54 @@ async fn a_waiters_held_reply_names_the_counter_it_saw() {
     assert!(seen > token, "the counter after the undone grant: {reply}");
     other.unlock().await.unwrap();
 }
+
+/// A wait dropped just as a release granted it the lock gives the grant
+/// back in the background; an acquire on the same handle at once waits
+/// for that leave instead of finding its own grant (which a non-reentrant
+/// lock refused as a re-entry, and a reentrant one took as a second hold).
+#[tokio::test]
+async fn an_acquire_right_after_a_wait_dropped_at_its_grant_finds_the_lock_given_back() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let waiter = process(&server).await;
+    for (name, reentrant) in [("dropped-nr", false), ("dropped-r", true)] {
+        let lock = if reentrant {
+            waiter.lock(name)
+        } else {
+            waiter.non_reentrant_lock(name)
+        };
+        let held = if reentrant {
+            holder.lock(name)
+        } else {
+            holder.non_reentrant_lock(name)
+        };
+        let guard = held.try_acquire_now(None).await.unwrap().expect("free");
+        {
+            let wait = lock.try_acquire(Duration::from_secs(30), None);
+            tokio::pin!(wait);
+            // Polled until it is registered, then never again: the grant
+            // lands while nothing reads it.
+            let until = Instant::now() + Duration::from_secs(10);
+            while registered(&server, name) == 0 {
+                assert!(Instant::now() < until, "{name}: registered");
+                let polled = tokio::time::timeout(Duration::from_millis(10), &mut wait).await;
+                assert!(polled.is_err(), "{name}: the lock is held");
+            }
+            guard.unlock().await.unwrap();
+            let fields = server.cli(&["HKEYS", name]).unwrap();
+            assert!(
+                fields.contains(lock.owner()),
+                "{name}: granted to the waiter: {fields}"
+            );
+        }
+        // Dropped: its leave is spawned, not sent yet.
+        let again = lock
+            .try_acquire_now(None)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .unwrap_or_else(|| panic!("{name}: given back, then free"));
+        assert_eq!(again.hold_count(), 1, "{name}: a first hold");
+        again.unlock().await.unwrap();
+        assert_eq!(server.cli(&["EXISTS", name]).unwrap().trim(), "0", "{name}");
+    }
+}

@@ -4,8 +4,10 @@
 //! program (the CLI's `exec`) would otherwise end with a release still
 //! queued, and its lock would stay held by nobody until the lease ran out.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
@@ -56,6 +58,95 @@ impl Drop for Ticket {
     }
 }
 
+/// Leaves of waits a release may have granted the lock to (tagged waits)
+/// still on their way, by owner id. A wait dropped just as it was granted
+/// leaves in the background, giving the grant back; an acquire of the same
+/// owner sent before that leave would find its own grant, which a
+/// non-reentrant lock refuses as a re-entry and a reentrant one counts as
+/// one. So an acquire waits for its owner's leaves first
+/// ([`settled`](Self::settled)): one atomic load when there are none.
+#[derive(Debug, Default)]
+pub(crate) struct Leaves {
+    any: AtomicUsize,
+    by_owner: Mutex<ByOwner>,
+}
+
+/// Leaves on their way per owner id, and what wakes that owner's acquires
+/// once none is.
+type ByOwner = HashMap<Box<str>, (usize, Arc<Notify>)>;
+
+/// One leave on its way, counted until dropped (sent and answered, failed,
+/// or abandoned with its runtime).
+#[derive(Debug)]
+pub(crate) struct LeaveTicket {
+    leaves: Arc<Leaves>,
+    owner: Box<str>,
+}
+
+impl Leaves {
+    /// Counts one more leave of `owner` until the ticket is dropped.
+    pub(crate) fn ticket(self: &Arc<Self>, owner: &str) -> LeaveTicket {
+        let mut map = self.map();
+        map.entry(owner.into())
+            .or_insert_with(|| (0, Arc::new(Notify::new())))
+            .0 += 1;
+        self.any.fetch_add(1, Ordering::AcqRel);
+        LeaveTicket {
+            leaves: Arc::clone(self),
+            owner: owner.into(),
+        }
+    }
+
+    /// Whether any leave is on its way (of any owner).
+    pub(crate) fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire) > 0
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, ByOwner> {
+        self.by_owner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Resolves once no leave of `owner` is on its way, or at `until`
+    /// (a leave that cannot be sent must not stall acquires: the grant it
+    /// carries then ends with its lease, as any undelivered release).
+    pub(crate) async fn settled(&self, owner: &str, until: Instant) {
+        while self.any.load(Ordering::Acquire) > 0 {
+            let Some(notify) = self.map().get(owner).map(|e| Arc::clone(&e.1)) else {
+                return;
+            };
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a ticket dropped in between
+            // wakes it.
+            notified.as_mut().enable();
+            if !self.map().contains_key(owner) {
+                return;
+            }
+            if tokio::time::timeout_at(until.into(), notified)
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for LeaveTicket {
+    fn drop(&mut self) {
+        let mut map = self.leaves.map();
+        if let Some(entry) = map.get_mut(&self.owner) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                if let Some((_, notify)) = map.remove(&self.owner) {
+                    notify.notify_waiters();
+                }
+            }
+        }
+        self.leaves.any.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +170,42 @@ mod tests {
             .await
             .expect("idle once both are dropped")
             .expect("task");
+    }
+
+    #[tokio::test]
+    async fn an_owners_acquire_waits_for_its_own_leaves_only() {
+        let leaves = Arc::new(Leaves::default());
+        let far = Instant::now() + Duration::from_secs(30);
+        // None on their way: at once.
+        tokio::time::timeout(Duration::from_secs(1), leaves.settled("a:1", far))
+            .await
+            .expect("nothing to wait for");
+        let (one, two) = (leaves.ticket("a:1"), leaves.ticket("a:1"));
+        let other = leaves.ticket("a:2");
+        // Another owner's leave does not hold this owner back.
+        tokio::time::timeout(Duration::from_secs(1), leaves.settled("a:3", far))
+            .await
+            .expect("another owner's leaves");
+        let waiter = tokio::spawn({
+            let leaves = Arc::clone(&leaves);
+            async move { leaves.settled("a:1", far).await }
+        });
+        drop(one);
+        drop(other);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "one leave of a:1 is on its way");
+        drop(two);
+        tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("settled once both are dropped")
+            .expect("task");
+        assert_eq!(leaves.any.load(Ordering::Acquire), 0);
+        // A leave that never ends holds an acquire back only until its
+        // bound.
+        let _stuck = leaves.ticket("a:1");
+        let soon = Instant::now() + Duration::from_millis(50);
+        tokio::time::timeout(Duration::from_secs(2), leaves.settled("a:1", soon))
+            .await
+            .expect("bounded");
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use keylatch_cluster::{Client, PubSub, PubSubConfig};
 
-use crate::background::Background;
+use crate::background::{Background, Leaves};
 use crate::config::LocksConfig;
 use crate::lease::{Counters, Engine, Invalidations};
 use crate::span::millis;
@@ -51,6 +51,9 @@ pub(crate) struct Inner {
     pub(crate) counters: Arc<Counters>,
     /// Releases running on the runtime (see [`Locks::settle`]).
     pub(crate) background: Arc<Background>,
+    /// Leaves of waits that may have been granted the lock, on their way
+    /// (an acquire of their owner waits for them).
+    pub(crate) leaves: Arc<Leaves>,
     pub(crate) waiters: Arc<WaitQueues>,
     pubsub: tokio::sync::OnceCell<PubSub>,
     /// Script arguments fixed by the configuration and the client.
@@ -99,6 +102,7 @@ impl Inner {
             engine,
             counters: Arc::new(Counters::default()),
             background: Arc::default(),
+            leaves: Arc::default(),
             waiters: Arc::new(WaitQueues::default()),
             pubsub: tokio::sync::OnceCell::new(),
             script_args,

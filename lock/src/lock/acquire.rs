@@ -149,6 +149,7 @@ impl Lock {
         } else {
             Instant::now().checked_add(wait)
         };
+        self.after_own_leaves().await;
         if matches!(self.handle.kind.waiting, Waiting::Queue { .. }) && !wait.is_zero() {
             // Its first attempt may queue this owner: it runs inside the
             // wait, whose guard takes the owner out of the queue however
@@ -174,6 +175,22 @@ impl Lock {
         };
         self.count_wait(&r, wait, deadline);
         self.log_outcome(r, wait, deadline)
+    }
+
+    /// Waits (at most an attempt timeout: one call's worth) for leaves of
+    /// this owner's dropped waits still on their way: one of them may
+    /// carry a grant back, which this acquire would otherwise find as its
+    /// own hold (see `Leaves`). One atomic load when none is.
+    async fn after_own_leaves(&self) {
+        let leaves = &self.inner.leaves;
+        if !leaves.any() {
+            return;
+        }
+        let now = Instant::now();
+        let until = now
+            .checked_add(self.inner.config.attempt_timeout)
+            .unwrap_or(now);
+        leaves.settled(self.handle.owner(), until).await;
     }
 
     /// Counts a wait that ended with `r` ([`Locks::stats`](crate::Locks::stats)):

@@ -79,8 +79,12 @@ impl Drop for Departure {
             return;
         };
         let tag = self.tag;
+        // A tagged wait may have been granted the lock just now: until
+        // this leave gives the grant back, the owner's next acquire waits.
+        let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
         rt.spawn(async move {
             let _ = leave(&lock, place, tag).await;
+            drop(ticket);
         });
     }
 }
@@ -97,8 +101,10 @@ pub(crate) fn leave_late(lock: Lock, tag: u16) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
+    let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
     rt.spawn(async move {
         let _ = leave(&lock, place, tag).await;
+        drop(ticket);
     });
 }
 
