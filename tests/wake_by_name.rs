@@ -953,3 +953,76 @@ async fn an_acquire_right_after_a_wait_dropped_at_its_grant_finds_the_lock_given
         assert_eq!(server.cli(&["EXISTS", name]).unwrap().trim(), "0", "{name}");
     }
 }
+
+/// A process that waited on a name lately still has its subscriptions: its
+/// next wait subscribes first and makes one try, which registers it (one
+/// EVALSHA), where a first wait on the name makes a plain try and then a
+/// registering one (two).
+#[tokio::test]
+async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let waiter = process(&server).await;
+    let lock = waiter.lock("warm");
+    let mut costs = Vec::new();
+    for _ in 0..2 {
+        let guard = take_free(&holder, "warm").await;
+        let before = calls(&server, "evalsha");
+        let w = tokio::spawn({
+            let lock = lock.clone();
+            async move {
+                let g = lock
+                    .try_acquire(Duration::from_secs(15), None)
+                    .await
+                    .unwrap()
+                    .expect("granted");
+                g.unlock().await.unwrap();
+            }
+        });
+        until_registered(&server, "warm", 1).await;
+        costs.push(calls(&server, "evalsha") - before);
+        guard.unlock().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(costs, [2, 1], "EVALSHA until registered: cold, then warm");
+}
+
+/// A holder's re-entry on a name its own process waits on (so the name is
+/// one waited on lately) is a re-entry at once: it does not queue behind
+/// the process's waiter, which waits for this holder's release.
+#[tokio::test]
+async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
+    let server = RedisServer::start();
+    let locks = process(&server).await;
+    let holder = locks.lock("reenter-warm");
+    let first = holder.try_acquire_now(None).await.unwrap().expect("free");
+    let w = tokio::spawn({
+        let waiter = locks.lock("reenter-warm");
+        async move {
+            let g = waiter
+                .try_acquire(Duration::from_secs(15), None)
+                .await
+                .unwrap()
+                .expect("granted after both releases");
+            g.unlock().await.unwrap();
+        }
+    });
+    until_registered(&server, "reenter-warm", 1).await;
+    let t0 = Instant::now();
+    let again = holder
+        .try_acquire(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!(again.hold_count(), 2);
+    again.unlock().await.unwrap();
+    first.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap();
+}

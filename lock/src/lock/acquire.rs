@@ -107,9 +107,11 @@ impl Lock {
     /// channel through the shared hub, tries again (closing the race), then
     /// sleeps until an unlock message, the lock's PTTL, or
     /// [`LocksConfig::recheck`](crate::LocksConfig::recheck), whichever is
-    /// first. Contenders of one process queue locally so only one of them
-    /// goes back to Redis per release. If no subscription can be had, it
-    /// polls instead of failing.
+    /// first. On a name this process waited on within the last half second
+    /// (its subscription is still up) it subscribes before its first try
+    /// instead, and that try is the only one. Contenders of one process
+    /// queue locally so only one of them goes back to Redis per release.
+    /// If no subscription can be had, it polls instead of failing.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -158,13 +160,19 @@ impl Lock {
             self.count_wait(&r, wait, deadline);
             return self.log_outcome(r, wait, deadline);
         }
-        match self.attempt(lease, deadline, false, 0).await {
-            Ok(Attempt::Acquired(g)) => return self.log_outcome(Ok(Some(g)), wait, deadline),
-            Ok(Attempt::Held(..)) => {}
-            Err(e) => return self.log_outcome(Err(e), wait, deadline),
-        }
-        if wait.is_zero() {
-            return self.log_outcome(Ok(None), wait, deadline);
+        // A name this process waited on lately: its subscriptions are still
+        // there, so the wait (subscribed first) makes the first try, one
+        // that registers this waiter if the lock is held; else a plain try
+        // first, and a second, registering one after subscribing.
+        if wait.is_zero() || !self.warm() {
+            match self.attempt(lease, deadline, false, 0).await {
+                Ok(Attempt::Acquired(g)) => return self.log_outcome(Ok(Some(g)), wait, deadline),
+                Ok(Attempt::Held(..)) => {}
+                Err(e) => return self.log_outcome(Err(e), wait, deadline),
+            }
+            if wait.is_zero() {
+                return self.log_outcome(Ok(None), wait, deadline);
+            }
         }
         let r = if let Waiting::Backoff = self.handle.kind.waiting {
             Box::pin(self.wait_by_backoff(deadline, lease)).await
@@ -175,6 +183,20 @@ impl Lock {
         };
         self.count_wait(&r, wait, deadline);
         self.log_outcome(r, wait, deadline)
+    }
+
+    /// Whether this acquire may go straight to its wait: a kind whose
+    /// waiters register to be woken by name, on a name this process waited
+    /// on lately (see `WaitQueues::recently_waited`), by an owner id this
+    /// client made that holds nothing now. A re-entry must not queue
+    /// behind this process's waiters, which wait for its own release; an
+    /// owner id the application gave may hold through another handle.
+    fn warm(&self) -> bool {
+        let by_name = matches!(self.handle.kind.waiting, Waiting::Turn(Some(p)) if p.by_name);
+        by_name
+            && self.inner.waiters.recently_waited(&self.handle.names.key)
+            && self.inner.made_owner(self.handle.owner())
+            && !self.handle.holds()
     }
 
     /// Waits (at most an attempt timeout: one call's worth) for leaves of

@@ -104,6 +104,16 @@ impl Handle {
         self.more.get().and_then(|m| m.prepared.get())
     }
 
+    /// Whether this handle (and its clones) holds the lock now, as far as
+    /// it knows: an acquire of it is a re-entry.
+    pub(crate) fn holds(&self) -> bool {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .upgrade()
+            .is_some_and(|h| h.is_active())
+    }
+
     /// Waits of this owner holding a shared place in progress.
     pub(crate) fn place_waits(&self) -> &AtomicUsize {
         &self.more().place_waits
