@@ -988,6 +988,15 @@ async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
             .unwrap();
     }
     assert_eq!(costs, [2, 1], "EVALSHA until registered: cold, then warm");
+    // Still warm, the lock free: taken by the wait's first try, which is
+    // no wait (the stats count the two above only).
+    let g = lock
+        .try_acquire(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("free");
+    g.unlock().await.unwrap();
+    assert_eq!(waiter.stats().waits.acquired, 2);
 }
 
 /// A holder's re-entry on a name its own process waits on (so the name is
@@ -1021,6 +1030,49 @@ async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
     assert_eq!(again.hold_count(), 2);
     again.unlock().await.unwrap();
     first.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// The same for a re-entry through another handle of the owner (one id
+/// given to `lock_with_owner`), whose own last try found the lock held: the
+/// process's waiter is queued for the name, so it tries at once rather than
+/// queue behind that waiter, which waits for this owner's release.
+#[tokio::test]
+async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() {
+    let server = RedisServer::start();
+    let other = process(&server).await;
+    let locks = process(&server).await;
+    let first = locks.lock("reenter-other");
+    let second = locks.lock_with_owner("reenter-other", first.owner());
+    let theirs = take_free(&other, "reenter-other").await;
+    // The second handle finds the lock held: it counts as contended.
+    assert!(second.try_acquire_now(None).await.unwrap().is_none());
+    theirs.unlock().await.unwrap();
+    let held = first.try_acquire_now(None).await.unwrap().expect("free");
+    let w = tokio::spawn({
+        let waiter = locks.lock("reenter-other");
+        async move {
+            let g = waiter
+                .try_acquire(Duration::from_secs(15), None)
+                .await
+                .unwrap()
+                .expect("granted after both releases");
+            g.unlock().await.unwrap();
+        }
+    });
+    until_registered(&server, "reenter-other", 1).await;
+    let t0 = Instant::now();
+    let again = second
+        .try_acquire(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    again.unlock().await.unwrap();
+    held.unlock().await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), w)
         .await
         .unwrap()

@@ -119,8 +119,14 @@ impl Leaves {
             // Registered before the check, so a ticket dropped in between
             // wakes it.
             notified.as_mut().enable();
-            if !self.map().contains_key(owner) {
-                return;
+            let same = self
+                .map()
+                .get(owner)
+                .is_some_and(|e| Arc::ptr_eq(&e.1, &notify));
+            if !same {
+                // Settled since (perhaps with leaves of a later wait on
+                // their way under a new entry): look again.
+                continue;
             }
             if tokio::time::timeout_at(until.into(), notified)
                 .await

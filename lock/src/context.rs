@@ -154,6 +154,12 @@ impl Inner {
             .ok()
     }
 
+    /// Whether the hub is open and connected (a wait's subscriptions then
+    /// cost no round trip while they linger).
+    pub(crate) fn pubsub_connected(&self) -> bool {
+        self.pubsub.get().is_some_and(PubSub::is_connected)
+    }
+
     /// The command the release scripts publish with: sharded pub/sub in a
     /// cluster, so a release reaches only the channel's shard instead of
     /// flooding the cluster bus. (A Redisson client that still publishes

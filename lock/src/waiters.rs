@@ -4,45 +4,15 @@
 //! to Redis when an unlock message arrives: one release wakes one local
 //! contender, not a herd. The queue entry is a permit of a per-name
 //! semaphore; dropping it (acquired, timed out, cancelled) lets the next in.
-//!
-//! The queues also remember which names this process waited on lately
-//! ([`recently_waited`](WaitQueues::recently_waited)): the hub keeps their
-//! subscriptions a while after the last waiter leaves, so a contender of
-//! such a name can subscribe before its first try at no cost of a round
-//! trip, and that first try can then register it as a waiter (one try per
-//! wait instead of two).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// How long a name counts as recently waited on after a wait of it ended:
-/// half the hub's linger (a second), so its subscription is surely still
-/// there.
-pub(crate) const RECENT: Duration = Duration::from_millis(500);
-
-/// The fewest remembered names at which the old ones are swept out.
-const SWEEP_FLOOR: usize = 64;
-
 #[derive(Default)]
 pub(crate) struct WaitQueues {
-    queues: Mutex<Queues>,
-    /// How many names are queued or remembered (`Queues::turns` and
-    /// `recent`): none, and [`recently_waited`](Self::recently_waited) is
-    /// one atomic load.
-    remembered: AtomicUsize,
-}
-
-#[derive(Default)]
-struct Queues {
-    turns: HashMap<String, Arc<Semaphore>>,
-    /// When a wait of each name last ended.
-    recent: HashMap<String, Instant>,
-    /// Sweep `recent` once it holds this many (doubling: amortised O(1)).
-    sweep_at: usize,
+    queues: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 /// The head-of-queue position for one name; dropping it passes the turn on.
@@ -55,25 +25,17 @@ pub(crate) struct Turn {
 }
 
 impl WaitQueues {
-    fn lock(&self) -> MutexGuard<'_, Queues> {
-        self.queues.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Waits for this process's turn to contend for `name`.
     ///
     /// Cancel safe: a dropped wait leaves the queue (tokio's semaphore is
     /// FIFO and forgets cancelled waiters).
     pub(crate) async fn enter(self: &Arc<Self>, name: &str) -> Turn {
         let sem = {
-            let mut q = self.lock();
-            let sem = Arc::clone(
-                q.turns
-                    .entry(name.to_owned())
+            let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(
+                q.entry(name.to_owned())
                     .or_insert_with(|| Arc::new(Semaphore::new(1))),
-            );
-            self.remembered
-                .store(q.turns.len() + q.recent.len(), Ordering::Release);
-            sem
+            )
         };
         let permit = sem.acquire_owned().await.ok();
         Turn {
@@ -83,60 +45,45 @@ impl WaitQueues {
         }
     }
 
-    /// Whether a wait of `name` in this process ended within [`RECENT`]
-    /// (or one is under way).
-    pub(crate) fn recently_waited(&self, name: &str) -> bool {
-        if self.remembered.load(Ordering::Acquire) == 0 {
-            return false;
+    /// The turn for `name` at once if nobody of this process is queued for
+    /// it (the queue is made here, under the same lock as the check), else
+    /// `None`. An acquire that may skip its plain first try takes its turn
+    /// this way only: queued behind a process-mate, it could wait for a
+    /// lock its own owner holds (a re-entry through another handle of the
+    /// owner, a multi-lock naming the lock twice).
+    pub(crate) fn enter_idle(self: &Arc<Self>, name: &str) -> Option<Turn> {
+        let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if q.contains_key(name) {
+            return None;
         }
-        let q = self.lock();
-        q.turns.contains_key(name) || q.recent.get(name).is_some_and(|t| t.elapsed() < RECENT)
+        let sem = Arc::new(Semaphore::new(1));
+        let permit = Arc::clone(&sem).try_acquire_owned().ok()?;
+        q.insert(name.to_owned(), sem);
+        Some(Turn {
+            _permit: Some(permit),
+            name: name.to_owned(),
+            queues: Arc::clone(self),
+        })
     }
 
     /// Names with a queue (for tests: queues must not leak).
     pub(crate) fn len(&self) -> usize {
-        self.lock().turns.len()
-    }
-
-    /// Remembered names (for tests: the memory is bounded).
-    #[cfg(test)]
-    fn remembered(&self) -> usize {
-        self.lock().recent.len()
-    }
-}
-
-impl Queues {
-    /// A wait of `name` ended at `now`; names not waited on within
-    /// [`RECENT`] are forgotten now and then.
-    fn waited(&mut self, name: &str, now: Instant) -> usize {
-        match self.recent.get_mut(name) {
-            Some(t) => *t = now,
-            None => {
-                self.recent.insert(name.to_owned(), now);
-            }
-        }
-        if self.recent.len() >= self.sweep_at.max(SWEEP_FLOOR) {
-            self.recent
-                .retain(|_, t| now.saturating_duration_since(*t) < RECENT);
-            self.sweep_at = 2 * self.recent.len();
-        }
-        self.recent.len()
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
 impl Drop for Turn {
+    // (Dropped with its permit after this runs: the count below is the
+    // map's, the permit's own, and each queued contender's.)
     fn drop(&mut self) {
-        let queues = &self.queues;
-        let mut q = queues.lock();
-        if let Some(sem) = q.turns.get(&self.name) {
+        let mut q = self.queues.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sem) = q.get(&self.name) {
             // Referenced only by the map and our own permit: nobody else is
             // queued, so forget the name and idle names do not accumulate.
             if Arc::strong_count(sem) <= 2 {
-                q.turns.remove(&self.name);
+                q.remove(&self.name);
             }
         }
-        let n = q.waited(&self.name, Instant::now()) + q.turns.len();
-        queues.remembered.store(n, Ordering::Release);
     }
 }
 
@@ -145,53 +92,22 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_name_is_recent_while_waited_on_and_a_while_after() {
+    async fn an_idle_turn_is_had_only_while_nobody_is_queued() {
         let q = Arc::new(WaitQueues::default());
-        assert!(!q.recently_waited("a"), "never waited on");
-        let turn = q.enter("a").await;
-        assert!(q.recently_waited("a"), "under way");
-        assert!(!q.recently_waited("b"));
-        drop(turn);
-        assert!(q.recently_waited("a"), "just ended");
-        assert_eq!(q.len(), 0, "the queue itself is gone");
-    }
-
-    #[test]
-    fn old_names_are_swept_so_the_memory_stays_bounded() {
-        let mut q = Queues::default();
-        let t0 = Instant::now();
-        for i in 0..1_000 {
-            q.waited(&format!("old{i}"), t0);
-        }
-        let later = t0 + RECENT * 2;
-        let mut most = 0;
-        for i in 0..1_000 {
-            most = most.max(q.waited(&format!("new{i}"), later));
-        }
-        // The old thousand went at the first sweep after they aged; the
-        // new ones count until their own sweep.
-        assert!(q.recent.keys().all(|k| k.starts_with("new")), "old swept");
-        assert!(most <= 2 * 1_000 + SWEEP_FLOOR, "{most}");
-        let much_later = later + RECENT * 2;
-        q.waited("last", much_later);
-        for i in 0..SWEEP_FLOOR {
-            q.waited(&format!("x{i}"), much_later);
-        }
-        assert!(q.recent.len() <= SWEEP_FLOOR + 1, "{}", q.recent.len());
-    }
-
-    #[tokio::test]
-    async fn a_name_waited_on_long_ago_is_not_recent() {
-        let q = Arc::new(WaitQueues::default());
-        drop(q.enter("a").await);
-        {
-            let mut inner = q.lock();
-            let old = Instant::now()
-                .checked_sub(RECENT * 2)
-                .expect("a clock past its start");
-            inner.recent.insert("a".into(), old);
-        }
-        assert!(!q.recently_waited("a"));
-        assert_eq!(q.remembered(), 1);
+        let first = q.enter_idle("a").expect("nobody queued");
+        assert!(q.enter_idle("a").is_none(), "the turn is taken");
+        assert!(q.enter_idle("b").is_some(), "another name");
+        let next = tokio::spawn({
+            let q = Arc::clone(&q);
+            async move { q.enter("a").await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!next.is_finished(), "queued behind the idle turn");
+        drop(first);
+        let second = next.await.expect("task");
+        assert!(q.enter_idle("a").is_none(), "queued for again");
+        drop(second);
+        assert_eq!(q.len(), 0, "no queue left");
+        assert!(q.enter_idle("a").is_some());
     }
 }

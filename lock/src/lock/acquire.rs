@@ -107,9 +107,10 @@ impl Lock {
     /// channel through the shared hub, tries again (closing the race), then
     /// sleeps until an unlock message, the lock's PTTL, or
     /// [`LocksConfig::recheck`](crate::LocksConfig::recheck), whichever is
-    /// first. On a name this process waited on within the last half second
-    /// (its subscription is still up) it subscribes before its first try
-    /// instead, and that try is the only one. Contenders of one process
+    /// first. A handle whose try found the lock held within the last half
+    /// second (its subscriptions are still up) subscribes before its first
+    /// try instead, unless another contender of this process is queued for
+    /// the name, and that try is the only one. Contenders of one process
     /// queue locally so only one of them goes back to Redis per release.
     /// If no subscription can be had, it polls instead of failing.
     ///
@@ -160,14 +161,25 @@ impl Lock {
             self.count_wait(&r, wait, deadline);
             return self.log_outcome(r, wait, deadline);
         }
-        // A name this process waited on lately: its subscriptions are still
-        // there, so the wait (subscribed first) makes the first try, one
-        // that registers this waiter if the lock is held; else a plain try
-        // first, and a second, registering one after subscribing.
-        if wait.is_zero() || !self.warm() {
+        // A handle that found the lock held lately, with nobody of this
+        // process queued for the name: its subscriptions are still up, so
+        // the wait (subscribed first) makes the first try, one that
+        // registers it if the lock is held; else a plain try first, and a
+        // second, registering one after subscribing.
+        let turn = if wait.is_zero() || !self.warm() {
+            None
+        } else {
+            self.inner.waiters.enter_idle(&self.handle.names.key)
+        };
+        // Whether a try found the lock held: only then did it wait.
+        let mut held = false;
+        if turn.is_none() {
             match self.attempt(lease, deadline, false, 0).await {
                 Ok(Attempt::Acquired(g)) => return self.log_outcome(Ok(Some(g)), wait, deadline),
-                Ok(Attempt::Held(..)) => {}
+                Ok(Attempt::Held(..)) => {
+                    held = true;
+                    self.handle.contended(Instant::now());
+                }
                 Err(e) => return self.log_outcome(Err(e), wait, deadline),
             }
             if wait.is_zero() {
@@ -179,22 +191,27 @@ impl Lock {
         } else {
             // Boxed: waiting (queue, subscription, timers) is the slow path,
             // and inline it would enlarge every uncontended acquire's future.
-            Box::pin(self.wait_for_turn(deadline, lease)).await
+            Box::pin(self.wait_for_turn(deadline, lease, turn, &mut held)).await
         };
+        if !held {
+            // Taken by the wait's first try: no wait to count.
+            return self.log_outcome(r, wait, deadline);
+        }
         self.count_wait(&r, wait, deadline);
         self.log_outcome(r, wait, deadline)
     }
 
     /// Whether this acquire may go straight to its wait: a kind whose
-    /// waiters register to be woken by name, on a name this process waited
-    /// on lately (see `WaitQueues::recently_waited`), by an owner id this
-    /// client made that holds nothing now. A re-entry must not queue
-    /// behind this process's waiters, which wait for its own release; an
-    /// owner id the application gave may hold through another handle.
+    /// waiters register to be woken by name, through a handle that found
+    /// the lock held lately (`Handle::recently_contended`), with the hub
+    /// connected, an owner id this client made, and no hold of the handle
+    /// (a re-entry tries at once). The caller also needs the name's local
+    /// turn free (`WaitQueues::enter_idle`).
     fn warm(&self) -> bool {
         let by_name = matches!(self.handle.kind.waiting, Waiting::Turn(Some(p)) if p.by_name);
         by_name
-            && self.inner.waiters.recently_waited(&self.handle.names.key)
+            && self.handle.recently_contended()
+            && self.inner.pubsub_connected()
             && self.inner.made_owner(self.handle.owner())
             && !self.handle.holds()
     }
@@ -203,7 +220,7 @@ impl Lock {
     /// this owner's dropped waits still on their way: one of them may
     /// carry a grant back, which this acquire would otherwise find as its
     /// own hold (see `Leaves`). One atomic load when none is.
-    async fn after_own_leaves(&self) {
+    pub(super) async fn after_own_leaves(&self) {
         let leaves = &self.inner.leaves;
         if !leaves.any() {
             return;

@@ -87,7 +87,12 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
         .kind
         .tokens
         .release_token(token.max(0).unsigned_abs());
+    // Until this release is sent and answered, the owner's next acquire
+    // waits: it would re-enter the hold (a dropped wait's try that took
+    // its grant, then the wait's leave found nothing to give back).
+    let ticket = lock.inner.leaves.ticket(lock.handle.owner());
     rt.spawn(async move {
+        let _ticket = ticket;
         if release(&lock, token, Some(until), Retry::Here)
             .await
             .is_ok()

@@ -59,34 +59,54 @@ impl Departure {
         last_out(&lock, place).then_some((lock, place))
     }
 
-    /// Gives the place up now (the wait ran out).
+    /// Gives the place up now (the wait ran out). Cancelled before the
+    /// leave is answered, it is sent again in the background (a second
+    /// leave finds nothing to do), so a grant is never left with a wait
+    /// that is over.
     pub(crate) async fn now(mut self) {
         if let Some((lock, place)) = self.take() {
+            let mut unanswered = Unanswered(Some((lock.clone(), place, self.tag)));
             if let Err(e) = leave(&lock, place, self.tag).await {
                 tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
                     "giving up a waiter's place failed; its deadline ends it");
             }
+            unanswered.0 = None;
         }
     }
 }
 
 impl Drop for Departure {
     fn drop(&mut self) {
-        let Some((lock, place)) = self.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let tag = self.tag;
-        // A tagged wait may have been granted the lock just now: until
-        // this leave gives the grant back, the owner's next acquire waits.
-        let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
-        rt.spawn(async move {
-            let _ = leave(&lock, place, tag).await;
-            drop(ticket);
-        });
+        if let Some((lock, place)) = self.take() {
+            spawn_leave(lock, place, self.tag);
+        }
     }
+}
+
+/// A leave [`Departure::now`] sent and has no answer to yet: sent again in
+/// the background if that call is dropped.
+struct Unanswered(Option<(Lock, PlaceRef, u16)>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some((lock, place, tag)) = self.0.take() {
+            spawn_leave(lock, place, tag);
+        }
+    }
+}
+
+/// Sends `lock`'s leave of `place` (wait `tag`) in the background. A
+/// tagged wait may have been granted the lock just now: until this leave
+/// gives the grant back, the owner's next acquire waits (`Leaves`).
+fn spawn_leave(lock: Lock, place: PlaceRef, tag: u16) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
+    rt.spawn(async move {
+        let _ = leave(&lock, place, tag).await;
+        drop(ticket);
+    });
 }
 
 /// A try of `lock`'s wait `tag` registered after the wait was over (its
@@ -98,14 +118,7 @@ pub(crate) fn leave_late(lock: Lock, tag: u16) {
     if !place.by_name {
         return;
     }
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
-    rt.spawn(async move {
-        let _ = leave(&lock, place, tag).await;
-        drop(ticket);
-    });
+    spawn_leave(lock, place, tag);
 }
 
 /// One waiter of `lock`'s owner stops waiting: whether it was the last of

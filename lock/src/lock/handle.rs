@@ -8,13 +8,14 @@
 //! its last argument (the hold's fencing token), so its head is built once
 //! and copied.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use keylatch_resp::Cmd;
 
 use crate::context::ScriptArgs;
-use crate::lease::hold::Hold;
+use crate::lease::hold::{instant, nanos, Hold};
 use crate::lease::key::{HoldKey, HoldNames};
 use crate::lease::Renewal;
 use crate::names::LockNames;
@@ -57,7 +58,15 @@ struct More {
     /// the handle waiting at once share one queue entry: only the last to
     /// give up leaves it).
     place_waits: AtomicUsize,
+    /// When a try of this handle last found the lock held (`lease::hold`
+    /// nanoseconds; 0: never): see [`Handle::recently_contended`].
+    contended: AtomicU64,
 }
+
+/// How long a handle counts as contended after a try of it found the lock
+/// held: half the pub/sub hub's linger (a second), so the subscriptions
+/// its wait made are surely still up.
+pub(crate) const CONTENDED_FOR: Duration = Duration::from_millis(500);
 
 struct Prepared {
     acquire_watchdog: Arc<Cmd>,
@@ -102,6 +111,27 @@ impl Handle {
 
     fn prepared(&self) -> Option<&Prepared> {
         self.more.get().and_then(|m| m.prepared.get())
+    }
+
+    /// A try of this handle found the lock held at `now`.
+    pub(crate) fn contended(&self, now: Instant) {
+        self.more()
+            .contended
+            .store(nanos(now).max(1), Ordering::Relaxed);
+    }
+
+    /// Whether a try of this handle found the lock held within
+    /// [`CONTENDED_FOR`]: its next acquire may subscribe before its first
+    /// try (the hub still holds the subscriptions), making that try the
+    /// registering one. A handle that never waited reads one pointer.
+    pub(crate) fn recently_contended(&self) -> bool {
+        let Some(more) = self.more.get() else {
+            return false;
+        };
+        match more.contended.load(Ordering::Relaxed) {
+            0 => false,
+            at => instant(at).elapsed() < CONTENDED_FOR,
+        }
     }
 
     /// Whether this handle (and its clones) holds the lock now, as far as

@@ -26,7 +26,7 @@ impl Lock {
         lease: Option<Duration>,
     ) -> LockResult<Option<LockGuard>> {
         let Waiting::Queue { place, channel } = self.handle.kind.waiting else {
-            return Box::pin(self.wait_for_turn(deadline, lease)).await;
+            return Box::pin(self.wait_for_turn(deadline, lease, None, &mut false)).await;
         };
         let mut leave = Departure::new(self, Some(place));
         // The uncontended case needs no subscription. (Once subscribed, the

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
 use crate::lease::hold::clamp_span;
+use crate::waiters::Turn;
 use crate::wake::{nap_for, Grant, Wake};
 
 use super::attempt::Attempt;
@@ -22,18 +23,18 @@ impl Lock {
     /// After a failed first try: queue locally, subscribe, and try again on
     /// every unlock message (or wake by name), PTTL expiry or re-check,
     /// until `deadline`.
+    /// `turn`: this process's turn for the name, when the caller took it
+    /// already (`WaitQueues::enter_idle`). `held` is set once a try finds
+    /// the lock held (the acquire waited).
     pub(crate) async fn wait_for_turn(
         &self,
         deadline: Option<Instant>,
         lease: Option<Duration>,
+        turn: Option<Turn>,
+        held: &mut bool,
     ) -> LockResult<Option<LockGuard>> {
-        let queued = self.inner.waiters.enter(&self.handle.names.key);
-        let _turn = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), queued).await {
-                Ok(t) => t,
-                Err(_) => return Ok(None),
-            },
-            None => queued.await,
+        let Some(_turn) = self.take_turn(turn, deadline).await else {
+            return Ok(None);
         };
         // A waiting writer holds new readers back with a marker, and an
         // RLock hash's waiter registers to be woken by name; either is
@@ -75,6 +76,8 @@ impl Lock {
                 }
             };
             let now = Instant::now();
+            *held = true;
+            self.handle.contended(now);
             let left = deadline.map(|d| d.saturating_duration_since(now));
             if left == Some(Duration::ZERO) {
                 marker.now().await;
@@ -94,6 +97,24 @@ impl Lock {
                 }
             }
         }
+    }
+
+    /// This process's turn for the name: `turn` if the caller took it
+    /// already, else a place in the local queue, until `deadline` (`None`:
+    /// not had in time).
+    async fn take_turn(&self, turn: Option<Turn>, deadline: Option<Instant>) -> Option<Turn> {
+        if turn.is_some() {
+            return turn;
+        }
+        let queued = self.inner.waiters.enter(&self.handle.names.key);
+        let t = match deadline {
+            Some(d) => tokio::time::timeout_at(d.into(), queued).await.ok()?,
+            None => queued.await,
+        };
+        // A clone ahead in the queue may have been dropped just as it was
+        // granted: its leave goes first.
+        self.after_own_leaves().await;
+        Some(t)
     }
 
     /// The longest nap between two tries of this wait: the re-check; with a
