@@ -63,6 +63,30 @@ async fn until_registered(server: &RedisServer, name: &str, n: u64) {
     }
 }
 
+/// `calls` and `until_registered` through a client of the test's own, no
+/// process spawned: the tests of warm waits must stay well within a
+/// handle's half-second window (`CONTENDED_FOR`) on a loaded machine.
+async fn calls_fast(raw: &Client, command: &str) -> u64 {
+    let text = raw.info(Some("commandstats")).await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+        .and_then(|s| s.split(',').find_map(|f| f.strip_prefix("calls=")))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+async fn until_registered_fast(raw: &Client, name: &str, n: i64) {
+    let key = format!("keylatch_lock_waiters:{{{name}}}");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let count: i64 = raw.cmd(Cmd::new("ZCARD").key(key.as_str())).await.unwrap();
+        if count == n {
+            return;
+        }
+        assert!(Instant::now() < until, "{n} waiters of {name} registered");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// A waiter (up to 15 s) that releases at once once it holds: its task
 /// answers how long it waited.
 fn waits_then_releases(waiter: Locks, name: &'static str) -> tokio::task::JoinHandle<Duration> {
@@ -954,20 +978,21 @@ async fn an_acquire_right_after_a_wait_dropped_at_its_grant_finds_the_lock_given
     }
 }
 
-/// A process that waited on a name lately still has its subscriptions: its
-/// next wait subscribes first and makes one try, which registers it (one
-/// EVALSHA), where a first wait on the name makes a plain try and then a
-/// registering one (two).
+/// A handle whose try found the lock held lately still has its
+/// subscriptions: its next wait subscribes first and makes one try, which
+/// registers it (one EVALSHA), where its first wait made a plain try and
+/// then a registering one (two).
 #[tokio::test]
 async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
     let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
     let holder = process(&server).await;
     let waiter = process(&server).await;
     let lock = waiter.lock("warm");
     let mut costs = Vec::new();
     for _ in 0..2 {
         let guard = take_free(&holder, "warm").await;
-        let before = calls(&server, "evalsha");
+        let before = calls_fast(&raw, "evalsha").await;
         let w = tokio::spawn({
             let lock = lock.clone();
             async move {
@@ -979,8 +1004,8 @@ async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
                 g.unlock().await.unwrap();
             }
         });
-        until_registered(&server, "warm", 1).await;
-        costs.push(calls(&server, "evalsha") - before);
+        until_registered_fast(&raw, "warm", 1).await;
+        costs.push(calls_fast(&raw, "evalsha").await - before);
         guard.unlock().await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), w)
             .await
@@ -999,14 +1024,22 @@ async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
     assert_eq!(waiter.stats().waits.acquired, 2);
 }
 
-/// A holder's re-entry on a name its own process waits on (so the name is
-/// one waited on lately) is a re-entry at once: it does not queue behind
-/// the process's waiter, which waits for this holder's release.
+/// A holder's re-entry (its handle found the lock held lately, so it would
+/// be a warm wait but for its hold) while its own process waits on the
+/// name is a re-entry at once: it does not queue behind the process's
+/// waiter, which waits for this holder's release.
 #[tokio::test]
 async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
     let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let other = process(&server).await;
     let locks = process(&server).await;
     let holder = locks.lock("reenter-warm");
+    // The holder's handle finds the lock held first: it counts as
+    // contended, so only its hold keeps its re-entry from a warm wait.
+    let theirs = take_free(&other, "reenter-warm").await;
+    assert!(holder.try_acquire_now(None).await.unwrap().is_none());
+    theirs.unlock().await.unwrap();
     let first = holder.try_acquire_now(None).await.unwrap().expect("free");
     let w = tokio::spawn({
         let waiter = locks.lock("reenter-warm");
@@ -1019,7 +1052,7 @@ async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
             g.unlock().await.unwrap();
         }
     });
-    until_registered(&server, "reenter-warm", 1).await;
+    until_registered_fast(&raw, "reenter-warm", 1).await;
     let t0 = Instant::now();
     let again = holder
         .try_acquire(Duration::from_secs(5), None)
@@ -1043,6 +1076,7 @@ async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
 #[tokio::test]
 async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() {
     let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
     let other = process(&server).await;
     let locks = process(&server).await;
     let first = locks.lock("reenter-other");
@@ -1063,7 +1097,7 @@ async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() 
             g.unlock().await.unwrap();
         }
     });
-    until_registered(&server, "reenter-other", 1).await;
+    until_registered_fast(&raw, "reenter-other", 1).await;
     let t0 = Instant::now();
     let again = second
         .try_acquire(Duration::from_secs(5), None)

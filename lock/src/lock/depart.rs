@@ -59,14 +59,22 @@ impl Departure {
         last_out(&lock, place).then_some((lock, place))
     }
 
-    /// Gives the place up now (the wait ran out). Cancelled before the
-    /// leave is answered, it is sent again in the background (a second
-    /// leave finds nothing to do), so a grant is never left with a wait
-    /// that is over.
+    /// Gives the place up now (the wait ran out). A tagged wait (a release
+    /// may have granted it the lock) holds its owner's acquires back until
+    /// the leave is answered, and if this call is dropped before that, the
+    /// leave is sent again in the background, so a grant is never left
+    /// with a wait that is over. (A second leave of that tag finds its own
+    /// entry gone; on a free lock it publishes `0`, one extra wake. Other
+    /// places are not sent again: a second leave could take out the
+    /// owner's next wait's place, and their deadlines end them anyway.)
     pub(crate) async fn now(mut self) {
         if let Some((lock, place)) = self.take() {
-            let mut unanswered = Unanswered(Some((lock.clone(), place, self.tag)));
-            if let Err(e) = leave(&lock, place, self.tag).await {
+            let tag = self.tag;
+            // Declared before `unanswered`, so dropped after it: the
+            // background leave's own ticket is taken before this one goes.
+            let _ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
+            let mut unanswered = Unanswered((tag != 0).then(|| (lock.clone(), place, tag)));
+            if let Err(e) = leave(&lock, place, tag).await {
                 tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
                     "giving up a waiter's place failed; its deadline ends it");
             }
@@ -83,8 +91,8 @@ impl Drop for Departure {
     }
 }
 
-/// A leave [`Departure::now`] sent and has no answer to yet: sent again in
-/// the background if that call is dropped.
+/// A tagged wait's leave [`Departure::now`] sent and has no answer to yet:
+/// sent again in the background if that call is dropped.
 struct Unanswered(Option<(Lock, PlaceRef, u16)>);
 
 impl Drop for Unanswered {
