@@ -1024,70 +1024,31 @@ async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
     assert_eq!(waiter.stats().waits.acquired, 2);
 }
 
-/// A holder's re-entry (its handle found the lock held lately, so it would
-/// be a warm wait but for its hold) while its own process waits on the
-/// name is a re-entry at once: it does not queue behind the process's
-/// waiter, which waits for this holder's release.
-#[tokio::test]
-async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
+/// A holder's re-entry while its own process waits on the name, through a
+/// handle that found the lock held lately (a warm wait but for the
+/// re-entry): the holding handle itself (`same`), or another handle of the
+/// owner (its id given to `lock_with_owner`). Either re-enters at once: it
+/// does not queue behind the process's waiter, which waits for this
+/// owner's release.
+async fn re_entry_while_the_process_waits(name: &'static str, same: bool) {
     let server = RedisServer::start();
     let raw = Client::connect(&server.url()).await.unwrap();
     let other = process(&server).await;
     let locks = process(&server).await;
-    let holder = locks.lock("reenter-warm");
-    // The holder's handle finds the lock held first: it counts as
-    // contended, so only its hold keeps its re-entry from a warm wait.
-    let theirs = take_free(&other, "reenter-warm").await;
-    assert!(holder.try_acquire_now(None).await.unwrap().is_none());
-    theirs.unlock().await.unwrap();
-    let first = holder.try_acquire_now(None).await.unwrap().expect("free");
-    let w = tokio::spawn({
-        let waiter = locks.lock("reenter-warm");
-        async move {
-            let g = waiter
-                .try_acquire(Duration::from_secs(15), None)
-                .await
-                .unwrap()
-                .expect("granted after both releases");
-            g.unlock().await.unwrap();
-        }
-    });
-    until_registered_fast(&raw, "reenter-warm", 1).await;
-    let t0 = Instant::now();
-    let again = holder
-        .try_acquire(Duration::from_secs(5), None)
-        .await
-        .unwrap()
-        .expect("a re-entry");
-    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
-    assert_eq!(again.hold_count(), 2);
-    again.unlock().await.unwrap();
-    first.unlock().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), w)
-        .await
-        .unwrap()
-        .unwrap();
-}
-
-/// The same for a re-entry through another handle of the owner (one id
-/// given to `lock_with_owner`), whose own last try found the lock held: the
-/// process's waiter is queued for the name, so it tries at once rather than
-/// queue behind that waiter, which waits for this owner's release.
-#[tokio::test]
-async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() {
-    let server = RedisServer::start();
-    let raw = Client::connect(&server.url()).await.unwrap();
-    let other = process(&server).await;
-    let locks = process(&server).await;
-    let first = locks.lock("reenter-other");
-    let second = locks.lock_with_owner("reenter-other", first.owner());
-    let theirs = take_free(&other, "reenter-other").await;
-    // The second handle finds the lock held: it counts as contended.
+    let first = locks.lock(name);
+    let second = if same {
+        first.clone()
+    } else {
+        locks.lock_with_owner(name, first.owner())
+    };
+    let theirs = take_free(&other, name).await;
+    // The re-entering handle finds the lock held first: it counts as
+    // contended.
     assert!(second.try_acquire_now(None).await.unwrap().is_none());
     theirs.unlock().await.unwrap();
     let held = first.try_acquire_now(None).await.unwrap().expect("free");
     let w = tokio::spawn({
-        let waiter = locks.lock("reenter-other");
+        let waiter = locks.lock(name);
         async move {
             let g = waiter
                 .try_acquire(Duration::from_secs(15), None)
@@ -1097,7 +1058,7 @@ async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() 
             g.unlock().await.unwrap();
         }
     });
-    until_registered_fast(&raw, "reenter-other", 1).await;
+    until_registered_fast(&raw, name, 1).await;
     let t0 = Instant::now();
     let again = second
         .try_acquire(Duration::from_secs(5), None)
@@ -1105,10 +1066,26 @@ async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() 
         .unwrap()
         .expect("a re-entry");
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    if same {
+        assert_eq!(again.hold_count(), 2);
+    }
     again.unlock().await.unwrap();
     held.unlock().await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), w)
         .await
         .unwrap()
         .unwrap();
+}
+
+/// Through the holding handle: its hold keeps it from a warm wait.
+#[tokio::test]
+async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
+    re_entry_while_the_process_waits("reenter-warm", true).await;
+}
+
+/// Through another handle of the owner, which holds nothing itself: the
+/// process's waiter holds the name's local turn, so it tries at once.
+#[tokio::test]
+async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() {
+    re_entry_while_the_process_waits("reenter-other", false).await;
 }
