@@ -633,3 +633,55 @@ fn a_semaphore_acquire_and_a_timed_out_wait_are_logged() {
         assert!(waited >= 250, "{}", timed_out.line());
     });
 }
+
+/// A waiter queued behind a process-mate subscribes while it queues (its
+/// "waiting" event comes before its turn), so its first try follows its
+/// turn at once. Here the second waiter's turn comes only after the
+/// holder's release, which the test makes after both events.
+#[test]
+fn a_waiter_queued_behind_a_process_mate_subscribes_while_it_queues() {
+    let server = RedisServer::start();
+    let capture = Capture::default();
+    run(&capture, || async {
+        let name = "queued-subscribed";
+        let holder = Locks::connect(&server.url()).await.unwrap();
+        let mates = Locks::connect(&server.url()).await.unwrap();
+        let held = holder.lock(name).acquire().await.unwrap();
+        let wait = |locks: &Locks| {
+            let lock = locks.lock(name);
+            tokio::spawn(async move {
+                let g = lock
+                    .try_acquire(Duration::from_secs(15), None)
+                    .await
+                    .unwrap()
+                    .expect("acquired after the holder");
+                g.unlock().await.unwrap();
+            })
+        };
+        let first = wait(&mates);
+        capture
+            .wait_for("waiting", |e| e.field("lock") == Some(name))
+            .await;
+        let second = wait(&mates);
+        Soon::new(Duration::from_secs(10), Duration::from_millis(20))
+            .until(|| async {
+                let n = capture
+                    .with_message("waiting")
+                    .iter()
+                    .filter(|e| e.field("lock") == Some(name))
+                    .count();
+                // Two: the first waiter's, then the queued one's.
+                (n >= 2)
+                    .then_some(())
+                    .ok_or_else(|| format!("{n} waiting events; captured:\n{}", capture.dump()))
+            })
+            .await;
+        held.unlock().await.unwrap();
+        for w in [first, second] {
+            tokio::time::timeout(Duration::from_secs(10), w)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    });
+}

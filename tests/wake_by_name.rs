@@ -1089,3 +1089,63 @@ async fn a_re_entry_does_not_queue_behind_its_own_processs_waiter() {
 async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() {
     re_entry_while_the_process_waits("reenter-other", false).await;
 }
+
+/// A waiter queued behind a process-mate hears, while it queues, the grant
+/// that ends its process-mate's wait. None of that is for it: after its
+/// turn it makes one try (registering, the process-mate holding) and
+/// waits for its own grant, not a second try for a stale wake.
+#[tokio::test]
+async fn a_queued_waiter_makes_one_try_after_its_turn() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let holder = process(&server).await;
+    let mates = process(&server).await;
+    let name = "queued-one-try";
+    // The holder's release script loaded (a first release loads it).
+    take_free(&holder, name).await.unlock().await.unwrap();
+    let held = take_free(&holder, name).await;
+    let (release_first, first_may_release) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn({
+        let lock = mates.lock(name);
+        async move {
+            let g = lock
+                .try_acquire(Duration::from_secs(15), None)
+                .await
+                .unwrap()
+                .expect("granted by the holder");
+            first_may_release.await.unwrap();
+            g.unlock().await.unwrap();
+        }
+    });
+    until_registered_fast(&raw, name, 1).await;
+    let before = calls_fast(&raw, "evalsha").await;
+    let second = waits_then_releases(mates, name);
+    // Its plain first try, then queued behind `first` (subscribed).
+    let until = Instant::now() + Duration::from_secs(10);
+    while calls_fast(&raw, "evalsha").await == before {
+        assert!(Instant::now() < until, "the second waiter's first try");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = calls_fast(&raw, "evalsha").await;
+    // The release grants `first` (its mark stays in the registry while it
+    // holds); `second` gets its turn, tries once and registers behind
+    // `first`'s hold.
+    held.unlock().await.unwrap();
+    // `first`'s grant mark and `second`'s entry.
+    until_registered_fast(&raw, name, 2).await;
+    // Room for a second try, were a stale wake to cause one.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let spent = calls_fast(&raw, "evalsha").await - before;
+    assert_eq!(spent, 2, "the release and the queued waiter's one try");
+    release_first.send(()).unwrap();
+    for w in [
+        first,
+        tokio::spawn(async move { second.await.map(|_| ()).unwrap() }),
+    ] {
+        tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

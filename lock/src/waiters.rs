@@ -66,6 +66,15 @@ impl WaitQueues {
         })
     }
 
+    /// How many contenders of this process hold or wait for the turn for
+    /// `name` (0: none), read without queueing.
+    pub(crate) fn queued(&self, name: &str) -> usize {
+        let q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        // The map's reference, then one per permit held or awaited.
+        q.get(name)
+            .map_or(0, |sem| Arc::strong_count(sem).saturating_sub(1))
+    }
+
     /// Names with a queue (for tests: queues must not leak).
     pub(crate) fn len(&self) -> usize {
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -103,6 +112,8 @@ mod tests {
         });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         assert!(!next.is_finished(), "queued behind the idle turn");
+        assert_eq!(q.queued("a"), 2, "the turn's holder and one queued");
+        assert_eq!(q.queued("c"), 0);
         drop(first);
         let second = next.await.expect("task");
         assert!(q.enter_idle("a").is_none(), "queued for again");

@@ -152,6 +152,29 @@ impl Wake {
         wake
     }
 
+    /// Drops the events heard so far (without waiting): a waiter that
+    /// subscribed while queued behind process-mates heard their wakes and
+    /// grants, none of which is its own (it registers with its next try),
+    /// and each would cost it a try of its own. An ended subscription is
+    /// dropped as [`pause`](Self::pause) would.
+    pub(crate) async fn forget_heard(&mut self) {
+        std::future::poll_fn(|cx| {
+            if let Some(named) = self.named.as_mut() {
+                if drain(&mut named.sub, cx) {
+                    self.named = None;
+                }
+            }
+            if let Some(sub) = self.sub.as_mut() {
+                if drain(sub, cx) {
+                    self.sub = None;
+                    self.named = None;
+                }
+            }
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+
     /// Whether releases can wake this waiter by name: only then may its
     /// tries register it among the waiters a release wakes.
     pub(crate) fn named(&self) -> bool {
@@ -249,6 +272,20 @@ impl Wake {
             }
         }
     }
+}
+
+/// Pops what `sub` holds until it is empty; `true` if it has ended.
+fn drain(sub: &mut Subscription, cx: &mut std::task::Context<'_>) -> bool {
+    // Bounded: an inbox holds at most its capacity, and a message pushed
+    // while this runs only makes one more turn.
+    for _ in 0..4096 {
+        match sub.poll_recv(cx) {
+            std::task::Poll::Ready(Some(_)) => {}
+            std::task::Poll::Ready(None) => return true,
+            std::task::Poll::Pending => return false,
+        }
+    }
+    false
 }
 
 /// The waiter's channel a message (or its end) came on.

@@ -19,6 +19,13 @@ use super::guard::LockGuard;
 use super::kind::Waiting;
 use super::rlock_hash::waiters_channel;
 
+/// How many process-mates may hold or wait for a name's turn for a waiter
+/// queueing behind them to subscribe while it queues. Each subscribed
+/// waiter is one more inbox every message on the lock's channels goes to,
+/// holding what it hears (up to the hub's listener capacity) until its
+/// turn: a long queue subscribes only at its head.
+const SUBSCRIBED_AHEAD: usize = 16;
+
 impl Lock {
     /// After a failed first try: queue locally, subscribe, and try again on
     /// every unlock message (or wake by name), PTTL expiry or re-check,
@@ -33,9 +40,6 @@ impl Lock {
         turn: Option<Turn>,
         held: &mut bool,
     ) -> LockResult<Option<LockGuard>> {
-        let Some(_turn) = self.take_turn(turn, deadline).await else {
-            return Ok(None);
-        };
         // A waiting writer holds new readers back with a marker, and an
         // RLock hash's waiter registers to be woken by name; either is
         // taken back however the wait ends without the lock.
@@ -45,7 +49,10 @@ impl Lock {
         };
         let by_name = place.is_some_and(|p| p.by_name);
         let tag = self.wait_tag(by_name, lease);
-        let mut wake = self.listen(by_name, tag, deadline).await;
+        let Some((_turn, mut wake)) = self.turn_and_listen(turn, by_name, tag, deadline).await
+        else {
+            return Ok(None);
+        };
         if by_name && !wake.named() {
             // Nobody would hear a wake by name: wait for "0" as before,
             // unregistered.
@@ -97,6 +104,38 @@ impl Lock {
                 }
             }
         }
+    }
+
+    /// This process's turn for the name and the wait's subscriptions. A
+    /// waiter queued near the head, behind process-mates, subscribes while
+    /// it queues, so its first try follows its turn at once (on a
+    /// multi-thread runtime a subscription is two hops between workers,
+    /// as long as the try's own round trip on loopback); what it heard
+    /// meanwhile was its process-mates' wakes, and is forgotten: that try
+    /// sees the lock as it is. Further back ([`SUBSCRIBED_AHEAD`]) it
+    /// subscribes once it has its turn. `None`: the turn was not had by
+    /// `deadline`.
+    async fn turn_and_listen(
+        &self,
+        turn: Option<Turn>,
+        by_name: bool,
+        tag: u16,
+        deadline: Option<Instant>,
+    ) -> Option<(Turn, Wake)> {
+        if let Some(turn) = turn {
+            return Some((turn, self.listen(by_name, tag, deadline).await));
+        }
+        if self.inner.waiters.queued(&self.handle.names.key) > SUBSCRIBED_AHEAD {
+            let turn = self.take_turn(None, deadline).await?;
+            return Some((turn, self.listen(by_name, tag, deadline).await));
+        }
+        let (turn, wake) = tokio::join!(
+            self.take_turn(None, deadline),
+            self.listen(by_name, tag, deadline)
+        );
+        let mut wake = wake;
+        wake.forget_heard().await;
+        Some((turn?, wake))
     }
 
     /// This process's turn for the name: `turn` if the caller took it
