@@ -72,6 +72,14 @@ async fn stats_count_guards_waits_losses_and_renewals() {
     assert_eq!(s.losses, [(LossReason::Gone, 1)]);
     assert_eq!(s.held, 1, "the permit only: {s:?}");
     assert!(s.renewal_calls > 0, "{s:?}");
+    // A round's time is counted once its last reply is in.
+    let t0 = Instant::now();
+    while a.stats().last_renewal_round.is_zero() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "a round's time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = a.stats();
+    assert!(s.longest_renewal_round >= s.last_renewal_round, "{s:?}");
     assert_eq!(s.subscription_fallbacks, 0);
     permit.release().await.unwrap();
     drop(fenced);

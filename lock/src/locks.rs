@@ -548,10 +548,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn stats(&self) -> crate::LockStats {
-        let engine = &self.inner.engine;
-        self.inner
-            .counters
-            .snapshot(engine.renew_calls(), engine.renew_failures())
+        self.inner.counters.snapshot(self.inner.engine.renewals())
     }
 
     /// Holds the watchdog currently watches.

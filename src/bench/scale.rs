@@ -108,6 +108,12 @@ pub struct ScaleReport {
     /// Redisson's renewal: server CPU per renewed hold, in µs (standalone
     /// only, as `server_cpu`).
     pub redisson_us: Option<f64>,
+    /// How long the last renewal round took (its calls' planning to its
+    /// last reply), the longest over the whole run (acquiring included),
+    /// and the interval rounds start at (a third of the watchdog): a round
+    /// that takes longer than its interval falls behind, and its last
+    /// holds expire.
+    pub round_took: Option<(Duration, Duration, Duration)>,
 }
 
 impl ScaleReport {
@@ -188,6 +194,15 @@ impl std::fmt::Display for ScaleReport {
             )?;
         }
         writeln!(f)?;
+        if let Some((last, longest, every)) = self.round_took {
+            writeln!(
+                f,
+                "a round took {:.0} ms (the last), {:.0} ms at most, of its {:.0} ms interval",
+                last.as_secs_f64() * 1e3,
+                longest.as_secs_f64() * 1e3,
+                every.as_secs_f64() * 1e3
+            )?;
+        }
         match (self.server_cpu, self.server_us_per_hold()) {
             (Some(c), Some(per)) => {
                 write!(
@@ -278,6 +293,11 @@ pub async fn run_scale(
     let stats = locks.stats();
     report.losses = stats.losses.into_iter().filter(|l| l.1 > 0).collect();
     report.renewal_failures = stats.renewal_failures;
+    report.round_took = Some((
+        stats.last_renewal_round,
+        stats.longest_renewal_round,
+        opts.watchdog / 3,
+    ));
 
     // 3. Release, then what stays of the process's memory.
     let n = guards.len().max(1) as u64;

@@ -232,6 +232,15 @@ impl Actor {
                 self.table.apply(done);
                 if finished {
                     if let Some(r) = self.rounds.remove(&round) {
+                        let took =
+                            u64::try_from(r.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                        self.shared.round_last_us.store(took, Ordering::Relaxed);
+                        self.shared
+                            .round_longest_us
+                            .fetch_max(took, Ordering::Relaxed);
+                        #[cfg(feature = "metrics")]
+                        metrics::histogram!("keylatch_renewal_round_seconds")
+                            .record(r.started.elapsed().as_secs_f64());
                         r.log();
                     }
                 }

@@ -52,6 +52,15 @@ pub(crate) struct Counters {
     release_retries: AtomicU64,
 }
 
+/// The lease engine's part of a [`LockStats`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Renewals {
+    pub(crate) calls: u64,
+    pub(crate) failures: u64,
+    pub(crate) last_round: Duration,
+    pub(crate) longest_round: Duration,
+}
+
 /// How a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitEnd {
@@ -154,8 +163,8 @@ impl Counters {
         metrics::counter!("keylatch_release_retries_total").increment(1);
     }
 
-    /// The snapshot, with the engine's renewal counts.
-    pub(crate) fn snapshot(&self, renewal_calls: u64, renewal_failures: u64) -> LockStats {
+    /// The snapshot, with the engine's renewal counts and round times.
+    pub(crate) fn snapshot(&self, engine: Renewals) -> LockStats {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let waits = WaitStats {
             acquired: load(&self.waits[WaitEnd::Acquired as usize]),
@@ -185,8 +194,10 @@ impl Counters {
                 .map(|r| (r, load(&self.losses[loss_index(r)])))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            renewal_calls,
-            renewal_failures,
+            renewal_calls: engine.calls,
+            renewal_failures: engine.failures,
+            last_renewal_round: engine.last_round,
+            longest_renewal_round: engine.longest_round,
             subscription_fallbacks: load(&self.subscription_fallbacks),
             release_retries: load(&self.release_retries),
         }
@@ -221,6 +232,14 @@ pub struct LockStats {
     /// Of those, calls that failed (no reply, an error): their holds are
     /// asked again, and lost at their deadline if none succeeds.
     pub renewal_failures: u64,
+    /// How long the last renewal round took, from its calls' planning to
+    /// its last reply (zero before the first). A round runs every third
+    /// of the watchdog lease; one that takes near that long is the warning
+    /// before renewals land too late and holds expire (a server or a
+    /// network too slow for this many holds).
+    pub last_renewal_round: Duration,
+    /// The longest renewal round so far.
+    pub longest_renewal_round: Duration,
     /// Waits that could not subscribe to their unlock channel and polled.
     pub subscription_fallbacks: u64,
     /// Releases sent again after a failure that surely did not run.
@@ -292,7 +311,12 @@ mod tests {
         c.subscription_fallback();
         c.release_retry();
         c.release_retry();
-        let s = c.snapshot(7, 1);
+        let s = c.snapshot(Renewals {
+            calls: 7,
+            failures: 1,
+            last_round: Duration::from_millis(3),
+            longest_round: Duration::from_millis(9),
+        });
         assert_eq!(s.held, 1);
         assert_eq!(s.acquired, [("fenced", 2), ("other", 1)]);
         assert_eq!(s.waits.count(), 3);
@@ -302,6 +326,10 @@ mod tests {
         assert_eq!(s.waits.buckets[6], (None, 1));
         assert_eq!(s.losses, [(LossReason::Expired, 1)]);
         assert_eq!((s.renewal_calls, s.renewal_failures), (7, 1));
+        assert_eq!(
+            (s.last_renewal_round, s.longest_renewal_round),
+            (Duration::from_millis(3), Duration::from_millis(9))
+        );
         assert_eq!((s.subscription_fallbacks, s.release_retries), (1, 2));
         let mean = s.waits.mean().unwrap();
         assert!(mean > Duration::from_secs(40) && mean < Duration::from_secs(41));

@@ -45,7 +45,7 @@ mod tuning;
 pub(crate) use calls::extend_one;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use calls::{found, parse as verdicts};
-pub(crate) use counters::{Counters, WaitEnd};
+pub(crate) use counters::{Counters, Renewals, WaitEnd};
 pub use counters::{LockStats, WaitStats};
 pub use reason::LossReason;
 pub(crate) use renewal::Renewal;
@@ -87,6 +87,8 @@ impl Engine {
             renew_calls: AtomicU64::new(0),
             renew_failures: AtomicU64::new(0),
             renew_rounds: AtomicU64::new(0),
+            round_last_us: AtomicU64::new(0),
+            round_longest_us: AtomicU64::new(0),
             tracking: invalidations.is_some(),
         });
         let (inbox, rx) = mpsc::unbounded_channel();
@@ -164,9 +166,17 @@ impl Engine {
         self.shared.renew_calls.load(Ordering::Relaxed)
     }
 
-    /// Renewal script calls that failed (or answered something unreadable).
-    pub(crate) fn renew_failures(&self) -> u64 {
-        self.shared.renew_failures.load(Ordering::Relaxed)
+    /// What the engine did, for [`LockStats`]: its calls, the failed ones,
+    /// and how long its rounds took.
+    pub(crate) fn renewals(&self) -> Renewals {
+        let s = &self.shared;
+        let us = |a: &AtomicU64| Duration::from_micros(a.load(Ordering::Relaxed));
+        Renewals {
+            calls: s.renew_calls.load(Ordering::Relaxed),
+            failures: s.renew_failures.load(Ordering::Relaxed),
+            last_round: us(&s.round_last_us),
+            longest_round: us(&s.round_longest_us),
+        }
     }
 
     /// Rounds that sent at least one renewal.

@@ -17,6 +17,10 @@ pub(crate) struct EngineShared {
     /// Of those, calls that failed or answered something unreadable.
     pub(super) renew_failures: AtomicU64,
     pub(super) renew_rounds: AtomicU64,
+    /// How long the last renewal round took, and the longest so far
+    /// (microseconds; see `LockStats::last_renewal_round`).
+    pub(super) round_last_us: AtomicU64,
+    pub(super) round_longest_us: AtomicU64,
     /// Invalidations are pushed (client tracking is on): holds older than
     /// [`TRACK_AFTER`](super::tuning::TRACK_AFTER) get a tracked read.
     pub(super) tracking: bool,
