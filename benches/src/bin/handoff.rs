@@ -12,6 +12,10 @@
 //! the same server), the share of handoffs under 1.5 round trips, and the
 //! server's command counts per acquisition from `INFO commandstats`
 //! (EVALSHA, PUBLISH, and every command): what a herd costs the server.
+//! Server CPU per acquisition is `INFO cpu` (sys + user) read at the
+//! common start and at the run's end; client CPU per acquisition is the
+//! contender processes' own (`/proc/self/stat`) over the same window,
+//! summed. Both have a clock tick's resolution (10 ms) over seconds.
 //!
 //! Each process logs its events with the wall clock (`SystemTime`, one
 //! clock for every process of the machine); the parent merges the logs.
@@ -26,7 +30,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use keylatch_benches::{handoffs, redis_benchmark, url_or_local_server, Flags};
+use keylatch_benches::{handoffs, process_cpu, redis_benchmark, url_or_local_server, Flags};
 use keylatch_cluster::{Client, Commands};
 use keylatch_lock::Locks;
 
@@ -78,7 +82,7 @@ fn main() {
             format!("{threads}-worker runtime")
         }
     );
-    println!("round | acquisitions/s | handoffs | p50 us (RTT) | p99 us (RTT) | < 1.5 RTT | EVALSHA/acq | PUBLISH/acq | commands/acq");
+    println!("round | acquisitions/s | handoffs | p50 us (RTT) | p99 us (RTT) | < 1.5 RTT | EVALSHA/acq | PUBLISH/acq | commands/acq | server CPU us/acq | client CPU us/acq");
     for round in 0..rounds {
         let name = format!("keylatch-bench-handoff:{}:{round}", wall_us());
         let before = commandstats(&url);
@@ -98,6 +102,15 @@ fn main() {
                     .expect("spawn a contender")
             })
             .collect();
+        // The server's CPU over the contenders' window (they print only
+        // when done, so their pipes do not fill meanwhile).
+        let sleep_to =
+            |t: u64| std::thread::sleep(Duration::from_micros(t.saturating_sub(wall_us())));
+        sleep_to(start);
+        let s0 = server_cpu(&url);
+        sleep_to(start + seconds * 1_000_000);
+        let server = server_cpu(&url).saturating_sub(s0);
+        let mut client = Duration::ZERO;
         let mut events = Vec::new();
         let base = Instant::now();
         for (i, mut c) in children.into_iter().enumerate() {
@@ -109,6 +122,10 @@ fn main() {
                     continue;
                 };
                 let t: u64 = t.parse().expect("a time");
+                if kind == "C" {
+                    client += Duration::from_micros(t);
+                    continue;
+                }
                 let k: usize = k.parse().expect("a contender");
                 let kind = match kind {
                     "W" => 0,
@@ -142,7 +159,7 @@ fn main() {
             .filter(|d| d.as_secs_f64() * 1e6 < 1.5 * rtt_us)
             .count();
         println!(
-            "{round} | {:.0} | {} | {p50:.1} ({:.2}) | {p99:.1} ({:.2}) | {:.0} % | {:.2} | {:.2} | {:.2}",
+            "{round} | {:.0} | {} | {p50:.1} ({:.2}) | {p99:.1} ({:.2}) | {:.0} % | {:.2} | {:.2} | {:.2} | {:.1} | {:.1}",
             acquisitions as f64 / seconds as f64,
             lat.len(),
             p50 / rtt_us,
@@ -151,6 +168,8 @@ fn main() {
             delta("evalsha") as f64 / acq,
             (delta("publish") + delta("spublish")) as f64 / acq,
             all as f64 / acq,
+            server.as_secs_f64() * 1e6 / acq,
+            client.as_secs_f64() * 1e6 / acq,
         );
         let mut per: Vec<_> = after
             .iter()
@@ -164,6 +183,25 @@ fn main() {
             .collect();
         println!("  per acquisition: {}", per.join(", "));
     }
+}
+
+/// The server's CPU time so far: `INFO cpu`'s used_cpu_sys + used_cpu_user.
+fn server_cpu(url: &str) -> Duration {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let text = rt.block_on(async {
+        let client = Client::connect(url).await.expect("connect");
+        client.info(Some("cpu")).await.expect("INFO cpu")
+    });
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Duration::from_secs_f64(field("used_cpu_sys:") + field("used_cpu_user:"))
 }
 
 /// `INFO commandstats`: calls per command.
@@ -231,6 +269,7 @@ fn child(flags: &Flags, _id: &str) {
             tokio::time::sleep(Duration::from_micros(start - now)).await;
         }
         let end = start + seconds * 1_000_000;
+        let cpu0 = process_cpu();
         let tasks: Vec<_> = (0..contenders)
             .map(|_| {
                 let lock = locks.lock(&name);
@@ -259,9 +298,10 @@ fn child(flags: &Flags, _id: &str) {
         for t in tasks {
             logs.push(t.await.expect("a contender"));
         }
-        logs
+        (logs, process_cpu().saturating_sub(cpu0))
     });
-    let mut out = String::new();
+    let (logs, cpu) = logs;
+    let mut out = format!("C {} 0\n", cpu.as_micros());
     for (task, log) in logs.into_iter().enumerate() {
         for (k, t) in log {
             out.push_str(&format!("{k} {t} {task}\n"));
