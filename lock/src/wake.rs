@@ -104,7 +104,8 @@ impl Wake {
     /// release names the waiter it wakes on (its process's own): this
     /// waiter wakes there for any owner of its process (`owner` up to its
     /// last `:`, the client id): it is the head of the process's local
-    /// queue, and a process-mate behind it may have registered first. A message
+    /// queue by the time it pauses (it may subscribe while it queues), and
+    /// a process-mate behind it may have registered first. A message
     /// that grants the lock to `owner`'s wait `tag` ends the wait with the
     /// lock ([`pause`](Self::pause) answers the grant). On `channel` it
     /// wakes only for a plain `"0"`. Without both subscriptions it wakes
@@ -166,6 +167,8 @@ impl Wake {
             }
             if let Some(sub) = self.sub.as_mut() {
                 if drain(sub, cx) {
+                    tracing::warn!(lock = %self.name,
+                        "unlock subscription ended; waiting by polling instead");
                     self.sub = None;
                     self.named = None;
                 }
@@ -173,6 +176,12 @@ impl Wake {
             std::task::Poll::Ready(())
         })
         .await;
+    }
+
+    /// Whether this waiter polls (no subscription could be had, or it
+    /// ended).
+    pub(crate) fn polling(&self) -> bool {
+        self.sub.is_none()
     }
 
     /// Whether releases can wake this waiter by name: only then may its

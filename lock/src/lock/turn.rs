@@ -125,7 +125,10 @@ impl Lock {
         if let Some(turn) = turn {
             return Some((turn, self.listen(by_name, tag, deadline).await));
         }
-        if self.inner.waiters.queued(&self.handle.names.key) > SUBSCRIBED_AHEAD {
+        // (Past its deadline it only asks for the turn: a subscription
+        // could not be had in no time, and would be warned of.)
+        let late = deadline.is_some_and(|d| d <= Instant::now());
+        if late || self.inner.waiters.queued(&self.handle.names.key) > SUBSCRIBED_AHEAD {
             let turn = self.take_turn(None, deadline).await?;
             return Some((turn, self.listen(by_name, tag, deadline).await));
         }
@@ -133,9 +136,16 @@ impl Lock {
             self.take_turn(None, deadline),
             self.listen(by_name, tag, deadline)
         );
+        let turn = turn?;
         let mut wake = wake;
-        wake.forget_heard().await;
-        Some((turn?, wake))
+        if wake.polling() && self.inner.pubsub_connected() {
+            // The hub was down while it queued and is back: subscribe now
+            // rather than poll the whole wait.
+            wake = self.listen(by_name, tag, deadline).await;
+        } else {
+            wake.forget_heard().await;
+        }
+        Some((turn, wake))
     }
 
     /// This process's turn for the name: `turn` if the caller took it
