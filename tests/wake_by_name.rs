@@ -35,6 +35,26 @@ async fn process(server: &RedisServer) -> Locks {
     .unwrap()
 }
 
+/// A holder for the tests that count EVALSHA: a [`process`] that tracks no
+/// hold. The first waiter to register marks the held hash
+/// (`keylatch_waiters`), and a holder whose tracked read came first (2 ms
+/// after its acquire) hears of that write and checks its hold with one
+/// more EVALSHA (two on a server that has yet to load the renewal script).
+/// Whether the read comes first is a race the tests do not count: they
+/// count the waiter's calls and the releases.
+async fn untracked_holder(server: &RedisServer) -> Locks {
+    let cfg = LocksConfig::default()
+        .recheck(Duration::from_secs(30))
+        .fair_waiter_timeout(Duration::from_secs(60))
+        .tracked_holds(0);
+    Locks::connect_with(
+        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
+        cfg,
+    )
+    .await
+    .unwrap()
+}
+
 /// Calls of one command so far (`INFO commandstats`).
 fn calls(server: &RedisServer, command: &str) -> u64 {
     let text = server.cli(&["INFO", "commandstats"]).unwrap();
@@ -113,7 +133,7 @@ fn waits_then_releases(waiter: Locks, name: &'static str) -> tokio::task::JoinHa
 #[tokio::test]
 async fn each_release_hands_the_lock_to_one_waiting_process() {
     let server = RedisServer::start();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     // Both scripts cached on the server, so no NOSCRIPT round is counted.
     take_free(&holder, "warm").await.unlock().await.unwrap();
     let guard = take_free(&holder, "herd").await;
@@ -615,7 +635,7 @@ async fn a_grant_is_taken_only_by_the_wait_it_names() {
 async fn non_reentrant_and_fenced_waiters_take_their_grants() {
     let server = RedisServer::start();
     let raw = Client::connect(&server.url()).await.unwrap();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     let guard = holder
         .non_reentrant_lock("nr")
         .try_acquire_now(None)
@@ -728,22 +748,25 @@ async fn a_grant_nobody_took_is_given_back_by_the_leave() {
 #[tokio::test]
 async fn a_granted_hold_is_renewed_by_its_watchdog() {
     let server = RedisServer::start();
-    let short = || async {
-        let cfg = LocksConfig::default()
-            .recheck(Duration::from_secs(30))
-            .fair_waiter_timeout(Duration::from_secs(60))
-            .watchdog_timeout(Duration::from_secs(1));
-        Locks::connect_with(
-            keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
-            cfg,
-        )
-        .await
-        .unwrap()
+    // The holder tracks no hold (see `untracked_holder`); the waiter does.
+    let url = server.url();
+    let short = |tracked: usize| {
+        let url = url.clone();
+        async move {
+            let cfg = LocksConfig::default()
+                .recheck(Duration::from_secs(30))
+                .fair_waiter_timeout(Duration::from_secs(60))
+                .watchdog_timeout(Duration::from_secs(1))
+                .tracked_holds(tracked);
+            Locks::connect_with(keylatch_cluster::ClientConfig::from_url(&url).unwrap(), cfg)
+                .await
+                .unwrap()
+        }
     };
-    let holder = short().await;
+    let holder = short(0).await;
     take_free(&holder, "warm").await.unlock().await.unwrap();
     let guard = take_free(&holder, "renewed").await;
-    let waiter = short().await;
+    let waiter = short(10_000).await;
     let w = tokio::spawn(async move {
         waiter
             .lock("renewed")
@@ -786,7 +809,7 @@ async fn a_granted_hold_is_renewed_by_its_watchdog() {
 #[tokio::test]
 async fn a_waiter_with_a_fixed_lease_is_woken_not_granted() {
     let server = RedisServer::start();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     // The scripts cached on the server, so no NOSCRIPT round is counted.
     take_free(&holder, "warm").await.unlock().await.unwrap();
     let guard = take_free(&holder, "fixed").await;
@@ -822,7 +845,7 @@ async fn a_waiter_with_a_fixed_lease_is_woken_not_granted() {
 #[tokio::test]
 async fn a_process_that_turns_grants_off_is_woken_and_tries() {
     let server = RedisServer::start();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     take_free(&holder, "warm").await.unlock().await.unwrap();
     let guard = take_free(&holder, "no-grant").await;
     let waiter = Locks::connect_with(
@@ -863,7 +886,7 @@ async fn a_process_that_turns_grants_off_is_woken_and_tries() {
 #[tokio::test]
 async fn an_owner_the_application_named_is_woken_not_granted() {
     let server = RedisServer::start();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     take_free(&holder, "warm").await.unlock().await.unwrap();
     let guard = take_free(&holder, "named-owner").await;
     let waiter = process(&server).await;
@@ -986,7 +1009,7 @@ async fn an_acquire_right_after_a_wait_dropped_at_its_grant_finds_the_lock_given
 async fn a_wait_on_a_name_waited_on_lately_registers_with_its_first_try() {
     let server = RedisServer::start();
     let raw = Client::connect(&server.url()).await.unwrap();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     let waiter = process(&server).await;
     let lock = waiter.lock("warm");
     let mut costs = Vec::new();
@@ -1098,7 +1121,7 @@ async fn a_re_entry_through_another_handle_of_the_owner_does_not_queue_either() 
 async fn a_queued_waiter_makes_one_try_after_its_turn() {
     let server = RedisServer::start();
     let raw = Client::connect(&server.url()).await.unwrap();
-    let holder = process(&server).await;
+    let holder = untracked_holder(&server).await;
     let mates = process(&server).await;
     let name = "queued-one-try";
     // The holder's release script loaded (a first release loads it).
