@@ -231,19 +231,24 @@ async fn watchdog_keeps_a_hold_for_three_leases_with_batched_renewals() {
             .collect(),
     )
     .await;
-    let calls_before = locks.renewal_calls();
+    let (calls_before, rounds_before) = (locks.renewal_calls(), locks.renewal_rounds());
     tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Read before the checks below: 150 round trips on a loaded machine
+    // would stretch the window by rounds of their own.
+    let calls = locks.renewal_calls() - calls_before;
+    let rounds = locks.renewal_rounds() - rounds_before;
     for g in &guards {
         assert!(!g.is_lost());
         assert!(g.lock().is_held_by_me().await.unwrap());
     }
-    let calls = locks.renewal_calls() - calls_before;
-    // 150 holds in one slot: 2 script calls per round, ~9 rounds in 1.8 s.
-    eprintln!("renewal calls for 150 holds over 3 leases: {calls}");
+    // 150 holds in one slot: 2 script calls per round (3 when a round
+    // mixes first renewals with later ones), ~9 rounds in 1.8 s; one call
+    // per hold would be 150 a round.
+    eprintln!("renewal calls for 150 holds over 3 leases: {calls} in {rounds} rounds");
     assert!(calls >= 4, "renewals must have happened");
     assert!(
-        calls <= 2 * 12,
-        "renewals must be batched (≤ 100 holds per call)"
+        calls <= 3 * rounds && rounds <= 12,
+        "renewals must be batched (≤ 100 holds per call, a round for all): {calls} calls in {rounds} rounds"
     );
     for g in guards {
         g.unlock().await.unwrap();
