@@ -27,6 +27,14 @@ for i = 1, #KEYS, 1 do \
   else table.insert(result, 0); end; \
 end; return result;";
 
+/// Redisson's `RLock.tryLockInnerAsync` script, verbatim: KEYS[1] the lock
+/// name; ARGV[1] lease in milliseconds, ARGV[2] owner id. nil when
+/// acquired, else the lock's PTTL.
+const REDISSON_LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or \
+(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); \
+return nil; end; return redis.call('pttl', KEYS[1]);";
+
 /// Locks per Redisson renewal call (its default chunk).
 const REDISSON_CHUNK: usize = 100;
 
@@ -83,6 +91,13 @@ pub struct ScaleReport {
     /// Resident memory per hold while held, and what stayed after the
     /// release (bytes over the start; `None` without `/proc`).
     pub bytes_per_hold: Option<(u64, u64)>,
+    /// The server's CPU time while acquiring (standalone only, as
+    /// `server_cpu`): the acquires' scripts, and the renewal rounds and
+    /// tracked reads that ran meanwhile.
+    pub acquire_server_cpu: Option<Duration>,
+    /// Redisson's acquire (`tryLockInnerAsync`, one call per lock) of as
+    /// many new locks: server CPU per acquire, in µs (standalone only).
+    pub redisson_acquire_us: Option<f64>,
     /// Renewal rounds done while idle, and the time idled.
     pub rounds: u64,
     /// The idle window's length.
@@ -159,6 +174,22 @@ impl std::fmt::Display for ScaleReport {
             write!(f, " (first failure: {e})")?;
         }
         writeln!(f)?;
+        if let Some(c) = self.acquire_server_cpu {
+            let per = c.as_secs_f64() * 1e6 / self.held.max(1) as f64;
+            write!(
+                f,
+                "server CPU while acquiring: {per:.2} µs per acquire ({:.1} % of a core; renewal rounds meanwhile included)",
+                c.as_secs_f64() * 100.0 / self.acquire.as_secs_f64().max(1e-9)
+            )?;
+            if let Some(r) = self.redisson_acquire_us {
+                write!(
+                    f,
+                    "; Redisson's tryLock script on as many new locks {r:.2} µs = {:.2}×",
+                    per / r
+                )?;
+            }
+            writeln!(f)?;
+        }
         if let Some((held, after)) = self.bytes_per_hold {
             writeln!(
                 f,
@@ -264,9 +295,12 @@ pub async fn run_scale(
     let rss0 = resident_bytes();
 
     // 1. Acquire.
+    let a0 = server_cpu(admin, standalone).await?;
     let t0 = Instant::now();
     let (guards, failed, first_error) = acquire_all(locks, &prefix, opts).await;
     report.acquire = t0.elapsed();
+    let a1 = server_cpu(admin, standalone).await?;
+    report.acquire_server_cpu = a1.zip(a0).map(|(b, a)| b.saturating_sub(a));
     report.held = guards.len();
     report.failed = failed;
     report.first_error = first_error;
@@ -311,8 +345,9 @@ pub async fn run_scale(
     let counters = (0..opts.holds).map(|i| format!("redisson_lock_token:{{{prefix}:{i}}}"));
     delete(admin, counters).await?;
 
-    // Redisson's renewal on as many locks, on its layout.
+    // Redisson's acquire and renewal on as many locks, on its layout.
     if standalone {
+        report.redisson_acquire_us = Some(redisson_acquire(admin, &prefix, opts).await?);
         report.redisson_us = Some(redisson_round(admin, &prefix, opts).await?);
     }
     Ok(report)
@@ -418,6 +453,62 @@ async fn delete(admin: &Client, keys: impl Iterator<Item = String>) -> Result<()
             .map_err(|e| BenchError::new(format!("cleanup: {e}")))?;
     }
     Ok(())
+}
+
+/// Redisson's acquire script on `opts.holds` new lock names, one call per
+/// lock as Redisson makes them, `opts.inflight` at a time: the server CPU
+/// per acquire in µs. Its keys are deleted after.
+async fn redisson_acquire(
+    admin: &Client,
+    prefix: &str,
+    opts: &ScaleOptions,
+) -> Result<f64, BenchError> {
+    let owner = "9c1a3f2e-0000-4000-8000-000000000000:1";
+    let lease_ms = opts.watchdog.as_millis().to_string();
+    let prefix: Arc<str> = Arc::from(format!("{prefix}:a"));
+    let fail = |what: &str, e: keylatch::Error| BenchError::new(format!("{what}: {e}"));
+    let sha = admin
+        .script_load(REDISSON_LOCK)
+        .await
+        .map_err(|e| fail("loading Redisson's lock script", e))?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let s0 = server_cpu(admin, true).await?;
+    let mut tasks = Vec::new();
+    for _ in 0..opts.inflight.max(1) {
+        let (admin, next, sha, lease_ms, prefix) = (
+            admin.clone(),
+            Arc::clone(&next),
+            sha.clone(),
+            lease_ms.clone(),
+            Arc::clone(&prefix),
+        );
+        let holds = opts.holds;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= holds {
+                    break Ok(());
+                }
+                let key = format!("{prefix}:{i}");
+                admin
+                    .evalsha(&sha, [key], [lease_ms.clone(), owner.to_owned()])
+                    .await?;
+            }
+        }));
+    }
+    for t in tasks {
+        match t.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(fail("Redisson's acquire", e)),
+            Err(e) => return Err(BenchError::new(format!("Redisson's acquire: {e}"))),
+        }
+    }
+    let s1 = server_cpu(admin, true).await?;
+    delete(admin, (0..opts.holds).map(|i| format!("{prefix}:{i}"))).await?;
+    let used = s1
+        .zip(s0)
+        .map_or(Duration::ZERO, |(b, a)| b.saturating_sub(a));
+    Ok(used.as_secs_f64() * 1e6 / opts.holds.max(1) as f64)
 }
 
 /// Redisson's layout for as many locks (a chunk of 100 per hash tag, so a
