@@ -41,6 +41,7 @@ mod plot;
 mod progress;
 mod report;
 mod scale;
+mod scale_redisson;
 mod scenarios;
 mod suite;
 mod timeline;
