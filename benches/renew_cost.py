@@ -14,6 +14,9 @@ It FLUSHALLs the server: point it at a scratch redis-server. Scripts:
              reentrant_renew.lua)
   six-calls  keylatch's renewal before issue 31 (hexists, get, pttl and
              pexpire of the key and of the counter), inline
+  refresh    keylatch's reentrant_renew with flag "c": each counter's idle
+             expiry refreshed too (a hold's first renewal when its acquire
+             found the counter, and renewals in the counter window)
 --tracked sends each call right after CLIENT CACHING YES on a RESP3
 connection with CLIENT TRACKING ON OPTIN NOLOOP: what a renewal script
 costs when its reads are tracked.
@@ -119,7 +122,7 @@ def main():
     for _ in setup:
         c.read()
     lease = 30000
-    for name, src in [("redisson", REDISSON), ("keylatch", keylatch_script()), ("six-calls", SIX_CALLS)]:
+    for name, src in [("redisson", REDISSON), ("keylatch", keylatch_script()), ("six-calls", SIX_CALLS), ("refresh", keylatch_script())]:
         sha = c.cmd("SCRIPT", "LOAD", src).decode()
         best = None
         for _ in range(3):
@@ -131,7 +134,7 @@ def main():
                     keys = ["lock-%d" % i for i in ids]
                     args = [str(lease)] + [OWNER] * len(keys)
                 else:
-                    keys, args = [], [str(lease), IDLE] + ([""] if name == "keylatch" else [])
+                    keys, args = [], [str(lease), IDLE] + {"keylatch": [""], "refresh": ["c"]}.get(name, [])
                     for i in ids:
                         keys += ["lock-%d" % i, "redisson_lock_token:{lock-%d}" % i]
                         args += [OWNER, TOKEN]

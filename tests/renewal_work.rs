@@ -5,7 +5,8 @@
 //! - renewed keys stay tracked, so a key deleted from outside is reported
 //!   by push, not found at the next renewal;
 //! - the fencing counter's idle expiry is refreshed by a hold's first
-//!   renewal and then every few hours, not every round;
+//!   renewal (unless the hold's acquire made the counter) and then every
+//!   few hours, not every round;
 //! - a key with no expiry is not given one, and a longer expiry is kept.
 
 use std::time::{Duration, Instant};
@@ -131,6 +132,51 @@ async fn the_counter_is_refreshed_once_not_every_round() {
     );
     assert!(!g.is_lost());
     g.unlock().await.unwrap();
+}
+
+/// A counter the acquire found (made earlier, with less of its idle
+/// expiry left) is refreshed by the hold's first renewal; one the acquire
+/// made lives its whole idle expiry from then, and that renewal leaves it
+/// alone (a refresh costs the server about half a renewal again). A 6 s
+/// watchdog: the first renewal comes 2 s after the acquires, so a counter
+/// refreshed then would show up to 60 s left just after it, one left alone
+/// at most 58 s.
+#[tokio::test]
+async fn a_counter_the_acquire_made_is_left_alone_by_the_first_renewal() {
+    let server = RedisServer::start();
+    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(6));
+    cfg.token_idle_ttl = Duration::from_secs(60);
+    let locks = tracked_locks(&server, cfg).await;
+    server
+        .cli(&["SET", "redisson_lock_token:{found}", "5", "PX", "20000"])
+        .unwrap();
+    let found = take_free(&locks, "found").await;
+    let made = take_free(&locks, "made").await;
+    assert_eq!(found.fencing_token(), Some(6), "the counter found");
+    assert!(
+        made.fencing_token().is_some_and(|t| t > 1_000_000),
+        "made from TIME"
+    );
+    rounds(&locks, 1).await;
+    let pttl = |name: &str| -> i64 {
+        server
+            .cli(&["PTTL", &format!("redisson_lock_token:{{{name}}}")])
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (found_left, made_left) = (pttl("found"), pttl("made"));
+    assert!(
+        found_left > 50_000,
+        "refreshed from 20 s: {found_left} ms left"
+    );
+    assert!(
+        made_left > 0 && made_left <= 58_100,
+        "made at the acquire, 2 s before its first renewal: {made_left} ms left"
+    );
+    found.unlock().await.unwrap();
+    made.unlock().await.unwrap();
 }
 
 /// A counter that expires while its lock is held anyway (its idle expiry

@@ -26,7 +26,8 @@
 --          up takes that registration back
 --
 -- Returns  {1, token} when acquired (token: the hold's identity, as in
---          reentrant_acquire); {-1, pttl} when this owner holds it already
+--          reentrant_acquire; {1, token, 1} when the call made the counter,
+--          as there); {-1, pttl} when this owner holds it already
 --          (a re-entry: refused, nothing changes); {0, pttl} when another
 --          owner holds it: pttl bounds the wait.
 --
@@ -39,7 +40,8 @@ if redis.call('exists', KEYS[1]) == 0 then
         others = unregister_waiter(ARGV[5], ARGV[2])
     end
     local token = redis.call('incr', KEYS[2])
-    if token == 1 then
+    local made = token == 1
+    if made then
         local t = redis.call('time')
         token = tonumber(t[1]) * 1000000 + tonumber(t[2])
         redis.call('set', KEYS[2], string.format('%.0f', token), 'px', ARGV[3])
@@ -48,6 +50,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     if others then
         redis.call('hset', KEYS[1], 'keylatch_waiters', 1)
+    end
+    if made then
+        return {1, token, 1}
     end
     return {1, token}
 end

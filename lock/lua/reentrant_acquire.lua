@@ -29,7 +29,10 @@
 -- Returns  {holds, token} when acquired: holds = this owner's hold count
 --          after the call (1 for a first hold), token = the hold's token (a
 --          re-entry returns the current one; a re-entry never shortens the
---          expiry); {0, pttl} when another owner holds it: pttl bounds the wait.
+--          expiry); {1, token, 1} for a first hold whose call made the
+--          counter (it lives its whole idle expiry from now: the watchdog
+--          need not refresh it at the hold's first renewal); {0, pttl}
+--          when another owner holds it: pttl bounds the wait.
 --
 -- The lock hash is exactly Redisson's RLock layout (exists / hexists /
 -- hincrby / pexpire), so Java and Rust holders exclude each other.
@@ -50,7 +53,8 @@ if redis.call('exists', KEYS[1]) == 0 then
         others = unregister_waiter(ARGV[5], ARGV[2])
     end
     local token = redis.call('incr', KEYS[2])
-    if token == 1 then
+    local made = token == 1
+    if made then
         local t = redis.call('time')
         token = tonumber(t[1]) * 1000000 + tonumber(t[2])
         redis.call('set', KEYS[2], string.format('%.0f', token), 'px', ARGV[3])
@@ -59,6 +63,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     if others then
         redis.call('hset', KEYS[1], 'keylatch_waiters', 1)
+    end
+    if made then
+        return {1, token, 1}
     end
     return {1, token}
 end

@@ -93,8 +93,34 @@ fn acquire(frame: &Frame) {
         return;
     }
     match (acquire_reply(frame), pair) {
-        (Ok(AcquireReply::Taken { holds, value }), Ok((h, v))) => {
+        (
+            Ok(AcquireReply::Taken {
+                holds,
+                value,
+                made: false,
+            }),
+            Ok((h, v)),
+        ) => {
             assert!(holds >= 1 && holds == h && value == v);
+        }
+        (
+            Ok(AcquireReply::Taken {
+                holds: 1,
+                value,
+                made: true,
+            }),
+            Err(_),
+        ) => {
+            // `[1, token, 1]` seen through attributes.
+            let Frame::Array(items) = frame.value() else {
+                panic!("{frame}: made from no array");
+            };
+            let three: Vec<_> = items.iter().map(|f| f.value().clone()).collect();
+            assert_eq!(
+                three,
+                [Frame::Integer(1), Frame::Integer(value), Frame::Integer(1)],
+                "{frame}"
+            );
         }
         (Ok(AcquireReply::Held(pttl, 0)), Ok((0, v))) => assert_eq!(pttl, v),
         (Ok(AcquireReply::NotReentrant), Ok((h, _))) => assert!(h < 0 && h != -2),

@@ -9,8 +9,10 @@ use crate::error::{LockError, LockResult};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
     /// Taken or re-entered (`holds` > 0): the hold count and the token
-    /// (a fenced lock's fencing value).
-    Taken { holds: i64, value: i64 },
+    /// (a fenced lock's fencing value); `made`: a first hold whose call
+    /// made the fencing counter (`{1, token, 1}`), which then lives its
+    /// whole idle expiry from now.
+    Taken { holds: i64, value: i64, made: bool },
     /// Held by another owner (`holds` 0); the PTTL in milliseconds, and
     /// the fencing counter's value when the try was a waiter's (`{0, pttl,
     /// counter, tag}`; else 0): a grant with a token not above it was made
@@ -28,13 +30,39 @@ pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
     if let Some((pttl, counter, _)) = waiter_held(frame) {
         return Ok(AcquireReply::Held(pttl, counter));
     }
+    if let Some(value) = made_counter(frame) {
+        return Ok(AcquireReply::Taken {
+            holds: 1,
+            value,
+            made: true,
+        });
+    }
     let (holds, value) = parse_pair(frame)?;
     Ok(match holds {
         -2 => AcquireReply::UpgradeRefused,
         h if h < 0 => AcquireReply::NotReentrant,
         0 => AcquireReply::Held(value, 0),
-        _ => AcquireReply::Taken { holds, value },
+        _ => AcquireReply::Taken {
+            holds,
+            value,
+            made: false,
+        },
     })
+}
+
+/// A first hold whose call made the fencing counter, `[1, token, 1]`: the
+/// token.
+fn made_counter(frame: &Frame) -> Option<i64> {
+    let Frame::Array(items) = frame.value() else {
+        return None;
+    };
+    let [a, b, c] = items.as_slice() else {
+        return None;
+    };
+    match (a.value(), b.value(), c.value()) {
+        (Frame::Integer(1), Frame::Integer(token), Frame::Integer(1)) => Some(*token),
+        _ => None,
+    }
 }
 
 /// A waiter's try that found the lock held, `[0, pttl, counter, tag]`:

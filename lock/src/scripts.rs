@@ -388,11 +388,11 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         (
             "reentrant_acquire",
-            "410e977bf4812e419c40a9409f527e9d48d09099",
+            "538da5c976d4978b640e8468d694a78cd64e0ff5",
         ),
         (
             "nonreentrant_acquire",
-            "1eb3dfadb556063a56ce0ef74aa9e13fff466f5c",
+            "268cd138821b39ca7cc1e2f1562d8c44db98cdc7",
         ),
         (
             "reentrant_release",

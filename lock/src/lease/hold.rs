@@ -55,7 +55,10 @@ pub(crate) struct Hold {
     /// under an older epoch do not apply (32 bits: a hold is not ended and
     /// revived four billion times while one reply is on its way).
     epoch: AtomicU32,
-    /// At most 1000 (see `LocksConfig::drift_permille`).
+    /// The drift in permille, at most 1000 (see
+    /// `LocksConfig::drift_permille`), in the low bits; [`COUNTER_MADE`]
+    /// in the top one (a flag of its own would pad the small fields past
+    /// 16 bytes).
     drift_permille: u16,
     /// Counted in the `Locks`' live holds.
     counted: AtomicBool,
@@ -76,6 +79,10 @@ impl std::fmt::Debug for Hold {
     }
 }
 
+/// In `Hold::drift_permille`: the first acquire's call made the fencing
+/// counter, which then lives its whole idle expiry from the hold's start.
+const COUNTER_MADE: u16 = 0x8000;
+
 /// What a new hold starts with.
 pub(crate) struct NewHold {
     pub(crate) key: HoldKey,
@@ -86,6 +93,8 @@ pub(crate) struct NewHold {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) drift_permille: u32,
     pub(crate) counters: Arc<Counters>,
+    /// The acquire's call made the fencing counter (`{1, token, 1}`).
+    pub(crate) counter_made: bool,
 }
 
 impl Hold {
@@ -102,7 +111,8 @@ impl Hold {
             max_hold_end: n
                 .max_hold
                 .map_or(u64::MAX, |m| nanos(n.sent_at + clamp_span(m))),
-            drift_permille: u16::try_from(n.drift_permille.min(1000)).unwrap_or(1000),
+            drift_permille: u16::try_from(n.drift_permille.min(1000)).unwrap_or(1000)
+                | if n.counter_made { COUNTER_MADE } else { 0 },
             counted: AtomicBool::new(true),
             counters: n.counters,
             lost: LossSignal::default(),
@@ -150,9 +160,17 @@ impl Hold {
     pub(crate) fn extend(&self, sent_at: Instant, lease: Duration) {
         let lease = clamp_span(lease);
         self.lease_ms.fetch_max(millis(lease), Ordering::AcqRel);
-        let drift = Duration::from_millis(2) + lease * u32::from(self.drift_permille) / 1000;
+        let permille = u32::from(self.drift_permille & !COUNTER_MADE);
+        let drift = Duration::from_millis(2) + lease * permille / 1000;
         let end = (sent_at + lease).checked_sub(drift).unwrap_or(sent_at);
         self.deadline.fetch_max(nanos(end), Ordering::AcqRel);
+    }
+
+    /// Whether the first acquire's call made the fencing counter: its idle
+    /// expiry then runs from the hold's start, and the hold's first
+    /// renewal need not refresh it.
+    pub(crate) fn counter_made(&self) -> bool {
+        self.drift_permille & COUNTER_MADE != 0
     }
 
     /// Fires the loss signal (the first reason wins) and stops counting the
@@ -283,6 +301,7 @@ mod tests {
             max_hold: None,
             drift_permille: 10,
             counters: Arc::clone(&live),
+            counter_made: false,
         });
         (h, live)
     }

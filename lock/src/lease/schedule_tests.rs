@@ -259,6 +259,53 @@ fn the_counter_is_refreshed_by_a_first_renewal_that_lands_and_in_the_window_only
 }
 
 #[test]
+fn a_counter_the_acquire_made_is_not_refreshed_by_the_first_renewal_but_in_the_window() {
+    let now = Instant::now();
+    let mut t = Table::new(false);
+    let made = Hold::new(crate::lease::hold::NewHold {
+        key: crate::lease::key::HoldKey::new(
+            Arc::from(name(0).as_str()),
+            Arc::from("c:1"),
+            &crate::lock::HASH_LEASE,
+        ),
+        token: 1,
+        renew: true,
+        lease: LEASE,
+        sent_at: now,
+        max_hold: None,
+        drift_permille: 10,
+        counters: Arc::new(crate::lease::Counters::default()),
+        counter_made: true,
+    });
+    let found = hold(&name(1), "c:1", 2, true, now);
+    t.insert(Arc::clone(&made));
+    t.insert(Arc::clone(&found));
+    settle(&mut t);
+    let at = now + LEASE / 3;
+    let (work, _) = t.plan(at, false, standalone);
+    let mut first: Vec<(u64, bool)> = work
+        .groups
+        .iter()
+        .filter(|(k, _)| !k.3.is_zero())
+        .flat_map(|(k, v)| v.iter().map(move |(h, _)| (h.token, k.4)))
+        .collect();
+    first.sort_unstable();
+    assert_eq!(
+        first,
+        [(1, false), (2, true)],
+        "the made counter is fresh; the one found is refreshed"
+    );
+    reply(&mut t, planned(&work, false), at, 1);
+    let at = at + LEASE / 3;
+    let (work, _) = t.plan(at, true, standalone);
+    assert_eq!(
+        refreshing(&work),
+        vec![true, true],
+        "while the window is open"
+    );
+}
+
+#[test]
 fn the_tables_shrink_once_most_holds_are_gone_and_new_holds_still_renew() {
     let (mut t, holds, at) = renewed(5000);
     assert_eq!(t.sched.slots_len(), 5000);

@@ -200,6 +200,10 @@ impl Table {
             return;
         }
         let mut entry = Entry::new(&hold, since);
+        // A counter its acquire made lives its whole idle expiry from
+        // `since`: the first renewal need not refresh it (a renewal that
+        // does costs the server about half as much again).
+        entry.set(COUNTER_FRESH, hold.counter_made());
         entry.pushed =
             self.tracking && hold.renewal().tracked && self.sched.pushed() < self.track_budget;
         let slot = self.sched.add(entry);

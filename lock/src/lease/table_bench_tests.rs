@@ -26,6 +26,7 @@ fn hold(i: usize, live: &Arc<crate::lease::Counters>, sent_at: Instant) -> Arc<H
         max_hold: None,
         drift_permille: 10,
         counters: Arc::clone(live),
+        counter_made: false,
     })
 }
 

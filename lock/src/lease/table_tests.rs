@@ -22,6 +22,7 @@ pub(super) fn hold(
         max_hold: None,
         drift_permille: 10,
         counters: Arc::new(crate::lease::Counters::default()),
+        counter_made: false,
     })
 }
 

@@ -190,7 +190,7 @@ impl Lock {
         let (frame, sent_at) = self.send(&cmd, deadline).await?;
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
-        let (holds, value) = match acquire_reply(&frame)? {
+        let (holds, value, made) = match acquire_reply(&frame)? {
             AcquireReply::UpgradeRefused => {
                 return Err(LockError::UpgradeRefused {
                     name: self.name().to_owned(),
@@ -216,9 +216,9 @@ impl Lock {
                 }
             },
             AcquireReply::Held(pttl, seen) => return Ok(Attempt::Held(pttl, seen)),
-            AcquireReply::Taken { holds, value } => (holds, value),
+            AcquireReply::Taken { holds, value, made } => (holds, value, made),
         };
-        let guard = self.guard_for(holds, value, renew, lease_d, sent_at);
+        let guard = self.guard_for(holds, value, renew, lease_d, sent_at, made);
         if matches!(self.replica_sync(), ReplicaSync::None) {
             return Ok(Attempt::Acquired(guard));
         }
@@ -265,7 +265,8 @@ impl Lock {
 
     /// The guard for an acquire script's answer `{holds, value}` (holds >
     /// 0): joins this handle's hold of the same token (a re-entry) or makes
-    /// a new one and hands it to the engine.
+    /// a new one and hands it to the engine. `counter_made`: the call made
+    /// the fencing counter (see `NewHold`).
     pub(crate) fn guard_for(
         &self,
         holds: i64,
@@ -273,6 +274,7 @@ impl Lock {
         renew: bool,
         lease_d: Duration,
         sent_at: Instant,
+        counter_made: bool,
     ) -> LockGuard {
         let cfg = &self.inner.config;
         let value = value.max(0).unsigned_abs();
@@ -291,6 +293,7 @@ impl Lock {
                 max_hold: self.max_hold(),
                 drift_permille: cfg.drift_permille,
                 counters: Arc::clone(&inner.counters),
+                counter_made,
             })
         });
         if new || hold.join(renew, sent_at, lease_d) {

@@ -211,7 +211,7 @@ impl Lock {
     /// `sent_at`, before the grant was made, handed to the watchdog.
     fn granted(&self, grant: Grant, sent_at: Instant) -> LockGuard {
         let lease = clamp_span(grant.lease.min(self.inner.config.watchdog_timeout));
-        self.guard_for(1, grant.token, true, lease, sent_at)
+        self.guard_for(1, grant.token, true, lease, sent_at, false)
     }
 
     /// The waiter's subscriptions: the lock's channel, and with `by_name`

@@ -275,7 +275,7 @@ async fn take_group(
             MultiReply::Taken(pairs) => {
                 let mut guards = Vec::with_capacity(group.len());
                 for (m, (holds, token)) in group.iter().zip(pairs) {
-                    guards.push(m.guard_for(holds, token, renew, lease_d, sent_at));
+                    guards.push(m.guard_for(holds, token, renew, lease_d, sent_at, false));
                 }
                 return Ok(Some(guards));
             }

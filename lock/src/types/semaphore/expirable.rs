@@ -222,6 +222,7 @@ how many. They are not leased: they come back only by
             max_hold: None,
             drift_permille: inner.config.drift_permille,
             counters: Arc::clone(&inner.counters),
+            counter_made: false,
         });
         inner.engine.watch(&hold, sent_at);
         inner.counters.acquired("expirable semaphore");
