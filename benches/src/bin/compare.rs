@@ -143,7 +143,8 @@ where
                 .await
                 .map_err(|e| rr("acquire", e))?;
             match reply.as_slice() {
-                [holds, fence] if *holds > 0 => return Ok(Some(*fence)),
+                // `[1, token, 1]`: a first hold whose call made the counter.
+                [holds, fence] | [holds, fence, 1] if *holds > 0 => return Ok(Some(*fence)),
                 [_, _] => {}
                 other => {
                     return Err(BenchError::new(format!(

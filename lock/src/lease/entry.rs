@@ -39,8 +39,10 @@ pub(super) const BUSY: u8 = 1;
 /// Invalidated while a call was in flight: that call may have been
 /// answered before the change, so check again after it.
 pub(super) const RECHECK: u8 = 2;
-/// A renewal of this hold refreshed its fencing counter's idle expiry (its
-/// first renewal does; later ones only in the actor's window).
+/// This hold's fencing counter needs no refresh outside the actor's
+/// window: a renewal of the hold refreshed its idle expiry (its first
+/// renewal does), or the hold's acquire made the counter (set when the
+/// entry is made, `Hold::counter_made`).
 pub(super) const COUNTER_FRESH: u8 = 4;
 /// Its look is for a loss or tracked read (may not wait for the task's
 /// sleep floor) rather than a renewal or check.

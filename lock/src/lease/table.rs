@@ -202,8 +202,13 @@ impl Table {
         let mut entry = Entry::new(&hold, since);
         // A counter its acquire made lives its whole idle expiry from
         // `since`: the first renewal need not refresh it (a renewal that
-        // does costs the server about half as much again).
-        entry.set(COUNTER_FRESH, hold.counter_made());
+        // does costs the server about half as much again). Only for the
+        // hold's first watch under the watchdog: a revived hold, or a
+        // fixed lease that a watchdog guard joins later, may be far older.
+        entry.set(
+            COUNTER_FRESH,
+            hold.counter_made() && hold.renews() && hold.epoch() == 0,
+        );
         entry.pushed =
             self.tracking && hold.renewal().tracked && self.sched.pushed() < self.track_budget;
         let slot = self.sched.add(entry);
@@ -279,7 +284,8 @@ impl Table {
     /// the slot itself when that is unknown, or all together standalone.
     /// `refresh_all`: the counter window is open (see the actor), so every
     /// renewal planned refreshes its fencing counter's idle expiry; outside
-    /// it only a hold's first renewal does.
+    /// it only a hold's first renewal does (not when its acquire made the
+    /// counter).
     pub(super) fn plan(
         &mut self,
         now: Instant,

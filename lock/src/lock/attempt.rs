@@ -22,7 +22,7 @@ use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
-use crate::reply::{acquire_reply, parse_pair, waiter_held, AcquireReply};
+use crate::reply::{acquire_reply, waiter_held, AcquireReply};
 use crate::shape::{key_shape, KeyShape};
 
 use super::base::{Lock, ReplicaSync};
@@ -70,12 +70,11 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
         }
         return;
     }
-    let Ok((holds, token)) = parse_pair(frame) else {
+    // Any first hold or re-entry, `{1, token, 1}` (the call made the
+    // counter) included: a reply read as anything else took nothing.
+    let Ok(AcquireReply::Taken { value: token, .. }) = acquire_reply(frame) else {
         return;
     };
-    if holds <= 0 {
-        return;
-    }
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
