@@ -131,9 +131,10 @@ fn same_acquire<'s>(script: &'s redis::Script, p: &Prepared) -> redis::ScriptInv
     call
 }
 
-/// The fencing token from the acquire script's reply (`{holds, token}`;
-/// `{0, pttl}` when another owner holds the lock, which an uncontended pair
-/// never meets).
+/// The fencing token from the acquire script's reply (`{holds, token}`, or
+/// `{1, token, 1}` when the call made the counter: the first two read
+/// alike; `{0, pttl}` when another owner holds the lock, which an
+/// uncontended pair never meets).
 fn acquired_token(reply: &redis::Value) -> i64 {
     match reply {
         redis::Value::Array(v) => match (v.first(), v.get(1)) {
@@ -1107,6 +1108,12 @@ mod tests {
     fn acquired_token_reads_holds_and_token() {
         let reply = redis::Value::Array(vec![redis::Value::Int(1), redis::Value::Int(42)]);
         assert_eq!(acquired_token(&reply), 42);
+        let made = redis::Value::Array(vec![
+            redis::Value::Int(1),
+            redis::Value::Int(43),
+            redis::Value::Int(1),
+        ]);
+        assert_eq!(acquired_token(&made), 43, "the call made the counter");
     }
 
     #[test]
@@ -1119,7 +1126,14 @@ mod tests {
         for i in 1..=argv.len() {
             assert!(header.contains(&format!("-- ARGV[{i}]")), "ARGV[{i}]");
         }
-        assert!(!header.contains(&format!("-- ARGV[{}]", argv.len() + 1)));
+        // Arguments past those (a waiter's registration, ARGV[4] on) are
+        // optional: without them the call is a try without a wait, as the
+        // floors' and same-script calls are.
+        let next = format!("-- ARGV[{}]", argv.len() + 1);
+        assert!(
+            !header.contains(&next) || header.contains("absent or"),
+            "{next} must be optional"
+        );
     }
 
     #[test]
