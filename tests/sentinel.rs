@@ -104,7 +104,12 @@ async fn the_client_finds_the_master_and_follows_a_sentinel_failover() {
 async fn locks_through_sentinels_survive_a_killed_and_a_paused_master() {
     let _serial = SERIAL.lock().await;
     let mut group = SentinelGroup::start();
-    let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(3));
+    // The lease must outlast a failover: from the master's last renewal,
+    // the sentinels take 2.3-3.2 s to promote a replica of a paused master
+    // (down-after 1 s; Redis 6.2 the slowest), and only then can the
+    // client renew on the new master. A 3 s lease ran out on 6.2 in CI
+    // (`Expired`, which was the truth); 10 s leaves room.
+    let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(10));
     let locks = Locks::connect_with(ClientConfig::from_url(&group.url()).unwrap(), cfg)
         .await
         .unwrap();
@@ -119,6 +124,7 @@ async fn locks_through_sentinels_survive_a_killed_and_a_paused_master() {
         .acquire()
         .await
         .unwrap();
+    let acquired = Instant::now();
 
     // Another process waits for it through both failovers: its
     // subscription and its retries follow the client to each new master.
@@ -167,6 +173,14 @@ async fn locks_through_sentinels_survive_a_killed_and_a_paused_master() {
     eprintln!("SIGSTOP master: promoted after {promoted:?}; a new lock acquired {took:?} later");
     group.nodes()[old].resume().unwrap();
     assert_eq!(reached(locks.client()), Some(group.nodes()[new].port()));
+    // Past the first lease: the hold stands only if the watchdog renewed it
+    // on a promoted master (the waiter, retrying at the lease's end, would
+    // otherwise have taken it).
+    tokio::time::sleep(
+        (acquired + Duration::from_secs(11)).saturating_duration_since(Instant::now()),
+    )
+    .await;
+    assert!(!held.is_lost(), "the hold is renewed after both failovers");
     assert!(
         !waiter.is_finished(),
         "the waiter waits while the hold stands"
