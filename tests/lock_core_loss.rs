@@ -231,6 +231,20 @@ async fn c_del_1ms_into_a_young_watchdog_hold_is_lost_within_1s() {
     .await;
 }
 
+/// The hash replaced by a string before the hold's tracked read (2 ms):
+/// that read meets WRONGTYPE, which is the loss (nobody changes the key
+/// again, so no invalidation would come before the renewal 10 s later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e_set_string_1ms_into_a_young_watchdog_hold_is_lost_within_1s() {
+    bounded(Case {
+        label: "e-set-1ms",
+        after: Duration::from_millis(1),
+        outside: Outside::SetString,
+        fixed_lease: None,
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d_del_100ms_into_a_fixed_30s_lease_is_lost_within_1s() {
     bounded(Case {

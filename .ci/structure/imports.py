@@ -83,7 +83,7 @@ if '-v' in sys.argv:
 # Layers (issue 29): an edge may only go to a lower layer, or within one
 # folder-layer to a file listed before it (checked by the absence of cycles).
 LAYERS = [
-    ("0 base", ["error.rs", "names.rs", "scripts.rs", "background.rs", "waiters.rs", "reply.rs", "config.rs", "span.rs", "inspection.rs"]),
+    ("0 base", ["error.rs", "names.rs", "scripts.rs", "background.rs", "waiters.rs", "reply.rs", "config.rs", "span.rs", "inspection.rs", "owner.rs"]),
     ("1 lease engine + hold", ["lease/"]),
     ("2 context", ["context.rs", "wake.rs", "shape.rs", "probe.rs", "section.rs"]),
     ("3 lock handle + guard", ["lock/"]),

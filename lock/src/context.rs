@@ -11,6 +11,7 @@ use keylatch_cluster::{Client, PubSub, PubSubConfig};
 use crate::background::{Background, Leaves};
 use crate::config::LocksConfig;
 use crate::lease::{Counters, Engine, Invalidations};
+use crate::owner::Owner;
 use crate::span::millis;
 use crate::waiters::WaitQueues;
 
@@ -40,7 +41,8 @@ pub(crate) struct ScriptArgs {
 pub(crate) struct Inner {
     pub(crate) client: Client,
     pub(crate) config: LocksConfig,
-    client_id: String,
+    /// Shared by every owner id this context makes (see [`Owner::made`]).
+    client_id: Arc<String>,
     next_handle: AtomicU64,
     /// Waits that a release may grant the lock, counted: each gets its own
     /// tag (see [`Inner::grant_tag`]).
@@ -96,7 +98,7 @@ impl Inner {
         };
         Self {
             client,
-            client_id: uuid::Uuid::new_v4().to_string(),
+            client_id: Arc::new(uuid::Uuid::new_v4().to_string()),
             next_handle: AtomicU64::new(1),
             grant_waits: AtomicU16::new(0),
             engine,
@@ -111,9 +113,9 @@ impl Inner {
     }
 
     /// `<client uuid>:<n>`, n unique within this context.
-    pub(crate) fn new_owner(&self) -> Arc<str> {
+    pub(crate) fn new_owner(&self) -> Owner {
         let n = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{n}", self.client_id).into()
+        Owner::made(&self.client_id, n)
     }
 
     /// A tag (1..=1023) for a wait that a release may grant the lock: the
@@ -139,7 +141,7 @@ impl Inner {
     /// see `new_owner`), not one the application gave.
     pub(crate) fn made_owner(&self, owner: &str) -> bool {
         owner
-            .strip_prefix(self.client_id.as_str())
+            .strip_prefix(self.client_id())
             .and_then(|rest| rest.strip_prefix(':'))
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     }

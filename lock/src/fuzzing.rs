@@ -239,6 +239,14 @@ fn lease(frame: &Frame) {
         None => assert!(!matches!(frame, Frame::Integer(_))),
     }
     assert_eq!(found(Some(&Err(Error::ConnectionClosed))), None);
+    let wrong = Error::from_server_error(
+        b"WRONGTYPE Operation against a key holding the wrong kind of value",
+    );
+    assert_eq!(found(Some(&Err(wrong))), Some(false));
+    assert_eq!(
+        found(Some(&Err(Error::from_server_error(b"ERR busy")))),
+        None
+    );
     assert_eq!(found(None), None);
 }
 

@@ -94,6 +94,7 @@ mod lease;
 mod lock;
 mod locks;
 mod names;
+mod owner;
 mod probe;
 mod redlock;
 mod reply;

@@ -13,6 +13,7 @@ use crate::context::Inner;
 use crate::error::LockResult;
 use crate::lease::{Invalidations, INVALIDATION_QUEUE};
 use crate::lock::{Lock, LockKind};
+use crate::owner::Owner;
 use crate::types::fair::FAIR;
 use crate::types::fenced::FENCED;
 use crate::types::latch::CountDownLatch;
@@ -341,7 +342,7 @@ impl Locks {
     /// # Ok(()) }
     /// ```
     pub fn lock_with_owner(&self, name: &str, owner: &str) -> Lock {
-        self.kind(name, owner.into(), &REENTRANT)
+        self.kind(name, Owner::given(owner), &REENTRANT)
     }
 
     /// The settings every lock of this `Locks` uses.
@@ -372,14 +373,14 @@ impl Locks {
         MultiLock::new(
             names
                 .iter()
-                .map(|n| self.kind(n, Arc::clone(&owner), &REENTRANT))
+                .map(|n| self.kind(n, owner.clone(), &REENTRANT))
                 .collect(),
         )
     }
 
     /// A handle on lock `name` of `kind`, acting as `owner`: every
     /// constructor's one line.
-    pub(crate) fn kind(&self, name: &str, owner: Arc<str>, kind: &'static LockKind) -> Lock {
+    pub(crate) fn kind(&self, name: &str, owner: Owner, kind: &'static LockKind) -> Lock {
         Lock::new(Arc::clone(&self.inner), name, owner, kind)
     }
 

@@ -174,14 +174,17 @@ async fn node_call(
         .map_err(|e| e.to_string())?;
     let tokens: Vec<String> = batch.holds.iter().map(|h| h.token.to_string()).collect();
     let counters: Vec<String> = batch.holds.iter().map(|h| h.counter()).collect();
+    let owners: Vec<_> = batch.holds.iter().map(|h| h.key.owner().text()).collect();
     let mut args: Vec<&str> = Vec::with_capacity(batch.holds.len() * 4 + 3);
     args.push(lease);
     args.push(idle_ms);
     args.push(batch.flags());
-    for ((h, token), counter) in batch.holds.iter().zip(&tokens).zip(&counters) {
+    for (((h, token), counter), owner) in
+        batch.holds.iter().zip(&tokens).zip(&counters).zip(&owners)
+    {
         args.push(h.key.name());
         args.push(counter);
-        args.push(h.key.owner());
+        args.push(owner);
         args.push(token);
     }
     let reply = conn
@@ -211,7 +214,8 @@ pub(crate) async fn extend_one(
     };
     let token = hold.token.to_string();
     // The counter's idle expiry refreshed too ("c"): an extend is rare.
-    let args: [&str; 5] = [&lease_ms, idle_ms, "c", hold.key.owner(), &token];
+    let owner = hold.key.owner().text();
+    let args: [&str; 5] = [&lease_ms, idle_ms, "c", &owner, &token];
     let reply = client
         .eval_script(hold.renewal().slot, &keys, &args)
         .await?;
@@ -250,7 +254,7 @@ pub(super) async fn track(client: &Client, holds: &[Planned]) -> Vec<Option<bool
         p.add(
             Cmd::new("HEXISTS")
                 .key(&**h.key.name())
-                .arg(&**h.key.owner()),
+                .arg(&*h.key.owner().text()),
         );
     }
     match conn.pipeline(p).await {
@@ -259,14 +263,20 @@ pub(super) async fn track(client: &Client, holds: &[Planned]) -> Vec<Option<bool
     }
 }
 
-/// A tracked read's `HEXISTS` answer: whether the owner's field is there,
-/// `None` when unknown (failed, or not an integer).
+/// A tracked read's `HEXISTS` answer: whether the owner's field is there
+/// (`false` too when the key holds another type), `None` when unknown
+/// (failed, or not an integer).
 pub(crate) fn found(reply: Option<&keylatch_cluster::Result<Frame>>) -> Option<bool> {
     match reply {
         Some(Ok(f)) => match f.value() {
             Frame::Integer(n) => Some(*n == 1),
             _ => None,
         },
+        // The key holds another type now (a `SET` over the hash, landed
+        // before this read): the hold is gone, as its renewal would judge.
+        // Left unknown, it waited for that renewal (10 s at the default
+        // lease): nothing else changes the key, so no invalidation comes.
+        Some(Err(e)) if e.as_server_error().is_some_and(|s| s.code() == "WRONGTYPE") => Some(false),
         _ => None,
     }
 }

@@ -291,7 +291,7 @@ mod tests {
         let h = Hold::new(NewHold {
             key: HoldKey::new(
                 Arc::from("orders"),
-                Arc::from("c:1"),
+                crate::owner::Owner::given("c:1"),
                 &crate::lock::HASH_LEASE,
             ),
             token: 7,

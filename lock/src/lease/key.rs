@@ -11,6 +11,7 @@ use std::sync::Arc;
 use keylatch_cluster::Slot;
 
 use super::renewal::Renewal;
+use crate::owner::Owner;
 
 /// What names a hold: a lock handle (whose hold is counted under its owner
 /// id), or a [`Named`] key of its own.
@@ -18,7 +19,7 @@ pub(crate) trait HoldNames: Send + Sync {
     /// The lock's key (the user's lock name).
     fn name(&self) -> &Arc<str>;
     /// The hash field the hold is counted in (the owner id).
-    fn owner(&self) -> &Arc<str>;
+    fn owner(&self) -> &Owner;
     /// The cluster slot of the lock's key.
     fn slot(&self) -> u16;
     /// How the hold is renewed and judged (the lock kind's renewal).
@@ -38,7 +39,7 @@ pub(crate) struct HoldKey(Arc<dyn HoldNames>);
 /// A key of its own: a name, a field, the slot and the renewal.
 struct Named {
     name: Arc<str>,
-    owner: Arc<str>,
+    owner: Owner,
     slot: u16,
     renewal: &'static Renewal,
 }
@@ -47,7 +48,7 @@ impl HoldNames for Named {
     fn name(&self) -> &Arc<str> {
         &self.name
     }
-    fn owner(&self) -> &Arc<str> {
+    fn owner(&self) -> &Owner {
         &self.owner
     }
     fn slot(&self) -> u16 {
@@ -59,7 +60,7 @@ impl HoldNames for Named {
 }
 
 impl HoldKey {
-    pub(crate) fn new(name: Arc<str>, owner: Arc<str>, renewal: &'static Renewal) -> Self {
+    pub(crate) fn new(name: Arc<str>, owner: Owner, renewal: &'static Renewal) -> Self {
         let slot = Slot::of(name.as_bytes()).get();
         Self(Arc::new(Named {
             name,
@@ -80,7 +81,7 @@ impl HoldKey {
     }
 
     /// The owner id.
-    pub(crate) fn owner(&self) -> &Arc<str> {
+    pub(crate) fn owner(&self) -> &Owner {
         self.0.owner()
     }
 
@@ -106,11 +107,10 @@ impl std::fmt::Debug for HoldKey {
 
 impl PartialEq for HoldKey {
     fn eq(&self, other: &Self) -> bool {
-        // Keys from one handle share their strings: a pointer check settles
-        // the usual case without comparing bytes.
+        // Keys from one handle share their names and client id: pointer
+        // checks settle the usual case without comparing bytes.
         let (a, b) = (self.name(), other.name());
-        let (x, y) = (self.owner(), other.owner());
-        (Arc::ptr_eq(a, b) || a == b) && (Arc::ptr_eq(x, y) || x == y)
+        (Arc::ptr_eq(a, b) || a == b) && self.owner() == other.owner()
     }
 }
 
@@ -124,14 +124,33 @@ mod tests {
 
     #[test]
     fn equal_names_and_owners_are_one_key_whatever_their_strings() {
-        let a = HoldKey::new(Arc::from("orders"), Arc::from("c:1"), &HASH);
-        let b = HoldKey::new(Arc::from("orders"), Arc::from("c:1"), &HASH);
+        let a = HoldKey::new(Arc::from("orders"), Owner::given("c:1"), &HASH);
+        let b = HoldKey::new(Arc::from("orders"), Owner::given("c:1"), &HASH);
         assert_eq!(a, b);
         assert_ne!(
             a,
-            HoldKey::new(Arc::from("orders"), Arc::from("c:2"), &HASH)
+            HoldKey::new(Arc::from("orders"), Owner::given("c:2"), &HASH)
         );
-        assert_ne!(a, HoldKey::new(Arc::from("other"), Arc::from("c:1"), &HASH));
+        assert_ne!(
+            a,
+            HoldKey::new(Arc::from("other"), Owner::given("c:1"), &HASH)
+        );
         assert_eq!(a.slot(), Slot::of(b"orders").get());
+    }
+
+    #[test]
+    fn an_owner_this_client_made_and_its_text_given_are_one_key() {
+        // `lock_with_owner(name, lock.owner())`: another handle of the same
+        // owner, its id given as text.
+        let client = Arc::new("c".to_owned());
+        let made = HoldKey::new(Arc::from("orders"), Owner::made(&client, 1), &HASH);
+        let given = HoldKey::new(Arc::from("orders"), Owner::given("c:1"), &HASH);
+        assert_eq!(made, given);
+        assert_eq!(given, made);
+        assert_ne!(
+            made,
+            HoldKey::new(Arc::from("orders"), Owner::made(&client, 2), &HASH)
+        );
+        assert_eq!(made.owner().to_string(), "c:1");
     }
 }

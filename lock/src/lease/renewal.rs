@@ -7,6 +7,8 @@ use std::hash::{Hash, Hasher};
 
 use keylatch_cluster::Script;
 
+use crate::owner::Owner;
+
 /// A lease shape: every hold renewed by it is judged on its own from four
 /// strings (key, counter, owner, token).
 #[derive(Debug)]
@@ -24,7 +26,7 @@ pub(crate) struct Renewal {
     /// counted in `field`: the fencing counter, the prefix of the hold's own
     /// keys, or the permits' zset. Made for each renewal call rather than
     /// kept by the hold (tens of bytes a hold, a million times over).
-    pub(crate) counter: fn(name: &str, field: &str) -> String,
+    pub(crate) counter: fn(name: &str, field: &Owner) -> String,
 }
 
 /// A renewal named by its address: the engine's batch key (two holds share

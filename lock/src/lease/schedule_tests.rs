@@ -265,7 +265,7 @@ fn a_counter_the_acquire_made_is_not_refreshed_by_the_first_renewal_but_in_the_w
     let made = Hold::new(crate::lease::hold::NewHold {
         key: crate::lease::key::HoldKey::new(
             Arc::from(name(0).as_str()),
-            Arc::from("c:1"),
+            crate::owner::Owner::given("c:1"),
             &crate::lock::HASH_LEASE,
         ),
         token: 1,

@@ -18,7 +18,11 @@ const LEASE: Duration = Duration::from_secs(30);
 fn hold(i: usize, live: &Arc<crate::lease::Counters>, sent_at: Instant) -> Arc<Hold> {
     let name = format!("lock:{i}");
     Hold::new(NewHold {
-        key: HoldKey::new(Arc::from(name), Arc::from("c:1"), &crate::lock::HASH_LEASE),
+        key: HoldKey::new(
+            Arc::from(name),
+            crate::owner::Owner::given("c:1"),
+            &crate::lock::HASH_LEASE,
+        ),
         token: i as u64 + 1,
         renew: true,
         lease: LEASE,

@@ -14,7 +14,11 @@ pub(super) fn hold(
     sent_at: Instant,
 ) -> Arc<Hold> {
     Hold::new(NewHold {
-        key: HoldKey::new(Arc::from(name), Arc::from(owner), &crate::lock::HASH_LEASE),
+        key: HoldKey::new(
+            Arc::from(name),
+            crate::owner::Owner::given(owner),
+            &crate::lock::HASH_LEASE,
+        ),
         token,
         renew,
         lease: LEASE,

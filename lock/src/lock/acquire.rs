@@ -212,7 +212,7 @@ impl Lock {
         by_name
             && self.handle.recently_contended()
             && self.inner.pubsub_connected()
-            && self.inner.made_owner(self.handle.owner())
+            && self.inner.made_owner(&self.handle.owner())
             && !self.handle.holds()
     }
 
@@ -229,7 +229,7 @@ impl Lock {
         let until = now
             .checked_add(self.inner.config.attempt_timeout)
             .unwrap_or(now);
-        leaves.settled(self.handle.owner(), until).await;
+        leaves.settled(&self.handle.owner(), until).await;
     }
 
     /// Counts a wait that ended with `r` ([`Locks::stats`](crate::Locks::stats)):

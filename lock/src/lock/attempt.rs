@@ -89,7 +89,7 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
     // Until this release is sent and answered, the owner's next acquire
     // waits: it would re-enter the hold (a dropped wait's try that took
     // its grant, then the wait's leave found nothing to give back).
-    let ticket = lock.inner.leaves.ticket(lock.handle.owner());
+    let ticket = lock.inner.leaves.ticket(&lock.handle.owner());
     rt.spawn(async move {
         let _ticket = ticket;
         if release(&lock, token, Some(until), Retry::Here)

@@ -9,6 +9,7 @@ use keylatch_resp::Cmd;
 
 use crate::context::Inner;
 use crate::error::LockResult;
+use crate::owner::Owner;
 
 use super::handle::Handle;
 use super::kind::LockKind;
@@ -81,7 +82,7 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.handle.names.key)
-            .field("owner", &self.handle.owner())
+            .field("owner", self.handle.owner_id())
             .field("kind", &self.handle.kind.label)
             .finish_non_exhaustive()
     }
@@ -119,7 +120,7 @@ impl Lock {
     pub(crate) fn new(
         inner: Arc<Inner>,
         name: &str,
-        owner: Arc<str>,
+        owner: Owner,
         kind: &'static LockKind,
     ) -> Self {
         Self {
@@ -182,7 +183,12 @@ impl Lock {
     /// # }
     /// ```
     pub fn owner(&self) -> &str {
-        self.handle.owner()
+        self.handle.owner_str()
+    }
+
+    /// The owner id, compared without writing its text out.
+    pub(crate) fn owner_id(&self) -> &Owner {
+        self.handle.owner_id()
     }
 
     /// Whether any owner holds the lock.
@@ -243,7 +249,7 @@ impl Lock {
             .cmd(
                 Cmd::new("HGET")
                     .key(&*self.handle.names.key)
-                    .arg(&*self.handle.field()),
+                    .arg(&*self.handle.field().text()),
             )
             .await;
         match n {

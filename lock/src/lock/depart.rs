@@ -72,7 +72,7 @@ impl Departure {
             let tag = self.tag;
             // Declared before `unanswered`, so dropped after it: the
             // background leave's own ticket is taken before this one goes.
-            let _ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
+            let _ticket = (tag != 0).then(|| lock.inner.leaves.ticket(&lock.handle.owner()));
             let mut unanswered = Unanswered((tag != 0).then(|| (lock.clone(), place, tag)));
             if let Err(e) = leave(&lock, place, tag).await {
                 tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
@@ -110,7 +110,7 @@ fn spawn_leave(lock: Lock, place: PlaceRef, tag: u16) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(lock.handle.owner()));
+    let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(&lock.handle.owner()));
     rt.spawn(async move {
         let _ = leave(&lock, place, tag).await;
         drop(ticket);
@@ -142,7 +142,7 @@ async fn leave(lock: &Lock, place: PlaceRef, tag: u16) -> LockResult<bool> {
     let reply = inner
         .client
         .eval_with(place.leave, || {
-            (place.leave_cmd)(&inner.script_args, &handle.names, handle.owner(), tag)
+            (place.leave_cmd)(&inner.script_args, &handle.names, &handle.owner(), tag)
         })
         .await?;
     Ok(*reply.value() == Frame::Integer(1))

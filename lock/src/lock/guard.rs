@@ -59,7 +59,7 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("name", &self.lock.name())
-            .field("owner", &self.lock.owner())
+            .field("owner", self.lock.owner_id())
             .field("holds", &self.holds)
             .field("token", &self.fencing_token())
             .finish_non_exhaustive()

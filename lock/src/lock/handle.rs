@@ -19,6 +19,7 @@ use crate::lease::hold::{instant, nanos, Hold};
 use crate::lease::key::{HoldKey, HoldNames};
 use crate::lease::Renewal;
 use crate::names::LockNames;
+use crate::owner::{Owner, OwnerText};
 
 use super::kind::{AcquireCall, LockKind, ReleaseCall};
 
@@ -28,8 +29,9 @@ pub(crate) struct Handle {
     /// What the holds of this lock are: how they are taken, renewed and
     /// waited for.
     pub(crate) kind: &'static LockKind,
-    /// The owner id this handle acts as.
-    owner: Arc<str>,
+    /// The owner id this handle acts as (its text is made on use: see
+    /// `owner.rs`).
+    owner: Owner,
     /// The cluster slot of the lock's key.
     slot: u16,
     /// A watchdog acquire was made through this handle already.
@@ -61,6 +63,9 @@ struct More {
     /// When a try of this handle last found the lock held (`lease::hold`
     /// nanoseconds; 0: never): see [`Handle::recently_contended`].
     contended: AtomicU64,
+    /// The owner id's text, for `Lock::owner`'s `&str` (an owner this
+    /// client made is kept as a number: see `owner.rs`).
+    owner_text: OnceLock<Box<str>>,
 }
 
 /// How long a handle counts as contended after a try of it found the lock
@@ -78,7 +83,7 @@ impl HoldNames for Handle {
     fn name(&self) -> &Arc<str> {
         &self.names.key
     }
-    fn owner(&self) -> &Arc<str> {
+    fn owner(&self) -> &Owner {
         &self.owner
     }
     fn slot(&self) -> u16 {
@@ -90,7 +95,7 @@ impl HoldNames for Handle {
 }
 
 impl Handle {
-    pub(crate) fn new(name: &str, owner: Arc<str>, kind: &'static LockKind) -> Self {
+    pub(crate) fn new(name: &str, owner: Owner, kind: &'static LockKind) -> Self {
         let names = (kind.names)(name);
         let slot = keylatch_cluster::Slot::of(names.key.as_bytes()).get();
         Self {
@@ -196,11 +201,9 @@ impl Handle {
     /// when the hold's field is the owner id (most kinds), else a key of its
     /// own (a write hold's `<owner>:write`).
     pub(crate) fn hold_key(self: &Arc<Self>) -> HoldKey {
-        let field = self.field();
-        if Arc::ptr_eq(&field, &self.owner) {
-            HoldKey::of(Arc::clone(self) as Arc<dyn HoldNames>)
-        } else {
-            HoldKey::new(Arc::clone(&self.names.key), field, self.kind.lease)
+        match (self.kind.field)(&self.owner) {
+            None => HoldKey::of(Arc::clone(self) as Arc<dyn HoldNames>),
+            Some(field) => HoldKey::new(Arc::clone(&self.names.key), field, self.kind.lease),
         }
     }
 
@@ -209,16 +212,33 @@ impl Handle {
         self.slot
     }
 
+    /// The owner id's text.
+    pub(crate) fn owner(&self) -> OwnerText<'_> {
+        self.owner.text()
+    }
+
     /// The owner id.
-    pub(crate) fn owner(&self) -> &str {
+    pub(crate) fn owner_id(&self) -> &Owner {
         &self.owner
     }
 
-    /// The hash field this owner's hold is counted in: the owner id
-    /// (shared), or `<owner>:write` for a read-write lock's write hold,
-    /// made on use (not kept: 16 bytes in every handle).
-    pub(crate) fn field(&self) -> Arc<str> {
-        (self.kind.field)(&self.owner)
+    /// The owner id's text, kept once asked for (the public
+    /// `Lock::owner`; the crate's own uses write it out on use).
+    pub(crate) fn owner_str(&self) -> &str {
+        match self.owner.given_text() {
+            Some(text) => text,
+            None => self
+                .more()
+                .owner_text
+                .get_or_init(|| self.owner.to_string().into()),
+        }
+    }
+
+    /// The hash field this owner's hold is counted in: the owner id, or
+    /// `<owner>:write` for a read-write lock's write hold, made on use (not
+    /// kept: 16 bytes in every handle).
+    pub(crate) fn field(&self) -> Owner {
+        (self.kind.field)(&self.owner).unwrap_or_else(|| self.owner.clone())
     }
 
     /// The acquire under the watchdog lease, the same command every time.
@@ -270,7 +290,7 @@ impl Handle {
         (self.kind.release_cmd)(&ReleaseCall {
             args,
             names: &self.names,
-            owner: self.owner(),
+            owner: &self.owner(),
             token,
         })
     }
@@ -289,7 +309,7 @@ impl Handle {
         (self.kind.acquire_cmd)(&AcquireCall {
             args,
             names: &self.names,
-            owner: self.owner(),
+            owner: &self.owner(),
             lease_ms,
             join,
             tag,
@@ -323,13 +343,19 @@ mod tests {
     fn prepared_commands_are_the_built_ones_from_the_second_use() {
         for publish in ["publish", "spublish"] {
             let args = args(publish);
+            // An owner id this client made: kept as a number, written out
+            // into each command.
+            let client = Arc::new("client".to_owned());
             let h = Handle::new(
                 "orders",
-                Arc::from("client:7"),
+                Owner::made(&client, 7),
                 &crate::types::reentrant::REENTRANT,
             );
             let built_acquire = h.acquire_cmd(&args, &args.watchdog_ms, false, 0);
             let built_release = h.release_built(&args, Some("42"));
+            let owner = &b"client:7"[..];
+            assert!(built_acquire.args().any(|a| a == owner));
+            assert!(built_release.args().any(|a| a == owner));
             // First use: nothing prepared, the release is built whole.
             assert!(h.acquire_watchdog(&args).is_none());
             assert_eq!(wire(&h.release_cmd(&args, 42)), wire(&built_release));
@@ -345,6 +371,8 @@ mod tests {
             // And shared from then on.
             let again = h.acquire_watchdog(&args).expect("prepared");
             assert!(Arc::ptr_eq(&prepared, again));
+            assert!(again.args().any(|a| a == owner));
+            assert_eq!(h.owner_str(), "client:7");
         }
     }
 }

@@ -8,14 +8,13 @@
 //! its token rule, how it waits), its Lua in `lock/lua/`, and one
 //! constructor line in `locks.rs`.
 
-use std::sync::Arc;
-
 use keylatch_cluster::Script;
 use keylatch_resp::Cmd;
 
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
 use crate::names::LockNames;
+use crate::owner::Owner;
 
 /// What one lock type is on the server, and how its holders wait.
 #[derive(Clone, Copy, Debug)]
@@ -24,9 +23,10 @@ pub(crate) struct LockKind {
     pub(crate) label: &'static str,
     /// The key and channel names of a lock `name` of this type.
     pub(crate) names: fn(&str) -> LockNames,
-    /// The hash field an owner's hold is counted in (the owner id for
-    /// most, shared with the handle's; a write hold's is `<owner>:write`).
-    pub(crate) field: fn(&Arc<str>) -> Arc<str>,
+    /// The hash field an owner's hold is counted in when it is not the
+    /// owner id (most types: `None`, the handle's own id); a write hold's
+    /// is `<owner>:write`.
+    pub(crate) field: fn(&Owner) -> Option<Owner>,
     /// The script taking a hold.
     pub(crate) acquire: &'static Script,
     /// Its command for one attempt.
@@ -169,6 +169,6 @@ pub(crate) struct Place {
 
 /// The owner id itself: the field most types count a hold in (the
 /// handle's own id, shared: no copy per handle).
-pub(crate) fn owner_field(owner: &Arc<str>) -> Arc<str> {
-    Arc::clone(owner)
+pub(crate) fn owner_field(_: &Owner) -> Option<Owner> {
+    None
 }

@@ -35,7 +35,7 @@ impl Lock {
             leave.keep();
             return Ok(Some(g));
         }
-        let channel = channel(&self.handle.names, self.owner());
+        let channel = channel(&self.handle.names, &self.handle.owner());
         let cfg = &self.inner.config;
         let mut wake =
             Wake::subscribe(&self.inner, &self.handle.names.key, &channel, deadline).await;

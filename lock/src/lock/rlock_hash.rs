@@ -8,6 +8,7 @@ use keylatch_resp::{Cmd, ToArg};
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
 use crate::names::{companion, CompanionArg, LockNames};
+use crate::owner::Owner;
 use crate::scripts::{REENTRANT_RELEASE, REENTRANT_RENEW, REENTRANT_RENEW_NODE, WAITER_LEAVE};
 
 use super::kind::{AcquireCall, Place, ReleaseCall};
@@ -23,7 +24,7 @@ pub(crate) static HASH_LEASE: Renewal = Renewal {
 
 /// The fencing counter, `redisson_lock_token:{name}`: what the RLock
 /// hash's renewals take beside it.
-fn token_counter(name: &str, _field: &str) -> String {
+fn token_counter(name: &str, _field: &Owner) -> String {
     companion("redisson_lock_token", name)
 }
 
@@ -123,7 +124,10 @@ mod tests {
     fn the_hash_renewals_name_the_fencing_counter() {
         for name in ["orders", "{tenant}:orders", "a{b"] {
             let names = LockNames::new(name);
-            assert_eq!((HASH_LEASE.counter)(name, "c:1"), names.token());
+            assert_eq!(
+                (HASH_LEASE.counter)(name, &crate::owner::Owner::given("c:1")),
+                names.token()
+            );
         }
     }
 

@@ -195,7 +195,7 @@ impl Lock {
     fn wait_tag(&self, by_name: bool, lease: Option<Duration>) -> u16 {
         let grantable = by_name
             && self.inner.config.grant_to_waiters
-            && self.inner.made_owner(self.handle.owner())
+            && self.inner.made_owner(&self.handle.owner())
             && lease.is_none()
             && matches!(self.replica_sync(), ReplicaSync::None);
         if grantable {
@@ -226,8 +226,8 @@ impl Lock {
             &self.inner,
             &names.key,
             &names.channel(),
-            &waiters_channel(names, self.handle.owner()),
-            self.handle.owner(),
+            &waiters_channel(names, &self.handle.owner()),
+            &self.handle.owner(),
             tag,
             deadline,
         )

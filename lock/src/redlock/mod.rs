@@ -46,6 +46,7 @@ use crate::lock::{
 };
 use crate::locks::Locks;
 use crate::names::LockNames;
+use crate::owner::Owner;
 use crate::scripts::{REENTRANT_RELEASE, UNFENCED_ACQUIRE};
 use crate::types::losses::JoinAll;
 
@@ -254,12 +255,12 @@ impl RedLock {
     /// timeout; a quorum within validity, or everything released.
     async fn round(&self, name: &str, lease: Option<Duration>) -> Round {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let owner: Arc<str> = format!("{}:{n}", self.id).into();
+        let owner = Owner::given(&format!("{}:{n}", self.id));
         let started = Instant::now();
         let locks: Vec<_> = self
             .nodes
             .iter()
-            .map(|node| node.kind(name, Arc::clone(&owner), &UNFENCED))
+            .map(|node| node.kind(name, owner.clone(), &UNFENCED))
             .collect();
         // Every master at once, polled in this task (no spawn per master).
         let timeout = self.node_timeout;
@@ -294,7 +295,7 @@ impl RedLock {
         // acquire on that connection; the owner is this round's alone),
         // whether or not the round succeeded.
         for &i in &unknown {
-            let lock = self.nodes[i].kind(name, Arc::clone(&owner), &UNFENCED);
+            let lock = self.nodes[i].kind(name, owner.clone(), &UNFENCED);
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
             });

@@ -21,6 +21,7 @@ use crate::lease::LossReason;
 use crate::lock::settle_late;
 use crate::lock::Lock;
 use crate::lock::LockGuard;
+use crate::owner::OwnerText;
 use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
 use crate::span::{clamp_span, millis};
@@ -50,11 +51,11 @@ pub struct MultiLock {
 /// The canonical order: slot, then name, then owner, then kind (a
 /// read-write lock's write side before its read side: the write first is a
 /// downgrade, the read first would be a refused upgrade).
-fn order_key(l: &Lock) -> (u16, &str, &str, u8) {
+fn order_key(l: &Lock) -> (u16, &str, OwnerText<'_>, u8) {
     (
         l.handle.slot(),
         l.name(),
-        l.owner(),
+        l.handle.owner(),
         l.handle.kind.multi_rank,
     )
 }
@@ -143,7 +144,7 @@ impl MultiLock {
     ) -> LockResult<Option<MultiGuard>> {
         for pair in self.members.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
-            if a.name() == b.name() && a.owner() != b.owner() {
+            if a.name() == b.name() && a.owner_id() != b.owner_id() {
                 return Err(LockError::SelfDeadlock {
                     name: a.name().to_owned(),
                 });
@@ -224,7 +225,7 @@ impl MultiLock {
             let l = &self.members[end];
             let same = Arc::ptr_eq(&l.inner, &first.inner)
                 && l.handle.slot() == first.handle.slot()
-                && l.owner() == first.owner()
+                && l.owner_id() == first.owner_id()
                 && l.name() != self.members[end - 1].name()
                 && batchable(l);
             if !same {
@@ -327,7 +328,7 @@ fn group_cmd(group: &[Lock], lease: Duration) -> Cmd {
         &keys,
         &[
             lease_ms.as_str(),
-            first.owner(),
+            &first.handle.owner(),
             first.inner.script_args.token_ttl_ms.as_str(),
         ],
     )

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use crate::context::Inner;
 use crate::lock::Lock;
+use crate::owner::Owner;
 
 use sides::{READ, WRITE};
 
@@ -80,9 +81,9 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(inner: &Arc<Inner>, name: &str, owner: Arc<str>) -> Self {
+    pub(crate) fn new(inner: &Arc<Inner>, name: &str, owner: Owner) -> Self {
         Self {
-            read: Lock::new(Arc::clone(inner), name, Arc::clone(&owner), &READ),
+            read: Lock::new(Arc::clone(inner), name, owner.clone(), &READ),
             write: Lock::new(Arc::clone(inner), name, owner, &WRITE),
         }
     }

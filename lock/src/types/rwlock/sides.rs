@@ -2,14 +2,13 @@
 //! one owner) and the write hold, with their lease and the waiting
 //! writer's place.
 
-use std::sync::Arc;
-
 use keylatch_resp::Cmd;
 
 use crate::context::ScriptArgs;
 use crate::lease::Renewal;
-use crate::lock::{AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
+use crate::lock::{owner_field, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
 use crate::names::{suffixed, LockNames};
+use crate::owner::Owner;
 use crate::scripts::{
     RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW, RW_RENEW_NODE, RW_WRITE_ACQUIRE, RW_WRITE_LEAVE,
     RW_WRITE_RELEASE,
@@ -81,12 +80,8 @@ static WAITING_WRITER: Place = Place {
     by_name: false,
 };
 
-fn owner_field(owner: &Arc<str>) -> Arc<str> {
-    Arc::clone(owner)
-}
-
-fn write_field(owner: &Arc<str>) -> Arc<str> {
-    Arc::from(format!("{owner}:write"))
+fn write_field(owner: &Owner) -> Option<Owner> {
+    Some(Owner::given(&format!("{owner}:write")))
 }
 
 fn read_acquire(c: &AcquireCall<'_>) -> Cmd {
@@ -174,13 +169,13 @@ fn base(names: &LockNames) -> String {
 /// An owner's read-hold prefix, `{name}:<owner>:rwlock_timeout`: read hold
 /// i is this plus `:i`.
 pub(super) fn read_prefix(names: &LockNames, owner: &str) -> String {
-    hold_prefix(&names.key, owner)
+    format!("{}:{owner}:rwlock_timeout", suffixed(&names.key, None))
 }
 
 /// [`read_prefix`] from the lock's name: for a hold counted in `field`,
 /// what its renewals take beside the hash (a write hold's field is
 /// `<owner>:write`).
-fn hold_prefix(name: &str, field: &str) -> String {
+fn hold_prefix(name: &str, field: &Owner) -> String {
     format!("{}:{field}:rwlock_timeout", suffixed(name, None))
 }
 
@@ -219,8 +214,14 @@ mod tests {
             // The renewals' key beside the hash is the hold's own prefix,
             // for a read session and for a write hold's field alike.
             for field in ["u:1", "u:1:write"] {
-                assert_eq!((RW_LEASE.counter)(&n.key, field), read_prefix(&n, field));
-                assert_eq!((WRITE_LEASE.counter)(&n.key, field), read_prefix(&n, field));
+                assert_eq!(
+                    (RW_LEASE.counter)(&n.key, &crate::owner::Owner::given(field)),
+                    read_prefix(&n, field)
+                );
+                assert_eq!(
+                    (WRITE_LEASE.counter)(&n.key, &crate::owner::Owner::given(field)),
+                    read_prefix(&n, field)
+                );
             }
         }
     }

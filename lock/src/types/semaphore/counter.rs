@@ -14,6 +14,7 @@ use crate::lock::retriable;
 
 use super::permit_id::PermitId;
 use crate::names::{companion, suffixed};
+use crate::owner::Owner;
 use crate::reply::parse_pair as pair;
 use crate::scripts::{
     PERMITS_RELEASE, PERMITS_RENEW, PERMITS_RENEW_NODE, SEMAPHORE_CHANGE, SEMAPHORE_DRAIN,
@@ -39,7 +40,7 @@ pub(super) static PERMITS_LEASE: Renewal = Renewal {
 };
 
 /// The permits zset, `{name}:timeout` (the hold's field is its permit ids).
-fn permits_zset(name: &str, _field: &str) -> String {
+fn permits_zset(name: &str, _field: &Owner) -> String {
     suffixed(name, Some("timeout"))
 }
 

@@ -9,6 +9,7 @@ use crate::context::Inner;
 use crate::error::{LockError, LockResult};
 use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lease::key::HoldKey;
+use crate::owner::Owner;
 use crate::scripts::PERMITS_ACQUIRE;
 use crate::shape::wrong_type;
 
@@ -212,7 +213,7 @@ how many. They are not leased: they come back only by
         let hold = Hold::new(NewHold {
             key: HoldKey::new(
                 Arc::clone(&self.c.names.key),
-                Arc::from(csv.join(",")),
+                Owner::given(&csv.join(",")),
                 &PERMITS_LEASE,
             ),
             token: 0,

@@ -67,7 +67,8 @@ mod tests {
         assert_eq!(&*t.timeouts, "{t}jobs:timeout");
         // What the permits' renewal names beside the counter is that zset.
         for name in ["jobs", "{t}jobs"] {
-            let made = (counter::PERMITS_LEASE.counter)(name, "0a1b,2c3d");
+            let made =
+                (counter::PERMITS_LEASE.counter)(name, &crate::owner::Owner::given("0a1b,2c3d"));
             assert_eq!(made, &*SemNames::new(name).timeouts);
         }
     }

@@ -202,7 +202,8 @@ impl PermitGuard {
         }
         let lease = clamp_span(lease);
         let c = &self.c;
-        let ids = &**self.hold.key.owner();
+        let ids = self.hold.key.owner().text();
+        let ids: &str = &ids;
         let sent_at = Instant::now();
         let reply = c
             .inner
