@@ -469,9 +469,17 @@ impl Table {
     pub(super) fn apply(&mut self, done: Done) {
         match done {
             Done::Tracked { holds, found } => {
+                let now = Instant::now();
                 for ((h, epoch), found) in holds.iter().zip(found) {
-                    if found == Some(false) && h.epoch() == *epoch && h.is_active() {
-                        h.fire_because(LossReason::Gone, "a tracked read found the hold gone");
+                    if h.epoch() != *epoch || !h.is_active() {
+                        continue;
+                    }
+                    match found {
+                        Some(false) => {
+                            h.fire_because(LossReason::Gone, "a tracked read found the hold gone");
+                        }
+                        Some(true) => {}
+                        None => self.read_again_later(h, *epoch, now),
                     }
                 }
             }
@@ -499,6 +507,23 @@ impl Table {
                 }
             }
         }
+    }
+
+    /// A tracked read that failed (a dropped connection, a moved slot, a
+    /// timeout) may have left the key untracked on the server, so no
+    /// change would be pushed until the hold's next renewal (10 s at the
+    /// default lease). The hold is read again after the pause an unknown
+    /// renewal waits (a failing node must not make the task spin).
+    fn read_again_later(&mut self, h: &Arc<Hold>, epoch: u32, now: Instant) {
+        let Some(slot) = self.slot_of(h, epoch) else {
+            return;
+        };
+        let Some(e) = self.sched.get_mut(slot) else {
+            return;
+        };
+        e.tracked = false;
+        let pause = (h.lease() / 10).min(Duration::from_millis(500));
+        self.sched.look(slot, now + pause, false);
     }
 
     /// One hold's verdict from a call with `lease` sent at `sent_at`.

@@ -228,6 +228,40 @@ fn holds_are_tracked_once_old_enough_and_a_tracked_read_can_find_them_gone() {
 }
 
 #[test]
+fn a_failed_tracked_read_is_read_again_after_a_pause_not_at_once() {
+    let now = Instant::now();
+    let mut t = Table::new(true);
+    let h = hold("orders", "c:1", 1, true, now);
+    t.insert(Arc::clone(&h));
+    let at = now + TRACK_AFTER * 2;
+    let (work, _) = t.plan(at, false, standalone);
+    let tracked: Vec<Planned> = work.track.into_values().flatten().collect();
+    assert_eq!(tracked.len(), 1);
+    t.apply(Done::Tracked {
+        holds: tracked,
+        found: vec![None],
+    });
+    assert_eq!(h.loss.get(), None, "unknown is not a loss");
+    // Not at once: a node failing fast must not make the task spin.
+    let (work, _) = t.plan(at + Duration::from_millis(1), false, standalone);
+    assert!(work.track.is_empty(), "read again at once");
+    // After the pause (a tenth of the lease, at most 500 ms), a new read:
+    // the failed one may have left the key untracked on the server.
+    let later = Instant::now() + Duration::from_millis(501);
+    let (work, _) = t.plan(later, false, standalone);
+    let again: Vec<Planned> = work.track.into_values().flatten().collect();
+    assert_eq!(again.len(), 1, "never read again before its renewal");
+    t.apply(Done::Tracked {
+        holds: again,
+        found: vec![Some(true)],
+    });
+    // Answered: no further read until something untracks the key.
+    let (work, _) = t.plan(later + Duration::from_secs(1), false, standalone);
+    assert!(work.track.is_empty());
+    assert_eq!(h.loss.get(), None);
+}
+
+#[test]
 fn a_passed_deadline_or_max_hold_fires_the_loss() {
     let long_ago = Instant::now() - LEASE * 2;
     let mut t = Table::new(false);
