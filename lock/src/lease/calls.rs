@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_cluster::{Client, Commands, Pipeline};
+use keylatch_cluster::{Client, Commands, Pipeline, Script};
 use keylatch_resp::{Cmd, Frame};
 
 use super::hold::{millis, Hold};
@@ -143,21 +143,39 @@ async fn slot_call(
     lease: &str,
     idle_ms: &str,
 ) -> Result<Vec<i64>, String> {
-    let counters: Vec<String> = idx.iter().map(|&i| batch.holds[i].counter()).collect();
-    let mut keys: Vec<&str> = Vec::with_capacity(idx.len() * 2);
-    let mut args: Vec<String> = Vec::with_capacity(idx.len() * 2 + 3);
-    args.push(lease.to_owned());
-    args.push(idle_ms.to_owned());
-    args.push(batch.flags().to_owned());
-    for (&i, counter) in idx.iter().zip(&counters) {
-        let h = &batch.holds[i];
-        keys.push(h.key.name());
-        keys.push(counter);
-        args.push(h.key.owner().to_string());
-        args.push(h.token.to_string());
-    }
-    let reply = client.eval_script(batch.renewal.0.slot, &keys, &args).await;
+    let script = batch.renewal.0.slot;
+    let reply = client
+        .eval_with(script, || slot_cmd(script, batch, idx, lease, idle_ms))
+        .await;
     judged(reply, idx.len())
+}
+
+/// Room for one hold's four arguments (name, counter, owner id, token) and
+/// their framing, so a call's command is built without reallocating.
+const ROOM_PER_HOLD: usize = 192;
+
+/// The slot script's `EVALSHA` (see `reentrant_renew.lua`: `KEYS` hash,
+/// counter pairs; `ARGV` lease, idle expiry, flags, then owner, token
+/// pairs), written straight into the command: no owner or token text is
+/// made per hold (a round renews every hold, a million of them at scale).
+fn slot_cmd(script: &Script, batch: &Batch, idx: &[usize], lease: &str, idle_ms: &str) -> Cmd {
+    let mut cmd = Cmd::with_capacity("EVALSHA", 96 + ROOM_PER_HOLD * idx.len());
+    cmd.push_arg(script.sha1());
+    cmd.push_arg(idx.len() * 2);
+    for &i in idx {
+        let h = &batch.holds[i];
+        cmd.push_key(&**h.key.name());
+        cmd.push_key(h.counter());
+    }
+    cmd.push_arg(lease);
+    cmd.push_arg(idle_ms);
+    cmd.push_arg(batch.flags());
+    for &i in idx {
+        let h = &batch.holds[i];
+        cmd.push_arg(&*h.key.owner().text());
+        cmd.push_arg(h.token);
+    }
+    cmd
 }
 
 /// One multi-slot call on the node that serves the first hold's key.
@@ -172,25 +190,29 @@ async fn node_call(
         .connection_for_key(&**first.key.name())
         .await
         .map_err(|e| e.to_string())?;
-    let tokens: Vec<String> = batch.holds.iter().map(|h| h.token.to_string()).collect();
-    let counters: Vec<String> = batch.holds.iter().map(|h| h.counter()).collect();
-    let owners: Vec<_> = batch.holds.iter().map(|h| h.key.owner().text()).collect();
-    let mut args: Vec<&str> = Vec::with_capacity(batch.holds.len() * 4 + 3);
-    args.push(lease);
-    args.push(idle_ms);
-    args.push(batch.flags());
-    for (((h, token), counter), owner) in
-        batch.holds.iter().zip(&tokens).zip(&counters).zip(&owners)
-    {
-        args.push(h.key.name());
-        args.push(counter);
-        args.push(owner);
-        args.push(token);
-    }
+    let script = batch.renewal.0.node;
     let reply = conn
-        .eval_script(batch.renewal.0.node, &[] as &[&str], &args)
+        .eval_with(script, || node_cmd(script, batch, lease, idle_ms))
         .await;
     judged(reply, batch.holds.len())
+}
+
+/// The node script's `EVALSHA`: no `KEYS`; `ARGV` lease, idle expiry,
+/// flags, then name, counter, owner, token per hold.
+fn node_cmd(script: &Script, batch: &Batch, lease: &str, idle_ms: &str) -> Cmd {
+    let mut cmd = Cmd::with_capacity("EVALSHA", 96 + ROOM_PER_HOLD * batch.holds.len());
+    cmd.push_arg(script.sha1());
+    cmd.push_arg(0_usize);
+    cmd.push_arg(lease);
+    cmd.push_arg(idle_ms);
+    cmd.push_arg(batch.flags());
+    for h in &batch.holds {
+        cmd.push_arg(&**h.key.name());
+        cmd.push_arg(h.counter());
+        cmd.push_arg(&*h.key.owner().text());
+        cmd.push_arg(h.token);
+    }
+    cmd
 }
 
 /// One hold renewed by its lease's slot script with `lease` (a guard's
@@ -278,5 +300,106 @@ pub(crate) fn found(reply: Option<&keylatch_cluster::Result<Frame>>) -> Option<b
         // lease): nothing else changes the key, so no invalidation comes.
         Some(Err(e)) if e.as_server_error().is_some_and(|s| s.code() == "WRONGTYPE") => Some(false),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::lease::hold::NewHold;
+    use crate::lease::key::HoldKey;
+    use crate::lock::HASH_LEASE;
+    use crate::owner::Owner;
+
+    fn hold(name: &str, owner: Owner, token: u64) -> Arc<Hold> {
+        Hold::new(NewHold {
+            key: HoldKey::new(Arc::from(name), owner, &HASH_LEASE),
+            token,
+            renew: true,
+            lease: Duration::from_secs(30),
+            sent_at: Instant::now(),
+            max_hold: None,
+            drift_permille: 10,
+            counters: Arc::new(crate::lease::Counters::default()),
+            counter_made: false,
+        })
+    }
+
+    fn batch(holds: Vec<Arc<Hold>>) -> Batch {
+        Batch {
+            renewal: RenewalRef(&HASH_LEASE),
+            lease: Duration::from_secs(30),
+            epochs: vec![0; holds.len()],
+            holds,
+            cluster: false,
+            on_node: false,
+            refresh: true,
+        }
+    }
+
+    /// The commands written in place carry exactly the arguments the
+    /// scripts read: the same bytes as the command built from text.
+    #[test]
+    fn renew_commands_carry_each_holds_four_strings_in_the_scripts_order() {
+        let client = Arc::new("0b8a4b8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b".to_owned());
+        let made = Owner::made(&client, u64::MAX);
+        let holds = vec![
+            hold("orders:{7}", made, 1_700_000_000_000_001),
+            hold("a", Owner::given("java-uuid:12"), 3),
+        ];
+        let b = batch(holds);
+        let script = HASH_LEASE.slot;
+        let got = slot_cmd(script, &b, &[1, 0], "30000", "86400000");
+        let want = script.evalsha_cmd(
+            &[
+                "a",
+                "redisson_lock_token:{a}",
+                "orders:{7}",
+                "redisson_lock_token:orders:{7}",
+            ],
+            &[
+                "30000",
+                "86400000",
+                "c",
+                "java-uuid:12",
+                "3",
+                &format!("{client}:{}", u64::MAX),
+                "1700000000000001",
+            ],
+        );
+        assert_eq!(
+            got.args().collect::<Vec<_>>(),
+            want.args().collect::<Vec<_>>()
+        );
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>()
+        );
+
+        let node = HASH_LEASE.node;
+        let got = node_cmd(node, &b, "0", "86400000");
+        let want = node.evalsha_cmd(
+            &[] as &[&str],
+            &[
+                "0",
+                "86400000",
+                "c",
+                "orders:{7}",
+                "redisson_lock_token:orders:{7}",
+                &format!("{client}:{}", u64::MAX),
+                "1700000000000001",
+                "a",
+                "redisson_lock_token:{a}",
+                "java-uuid:12",
+                "3",
+            ],
+        );
+        assert_eq!(
+            got.args().collect::<Vec<_>>(),
+            want.args().collect::<Vec<_>>()
+        );
+        assert_eq!(got.keys().count(), 0);
     }
 }
