@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use keylatch_cluster::{Client, Invalidation};
 use tokio::sync::mpsc;
 
-use super::calls::{run_batch, track, Batch};
+use super::calls::{run_batch, track, Batch, Mark};
 use super::hold::{nanos, Hold};
 use super::shared::{EngineShared, Invalidations};
 use super::table::{earliest, Done, Table, Wake, Work};
@@ -318,14 +318,14 @@ impl Actor {
         for ((node, _, renewal, lease, refresh), holds) in work.groups {
             self.counters.longest = self.counters.longest.max(lease);
             let mut lane = Vec::with_capacity(holds.len().div_ceil(RENEW_BATCH));
-            for chunk in holds.chunks(RENEW_BATCH) {
+            for (holds, marks) in split(holds) {
                 batches += 1;
                 renewed |= !lease.is_zero();
                 let batch = Batch {
                     renewal,
                     lease,
-                    holds: chunk.iter().map(|(h, _)| Arc::clone(h)).collect(),
-                    epochs: chunk.iter().map(|&(_, e)| e).collect(),
+                    holds,
+                    marks,
                     cluster,
                     on_node: node.is_some(),
                     refresh,
@@ -407,7 +407,7 @@ impl Actor {
                     done: Done::Judged {
                         lease: batch.lease,
                         sent_at,
-                        holds: batch.holds.into_iter().zip(batch.epochs).collect(),
+                        holds: batch.holds.into_iter().zip(batch.marks).collect(),
                         verdicts: out.verdicts,
                         refresh: batch.refresh,
                     },
@@ -486,6 +486,21 @@ fn flight_cap(masters: usize) -> usize {
     CALLS_IN_FLIGHT * masters.clamp(1, 64)
 }
 
+/// A group's holds as calls of at most [`RENEW_BATCH`], moved rather than
+/// copied (a round hands over every hold it renews: a reference count
+/// taken and dropped per hold for nothing, otherwise).
+fn split<H>(holds: Vec<(H, Mark)>) -> Vec<(Vec<H>, Vec<Mark>)> {
+    let mut out = Vec::with_capacity(holds.len().div_ceil(RENEW_BATCH));
+    let mut left = holds.len();
+    let mut it = holds.into_iter();
+    while left > 0 {
+        let n = left.min(RENEW_BATCH);
+        left -= n;
+        out.push(it.by_ref().take(n).unzip());
+    }
+    out
+}
+
 /// The lanes' items taken in turns: the first of each lane, then the
 /// second of each, and so on (each lane's own order kept). A lane leaves
 /// the turn once empty, so the cost is the items plus the lanes (a Redis
@@ -559,6 +574,25 @@ mod tests {
         assert_eq!(got.len(), 16_384 + 1_000);
         assert_eq!(got[..16_384], (0..16_384).collect::<Vec<_>>()[..]);
         assert_eq!(got[16_384..], (100_000..101_000).collect::<Vec<_>>()[..]);
+    }
+
+    #[test]
+    fn a_group_splits_into_calls_of_at_most_a_batch_in_its_order() {
+        let mark = |i: u32| Mark { epoch: i, slot: i };
+        let n = 2 * RENEW_BATCH + 1;
+        let holds: Vec<(usize, Mark)> = (0..n).map(|i| (i, mark(i as u32))).collect();
+        let calls = split(holds);
+        let sizes: Vec<usize> = calls.iter().map(|(h, _)| h.len()).collect();
+        assert_eq!(sizes, [RENEW_BATCH, RENEW_BATCH, 1]);
+        for (holds, marks) in &calls {
+            assert_eq!(holds.len(), marks.len());
+            for (h, m) in holds.iter().zip(marks) {
+                assert_eq!(*m, mark(*h as u32), "each hold keeps its own mark");
+            }
+        }
+        let order: Vec<usize> = calls.into_iter().flat_map(|(h, _)| h).collect();
+        assert_eq!(order, (0..n).collect::<Vec<_>>());
+        assert!(split::<usize>(Vec::new()).is_empty());
     }
 
     #[test]

@@ -11,8 +11,18 @@ use keylatch_resp::{Cmd, Frame};
 use super::hold::{millis, Hold};
 use super::renewal::RenewalRef;
 
-/// A hold in a call, with its epoch when the call was planned.
-pub(super) type Planned = (Arc<Hold>, u32);
+/// A hold in a call, with where the table kept it when the call was planned.
+pub(super) type Planned = (Arc<Hold>, Mark);
+
+/// A planned hold's place in the table: its epoch then (a verdict applies
+/// only to it) and its slot (a reply finds the entry there without a
+/// lookup by name, unless the slot was reused meanwhile). Two `u32`s fill
+/// the padding beside the `Arc`: a [`Planned`] is still 16 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub(super) epoch: u32,
+    pub(super) slot: u32,
+}
 
 /// One call's worth of holds that share a renewal (whatever their lock
 /// types: the script judges each from the same four strings).
@@ -21,12 +31,11 @@ pub(super) struct Batch {
     /// The lease to renew with; zero only checks (fixed leases an
     /// invalidation pointed at: never extended).
     pub(super) lease: Duration,
-    /// The holds, and (in `epochs`, at the same index) each one's epoch
-    /// when the call was planned. Two vectors, not one of [`Planned`]: a
-    /// big round waits queued as batches, and the pair's padding was 4 B of
-    /// every queued hold's 16 (at a million holds, 4 MB of the round).
+    /// The holds, and (in `marks`, at the same index) each one's place in
+    /// the table when the call was planned. Two vectors, not one of
+    /// [`Planned`], as the engine's calls take the holds alone.
     pub(super) holds: Vec<Arc<Hold>>,
-    pub(super) epochs: Vec<u32>,
+    pub(super) marks: Vec<Mark>,
     /// In a cluster: the holds may span slots (of one node, when known).
     pub(super) cluster: bool,
     /// The node serves all of them, as far as the topology knows.
@@ -331,7 +340,7 @@ mod tests {
         Batch {
             renewal: RenewalRef(&HASH_LEASE),
             lease: Duration::from_secs(30),
-            epochs: vec![0; holds.len()],
+            marks: vec![Mark::default(); holds.len()],
             holds,
             cluster: false,
             on_node: false,

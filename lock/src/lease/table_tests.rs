@@ -81,6 +81,52 @@ fn a_newer_token_of_the_owner_ends_the_older_hold_and_a_late_older_one_is_lost()
 }
 
 #[test]
+fn a_reply_finds_its_entry_by_name_when_its_slot_holds_another_hold() {
+    let now = Instant::now();
+    let mut t = Table::new(false);
+    let a = hold("a", "c:1", 1, true, now);
+    let b = hold("b", "c:2", 2, true, now);
+    t.insert(Arc::clone(&a));
+    t.insert(Arc::clone(&b));
+    let (work, _) = t.plan(now + LEASE / 3, false, standalone);
+    let sent = planned(&work, false);
+    let mark_of = |h: &Arc<Hold>| {
+        sent.iter()
+            .find(|(p, _)| Arc::ptr_eq(p, h))
+            .map(|&(_, m)| m)
+            .expect("planned")
+    };
+    let (ma, mb) = (mark_of(&a), mark_of(&b));
+    assert_ne!(ma.slot, mb.slot);
+    // a's reply names b's slot (as when a's slot was reused by b): "gone"
+    // is a's, found by name, never b's.
+    t.apply(Done::Judged {
+        lease: LEASE,
+        sent_at: now,
+        holds: vec![(
+            Arc::clone(&a),
+            Mark {
+                slot: mb.slot,
+                ..ma
+            },
+        )],
+        verdicts: vec![0],
+        refresh: false,
+    });
+    assert_eq!(a.loss.get(), Some(LossReason::Gone));
+    assert_eq!(b.loss.get(), None, "not the hold in that slot");
+    // b's own reply still finds b in its slot.
+    t.apply(Done::Judged {
+        lease: LEASE,
+        sent_at: now,
+        holds: vec![(Arc::clone(&b), mb)],
+        verdicts: vec![0],
+        refresh: false,
+    });
+    assert_eq!(b.loss.get(), Some(LossReason::Gone));
+}
+
+#[test]
 fn an_ended_hold_is_dropped_and_a_revived_one_watched_anew() {
     let now = Instant::now();
     let mut t = Table::new(false);
