@@ -81,7 +81,21 @@ async fn stats_count_guards_waits_losses_and_renewals() {
     let s = a.stats();
     assert!(s.longest_renewal_round >= s.last_renewal_round, "{s:?}");
     assert_eq!(s.subscription_fallbacks, 0);
+    // The permit is renewed every third of its 1 s watchdog: each renewal
+    // counts one renewed hold.
+    let renewed = s.renewed_holds;
+    assert!(renewed > 0, "{s:?}");
+    let t0 = Instant::now();
+    while a.stats().renewed_holds < renewed + 2 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "renewals counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     permit.release().await.unwrap();
+    // Nothing is held: no renewal counts any more.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = a.stats().renewed_holds;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(a.stats().renewed_holds, after, "renewed after the release");
     drop(fenced);
     assert_eq!(a.stats().held, 0);
 }

@@ -85,6 +85,12 @@ pub struct ScaleReport {
     pub idle: Duration,
     /// Renewal calls (script calls) made while idle.
     pub calls: u64,
+    /// Holds those calls renewed (from [`Locks::stats`]'s
+    /// `renewed_holds`); zero when not counted, and then `held × rounds`
+    /// stands in for it.
+    ///
+    /// [`Locks::stats`]: keylatch::Locks::stats
+    pub renewed: u64,
     /// The server's CPU time while idle (standalone only: in a cluster one
     /// `INFO` answers for one node).
     pub server_cpu: Option<Duration>,
@@ -123,7 +129,9 @@ impl ScaleReport {
         self.held as f64 / self.acquire.as_secs_f64().max(1e-9)
     }
 
-    /// The server's CPU per renewed hold while idle, in µs.
+    /// The server's CPU per renewed hold while idle, in µs: over the holds
+    /// the engine counted renewed in the window (a round that overran its
+    /// interval renews a different number than `held × rounds`).
     ///
     /// ```
     /// use std::time::Duration;
@@ -131,13 +139,21 @@ impl ScaleReport {
     ///     held: 1000, rounds: 2, server_cpu: Some(Duration::from_millis(8)), ..Default::default()
     /// };
     /// assert_eq!(r.server_us_per_hold(), Some(4.0));
+    /// let counted = keylatch_cli::bench::ScaleReport { renewed: 1600, ..r };
+    /// assert_eq!(counted.server_us_per_hold(), Some(5.0));
     /// ```
     pub fn server_us_per_hold(&self) -> Option<f64> {
-        let renewed = self.held as f64 * self.rounds as f64;
-        (renewed > 0.0)
-            .then_some(())
-            .and(self.server_cpu)
-            .map(|c| c.as_secs_f64() * 1e6 / renewed)
+        self.server_cpu.and_then(|c| self.per_renewed(c))
+    }
+
+    /// `cpu` per renewed hold, in µs (`None` when none was renewed).
+    fn per_renewed(&self, cpu: Duration) -> Option<f64> {
+        let renewed = if self.renewed > 0 {
+            self.renewed as f64
+        } else {
+            self.held as f64 * self.rounds as f64
+        };
+        (renewed > 0.0).then(|| cpu.as_secs_f64() * 1e6 / renewed)
     }
 }
 
@@ -215,11 +231,12 @@ impl std::fmt::Display for ScaleReport {
         let rounds = self.rounds.max(1) as f64;
         write!(
             f,
-            "idle: {} rounds in {:.1} s, {} renewal calls ({:.0} per round), {} lost",
+            "idle: {} rounds in {:.1} s, {} renewal calls ({:.0} per round), {} holds renewed, {} lost",
             self.rounds,
             self.idle.as_secs_f64(),
             self.calls,
             self.calls as f64 / rounds,
+            self.renewed,
             self.lost
         )?;
         if !self.losses.is_empty() {
@@ -239,15 +256,8 @@ impl std::fmt::Display for ScaleReport {
                 ", client CPU {:.1} ms per round",
                 c.as_secs_f64() * 1e3 / rounds
             )?;
-            // Per hold as the server's figure is (held × rounds): a round
-            // that overran its interval renews more holds than it counts.
-            let renewed = self.held as f64 * rounds;
-            if renewed > 0.0 {
-                write!(
-                    f,
-                    " = {:.2} µs per renewed hold",
-                    c.as_secs_f64() * 1e6 / renewed
-                )?;
+            if let Some(per) = self.per_renewed(c) {
+                write!(f, " = {per:.2} µs per renewed hold")?;
             }
         }
         writeln!(f)?;
@@ -318,6 +328,7 @@ pub async fn run_scale(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let (c0, r0) = (locks.renewal_calls(), locks.renewal_rounds());
+    let n0 = locks.stats().renewed_holds;
     let s0 = server_cpu(admin, standalone).await?;
     let p0 = process_cpu();
     let i0 = Instant::now();
@@ -327,6 +338,7 @@ pub async fn run_scale(
     report.idle = i0.elapsed();
     report.server_cpu = s1.zip(s0).map(|(b, a)| b.saturating_sub(a));
     report.calls = locks.renewal_calls() - c0;
+    report.renewed = locks.stats().renewed_holds - n0;
     report.rounds = locks.renewal_rounds() - r0;
     report.lost = guards.iter().filter(|g| g.is_lost()).count();
     let stats = locks.stats();

@@ -229,6 +229,17 @@ impl Actor {
                     }
                     None => false,
                 };
+                if let Done::Judged {
+                    lease, verdicts, ..
+                } = &done
+                {
+                    if !lease.is_zero() {
+                        let renewed = verdicts.iter().filter(|&&v| v == 1).count();
+                        self.shared
+                            .renewed_holds
+                            .fetch_add(renewed as u64, Ordering::Relaxed);
+                    }
+                }
                 self.table.apply(done);
                 if finished {
                     if let Some(r) = self.rounds.remove(&round) {

@@ -85,6 +85,7 @@ impl Engine {
             wake: Notify::new(),
             planned_wake: AtomicU64::new(0),
             renew_calls: AtomicU64::new(0),
+            renewed_holds: AtomicU64::new(0),
             renew_failures: AtomicU64::new(0),
             renew_rounds: AtomicU64::new(0),
             round_last_us: AtomicU64::new(0),
@@ -173,6 +174,7 @@ impl Engine {
         let us = |a: &AtomicU64| Duration::from_micros(a.load(Ordering::Relaxed));
         Renewals {
             calls: s.renew_calls.load(Ordering::Relaxed),
+            renewed: s.renewed_holds.load(Ordering::Relaxed),
             failures: s.renew_failures.load(Ordering::Relaxed),
             last_round: us(&s.round_last_us),
             longest_round: us(&s.round_longest_us),

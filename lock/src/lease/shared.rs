@@ -14,6 +14,8 @@ pub(crate) struct EngineShared {
     /// process's base instant).
     pub(super) planned_wake: AtomicU64,
     pub(super) renew_calls: AtomicU64,
+    /// Holds a renewal call found held and extended (checks not counted).
+    pub(super) renewed_holds: AtomicU64,
     /// Of those, calls that failed or answered something unreadable.
     pub(super) renew_failures: AtomicU64,
     pub(super) renew_rounds: AtomicU64,
