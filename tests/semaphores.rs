@@ -532,3 +532,164 @@ async fn redisson_semaphore_scripts_share_the_counters_with_ours() {
     ));
     assert_eq!(xsem.available().await.unwrap(), 1, "counted once");
 }
+
+/// A holder of 3,000 leased permits dies: after its lease every permit is
+/// back at once, not a thousand per call (an outside review found the
+/// scripts reclaimed at most 1,000 expired permits per call, so
+/// `available()` said 1,000 and an acquire of 2,500 failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_expired_permit_of_a_dead_holder_is_back_in_one_call() {
+    let server = RedisServer::start();
+    let locks = locks_with(&server.url(), config()).await;
+    let sem = locks.expirable_semaphore("crash-3000");
+    assert!(sem.try_set_permits(3000).await.unwrap());
+    let g = sem
+        .try_acquire(
+            3000,
+            Duration::from_secs(5),
+            Some(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap()
+        .expect("all 3000");
+    // Dies: nothing gives them back but their lease.
+    std::mem::forget(g);
+    assert_eq!(sem.available().await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(zcard(locks.client(), "{crash-3000}:timeout").await, 3000);
+    assert_eq!(sem.available().await.unwrap(), 3000, "all back in one call");
+    assert_eq!(zcard(locks.client(), "{crash-3000}:timeout").await, 0);
+    // The same through an acquire, which reclaims first.
+    let sem2 = locks.expirable_semaphore("crash-2500");
+    assert!(sem2.try_set_permits(2500).await.unwrap());
+    let g = sem2
+        .try_acquire(
+            2500,
+            Duration::from_secs(5),
+            Some(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap()
+        .expect("all 2500");
+    std::mem::forget(g);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let again = sem2
+        .try_acquire(2500, Duration::ZERO, None)
+        .await
+        .unwrap()
+        .expect("every expired permit back, and taken at once");
+    assert_eq!(again.ids().len(), 2500);
+    again.release().await.unwrap();
+}
+
+/// Counts are exact up to `MAX_COUNT` (2^53 − 1) and refused past it,
+/// before anything is sent (an outside review found 2^53 + 1 permits
+/// granted from 2^53, `try_set_permits(u64::MAX)` accepted and then every
+/// acquire failing with a raw server error, and `acquire(u64::MAX)`
+/// waiting for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_are_exact_up_to_max_count_and_refused_past_it() {
+    use keylatch_lock::MAX_COUNT;
+    let server = RedisServer::start();
+    let locks = locks_with(&server.url(), config()).await;
+    let get = |key: &str| server.cli(&["GET", key]).unwrap().trim().to_owned();
+    let too_large = |r: &LockError| matches!(r, LockError::CountTooLarge { asked, max } if *asked > MAX_COUNT && *max == MAX_COUNT);
+
+    let s = locks.semaphore("exact");
+    assert!(s.try_set_permits(MAX_COUNT).await.unwrap());
+    assert_eq!(s.available().await.unwrap(), MAX_COUNT as i64);
+    // One more than there is: not granted (as doubles, 2^53 and 2^53 − 1
+    // differ; 2^53 + 1 and 2^53 would not).
+    let short = locks.semaphore("exact-short");
+    assert!(short.try_set_permits(MAX_COUNT - 1).await.unwrap());
+    assert!(!short
+        .try_acquire_raw(MAX_COUNT, Duration::ZERO)
+        .await
+        .unwrap());
+    assert_eq!(get("exact-short"), (MAX_COUNT - 1).to_string());
+    // Every permit taken, given back, drained: the counts are exact.
+    assert!(s.try_acquire_raw(MAX_COUNT, Duration::ZERO).await.unwrap());
+    assert_eq!(get("exact"), "0");
+    assert_eq!(s.release(MAX_COUNT).await.unwrap(), MAX_COUNT as i64);
+    assert_eq!(get("exact"), MAX_COUNT.to_string());
+    assert_eq!(s.drain().await.unwrap(), MAX_COUNT);
+    assert_eq!(get("exact"), "0");
+
+    // Past it: a typed error at once, and nothing changed.
+    let past = MAX_COUNT + 1;
+    let s = locks.semaphore("past");
+    assert!(s.try_set_permits(3).await.unwrap());
+    for r in [
+        s.try_set_permits(past).await.map(drop),
+        s.add_permits(u64::MAX).await.map(drop),
+        s.reduce_permits(past).await.map(drop),
+        s.release(past).await.map(drop),
+        s.try_acquire_raw(past, Duration::from_secs(30))
+            .await
+            .map(drop),
+    ] {
+        assert!(r.as_ref().is_err_and(too_large), "{r:?}");
+    }
+    let waited = tokio::time::timeout(Duration::from_secs(3), s.acquire(u64::MAX)).await;
+    assert!(
+        matches!(&waited, Ok(Err(e)) if too_large(e)),
+        "acquire(u64::MAX) answers at once: {:?}",
+        waited.map(|r| r.map(|g| g.forget()))
+    );
+    assert_eq!(get("past"), "3");
+    let e = locks
+        .expirable_semaphore("past-expirable")
+        .try_set_permits(u64::MAX)
+        .await;
+    assert!(e.as_ref().is_err_and(too_large), "{e:?}");
+    let latch = locks.latch("past-latch");
+    let e = latch.try_set_count(u64::MAX).await;
+    assert!(e.as_ref().is_err_and(too_large), "{e:?}");
+    assert_eq!(latch.count().await.unwrap(), 0, "nothing set");
+    assert!(latch.try_set_count(MAX_COUNT).await.unwrap());
+    assert_eq!(latch.count().await.unwrap(), MAX_COUNT);
+    assert_eq!(latch.count_down().await.unwrap(), MAX_COUNT - 1);
+}
+
+/// Zero permits are granted at once with no call, as Redisson's
+/// `tryAcquire(0)` (documented on `try_acquire_raw`): not even a missing
+/// semaphore or a foreign key is looked at, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_permits_are_granted_at_once_without_a_call() {
+    let server = RedisServer::start();
+    let locks = locks_with(&server.url(), config()).await;
+    let missing = locks.semaphore("never-set");
+    assert!(missing.try_acquire_raw(0, Duration::ZERO).await.unwrap());
+    assert_eq!(server.cli(&["EXISTS", "never-set"]).unwrap().trim(), "0");
+    server.cli(&["RPUSH", "a-list", "x"]).unwrap();
+    let g = locks.semaphore("a-list").acquire(0).await.unwrap();
+    assert_eq!(g.permits(), 0);
+    assert_eq!(server.cli(&["TYPE", "a-list"]).unwrap().trim(), "list");
+    // One permit does look: the typed errors of the docs.
+    let r = missing.try_acquire_raw(1, Duration::ZERO).await;
+    assert!(matches!(r, Err(LockError::NoSuchSemaphore { .. })), "{r:?}");
+    let r = locks
+        .semaphore("a-list")
+        .try_acquire_raw(1, Duration::ZERO)
+        .await;
+    assert!(matches!(r, Err(LockError::WrongType { .. })), "{r:?}");
+}
+
+/// `CountDownLatch::try_set_count` sets only a latch whose key does not
+/// exist (Redisson's `trySetCount`): one counted down to zero has no key
+/// and is set again; one set to 0 keeps `"0"` and is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_is_set_again_once_its_key_is_gone() {
+    let server = RedisServer::start();
+    let locks = locks_with(&server.url(), config()).await;
+    let l = locks.latch("again");
+    assert!(l.try_set_count(1).await.unwrap());
+    assert!(!l.try_set_count(2).await.unwrap(), "closed: not set");
+    assert_eq!(l.count_down().await.unwrap(), 0);
+    assert_eq!(server.cli(&["EXISTS", "again"]).unwrap().trim(), "0");
+    assert!(l.try_set_count(2).await.unwrap(), "open, no key: set again");
+    let z = locks.latch("zero");
+    assert!(z.try_set_count(0).await.unwrap());
+    assert!(z.wait_zero_for(Duration::ZERO).await.unwrap(), "open");
+    assert!(!z.try_set_count(2).await.unwrap(), "its key holds \"0\"");
+}

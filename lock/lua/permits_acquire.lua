@@ -29,10 +29,12 @@ if (st ~= 'none' and (st ~= 'string' or not string.match(redis.call('get', KEYS[
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1000)
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local value = redis.call('incrby', KEYS[1], #expired)
+-- Every expired permit at once (ZREMRANGEBYSCORE counts them; no ids are
+-- read into Lua, whose unpack of a long list fails): a dead holder's
+-- permits are all back after its lease, not a thousand per call.
+local back = redis.call('zremrangebyscore', KEYS[2], 0, now)
+if back > 0 then
+    local value = redis.call('incrby', KEYS[1], back)
     if value > 0 then
         redis.call(ARGV[4], ARGV[3], value)
     end

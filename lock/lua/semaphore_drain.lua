@@ -18,10 +18,10 @@ end
 if KEYS[2] and redis.call('type', KEYS[2]).ok == 'zset' then
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1000)
-    if #expired > 0 then
-        redis.call('zrem', KEYS[2], unpack(expired))
-        redis.call('incrby', KEYS[1], #expired)
+    -- Every expired permit at once (see permits_acquire).
+    local back = redis.call('zremrangebyscore', KEYS[2], 0, now)
+    if back > 0 then
+        redis.call('incrby', KEYS[1], back)
     end
 end
 local value = redis.call('get', KEYS[1])

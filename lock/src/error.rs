@@ -90,6 +90,17 @@ pub enum LockError {
         /// The most one acquire may lease.
         max: u64,
     },
+    /// A semaphore's or a latch's count above
+    /// [`MAX_COUNT`](crate::MAX_COUNT), 2^53 − 1: the scripts count in Lua
+    /// numbers, exact only up to there, so a larger count could be granted
+    /// when too few are there, or read back as another number. Nothing was
+    /// sent.
+    CountTooLarge {
+        /// The count asked for.
+        asked: u64,
+        /// The largest count taken.
+        max: u64,
+    },
     /// A multi-lock lists one lock name under two owners: the second would
     /// wait for the first for ever, so the acquire is refused at once.
     SelfDeadlock {
@@ -184,6 +195,10 @@ impl fmt::Display for LockError {
             LockError::PermitCount { asked, max } => write!(
                 f,
                 "cannot lease {asked} permits in one acquire: 1 to {max}"
+            ),
+            LockError::CountTooLarge { asked, max } => write!(
+                f,
+                "a count of {asked} is more than a semaphore or latch counts exactly (at most {max})"
             ),
             LockError::SelfDeadlock { name } => write!(
                 f,

@@ -123,7 +123,7 @@ pub use types::leader::{Leader, LeaderGuard, LeaderInfo, LeaderObserver};
 pub use types::multilock::{MultiGuard, MultiLock};
 pub use types::rwlock::RwLock;
 pub use types::semaphore::{
-    BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphorePermits,
+    BadPermitId, ExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphorePermits, MAX_COUNT,
     MAX_LEASED_PERMITS,
 };
 

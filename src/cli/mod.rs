@@ -91,6 +91,7 @@ impl Failure {
             | E::UpgradeRefused { .. }
             | E::SelfDeadlock { .. }
             | E::PermitCount { .. }
+            | E::CountTooLarge { .. }
             | E::NoSuchSemaphore { .. }
             | E::ForceUnlockRefused { .. } => EXIT_USAGE,
             E::Client(c) if c.is_connection_error() => EXIT_UNAVAILABLE,

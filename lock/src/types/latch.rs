@@ -87,8 +87,12 @@ impl CountDownLatch {
         &self.key
     }
 
-    /// Sets the count when the latch is not set (closed) already; `true`
-    /// when set (and `1` published, as Redisson does).
+    /// Sets the count when the latch's key does not exist; `true` when set
+    /// (and `1` published, as Redisson does). A latch counted down to zero
+    /// has no key (its last `count_down` deleted it), so it can be set
+    /// again; one set to 0 keeps the key `"0"`: it is open, and a later
+    /// set answers `false` until the key is deleted (Redisson's
+    /// `trySetCount` alike, so Java services see the same latch).
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {
@@ -98,12 +102,14 @@ impl CountDownLatch {
     ///
     /// # Errors
     /// [`LockError::WrongType`] when the name holds something that is no
-    /// count (another type, a name reused); [`LockError::Client`].
+    /// count (another type, a name reused);
+    /// [`LockError::CountTooLarge`] above [`MAX_COUNT`](crate::MAX_COUNT),
+    /// before anything is sent; [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have set it.
     pub async fn try_set_count(&self, count: u64) -> LockResult<bool> {
-        let n = count.to_string();
+        let n = crate::types::semaphore::bounded(count)?.to_string();
         let reply = self
             .inner
             .client

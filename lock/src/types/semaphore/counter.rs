@@ -28,6 +28,28 @@ use crate::wake::Wake;
 /// script (and the guard) small.
 pub const MAX_LEASED_PERMITS: u64 = 10_000;
 
+/// The largest count a semaphore or a latch takes (set, added, taken,
+/// given back): 2^53 − 1. The scripts count in Lua numbers (doubles),
+/// exact up to there; past it, 2^53 + 1 permits asked of 2^53 would be
+/// granted, and a count could be read back as another number.
+///
+/// ```
+/// assert_eq!(keylatch_lock::MAX_COUNT, (1 << 53) - 1);
+/// ```
+pub const MAX_COUNT: u64 = (1 << 53) - 1;
+
+/// `n` when a semaphore or latch may count it; else
+/// [`LockError::CountTooLarge`], before anything is sent.
+pub(crate) fn bounded(n: u64) -> LockResult<u64> {
+    if n > MAX_COUNT {
+        return Err(LockError::CountTooLarge {
+            asked: n,
+            max: MAX_COUNT,
+        });
+    }
+    Ok(n)
+}
+
 /// Leased permits of one guard: the hold's "owner" is its permit ids (hex,
 /// comma-separated) and its "counter" the permits zset, `{name}:timeout`.
 /// Not tracked: the hold's key is the semaphore's counter, which every
@@ -114,6 +136,8 @@ macro_rules! count_methods {
         /// [`LockError::WrongType`](crate::LockError::WrongType) when the
         /// name holds something that is no count (another type, a name
         /// reused); [`LockError::Client`](crate::LockError::Client).
+        /// [`LockError::CountTooLarge`](crate::LockError::CountTooLarge)
+        /// above [`MAX_COUNT`](crate::MAX_COUNT), before anything is sent.
         ///
         /// # Cancel safety
         /// Cancel safe; a cancelled call may still have set them.
@@ -133,11 +157,15 @@ macro_rules! count_methods {
         /// [`LockError::WrongType`](crate::LockError::WrongType) when the
         /// key holds something else than a count (the name reused by another
         /// type); [`LockError::Client`](crate::LockError::Client).
+        /// [`LockError::CountTooLarge`](crate::LockError::CountTooLarge)
+        /// above [`MAX_COUNT`](crate::MAX_COUNT), before anything is sent.
         ///
         /// # Cancel safety
         /// Cancel safe; a cancelled call may still have added them.
         pub async fn add_permits(&self, permits: u64) -> LockResult<i64> {
-            self.c.change(super::counter::signed(permits)).await
+            self.c
+                .change(super::counter::signed(super::counter::bounded(permits)?))
+                .await
         }
 
         #[doc = $reduce]
@@ -152,11 +180,15 @@ macro_rules! count_methods {
         /// [`LockError::WrongType`](crate::LockError::WrongType) when the
         /// key holds something else than a count (the name reused by another
         /// type); [`LockError::Client`](crate::LockError::Client).
+        /// [`LockError::CountTooLarge`](crate::LockError::CountTooLarge)
+        /// above [`MAX_COUNT`](crate::MAX_COUNT), before anything is sent.
         ///
         /// # Cancel safety
         /// Cancel safe; a cancelled call may still have removed them.
         pub async fn reduce_permits(&self, permits: u64) -> LockResult<i64> {
-            self.c.change(-super::counter::signed(permits)).await
+            self.c
+                .change(-super::counter::signed(super::counter::bounded(permits)?))
+                .await
         }
 
         #[doc = $available]
@@ -348,7 +380,7 @@ pub(super) struct Counter {
 
 impl Counter {
     pub(super) async fn try_set(&self, permits: u64) -> LockResult<bool> {
-        let n = permits.to_string();
+        let n = bounded(permits)?.to_string();
         let reply = self
             .inner
             .client

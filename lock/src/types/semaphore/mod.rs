@@ -30,10 +30,11 @@ mod permit_id;
 mod permits;
 mod plain;
 
+pub(crate) use counter::bounded;
 pub(crate) use counter::force_keys;
-pub use counter::MAX_LEASED_PERMITS;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use counter::{integer, renew_reply, sem_reply, SemReply};
+pub use counter::{MAX_COUNT, MAX_LEASED_PERMITS};
 pub use expirable::ExpirableSemaphore;
 pub(crate) use inspect::permits as inspect_permits;
 pub use permit_guard::PermitGuard;

@@ -10,8 +10,8 @@ use crate::scripts::SEMAPHORE_ACQUIRE;
 use crate::shape::wrong_type;
 
 use super::counter::{
-    bound, count_methods, sem_reply, signed, wait_deadline, wait_for, Counter, SemNames, SemReply,
-    Try,
+    bound, bounded, count_methods, sem_reply, signed, wait_deadline, wait_for, Counter, SemNames,
+    SemReply, Try,
 };
 use super::permits::SemaphorePermits;
 
@@ -100,12 +100,14 @@ negative; the key's expiry is kept.",
     ///
     /// # Errors
     /// [`LockError::WrongType`] when the key holds something else than a
-    /// count (the name reused by another type); [`LockError::Client`].
+    /// count (the name reused by another type);
+    /// [`LockError::CountTooLarge`] above [`MAX_COUNT`](crate::MAX_COUNT),
+    /// before anything is sent; [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have released.
     pub async fn release(&self, permits: u64) -> LockResult<i64> {
-        self.c.change(signed(permits)).await
+        self.c.change(signed(bounded(permits)?)).await
     }
 
     /// Waits as long as it takes for `permits`, and hands them out under a
@@ -198,7 +200,10 @@ negative; the key's expiry is kept.",
     /// [`LockError::NoSuchSemaphore`] at once when the semaphore was never
     /// set (nothing to wait for); [`LockError::WrongType`] at once when its
     /// key holds something else than a count (a lock, a list, …);
-    /// [`LockError::Client`].
+    /// [`LockError::CountTooLarge`] at once above
+    /// [`MAX_COUNT`](crate::MAX_COUNT) (no counter holds that many);
+    /// [`LockError::Client`]. Zero permits are granted at once with no
+    /// call, as Redisson's `tryAcquire(0)`: none of these checks is made.
     ///
     /// # Cancel safety
     /// Cancel safe: permits taken by an attempt whose reply comes after the
@@ -216,7 +221,7 @@ negative; the key's expiry is kept.",
             // Nothing to take (Redisson answers at once too).
             return Ok(Some(()));
         }
-        let n = permits.to_string();
+        let n = bounded(permits)?.to_string();
         let names = &self.c.names;
         let cmd = Arc::new(SEMAPHORE_ACQUIRE.evalsha_cmd(&[&*names.key], &[n.as_str()]));
         // A reply nobody waits for any more: permits it took go back.
