@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keylatch_harness::RedisServer;
-use keylatch_lock::{LeaderInfo, Locks, LocksConfig, LossReason};
+use keylatch_lock::{LeaderInfo, LockError, Locks, LocksConfig, LossReason};
 
 async fn process(server: &RedisServer) -> Locks {
     Locks::connect_with(
@@ -148,4 +148,144 @@ async fn a_leader_that_dies_is_seen_gone_when_its_lease_runs_out() {
     let now = next(&mut watch).await.unwrap();
     assert_ne!(now.value.as_deref(), Some("old-host"));
     lead.resign().await.unwrap();
+}
+
+// Found by an outside review (each failed before its fix): a leadership
+// whose key an outsider overwrote or deleted, and an old term's guard
+// used after its campaigner was elected again.
+
+const T: Duration = Duration::from_secs(10);
+
+/// `LeaderGuard::proclaim` # Errors: "`LockError::Lost` when this process
+/// no longer leads (nothing is written)". The election's key overwritten
+/// by a string: the leader is told (lost() fires), but proclaim answers a
+/// raw server error instead of `Lost`.
+#[tokio::test]
+async fn proclaim_after_the_key_was_overwritten_is_lost() {
+    let server = RedisServer::start();
+    let locks = process(&server).await;
+    let lead = locks.leader("ow").campaign("a").await.unwrap();
+    server.cli(&["SET", "ow", "something-else"]).unwrap();
+    let reason = tokio::time::timeout(T, lead.lost())
+        .await
+        .expect("lost() within 10 s");
+    assert!(!lead.is_leader(), "lost: {reason:?}");
+    let r = tokio::time::timeout(T, lead.proclaim("b")).await.unwrap();
+    assert!(
+        matches!(r, Err(LockError::Lost { .. })),
+        "proclaim by a leader that no longer leads answered {r:?}"
+    );
+}
+
+/// A campaigner whose first term was lost (its key deleted) campaigns
+/// again and leads. Resigning the old, lost term's guard must not touch the
+/// new term: `resign` "takes the proclamation back", and `clear` matches
+/// the proclamation by owner only, so it deletes the new term's.
+#[tokio::test]
+async fn resigning_an_old_lost_term_keeps_the_new_terms_proclamation() {
+    let server = RedisServer::start();
+    let locks = process(&server).await;
+    let watcher = process(&server).await;
+    let election = locks.leader("terms");
+    let old = election.campaign("term-1").await.unwrap();
+    server.cli(&["DEL", "terms"]).unwrap();
+    tokio::time::timeout(T, old.lost())
+        .await
+        .expect("lost() within 10 s");
+    let new = tokio::time::timeout(T, election.campaign("term-2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(new.fencing_token() > old.fencing_token());
+    let before = watcher.leader("terms").current().await.unwrap().unwrap();
+    assert_eq!(before.value.as_deref(), Some("term-2"));
+    let r = old.resign().await;
+    let after = watcher.leader("terms").current().await.unwrap().unwrap();
+    assert!(new.is_leader());
+    assert_eq!(
+        (after.token, after.value.as_deref()),
+        (new.fencing_token(), Some("term-2")),
+        "the old term's resign ({r:?}) changed what observers see of the live term: {after:?}"
+    );
+}
+
+/// `Leader::current` on an election name an outsider reused for a string:
+/// a typed `LockError::WrongType`, as every other call of the election
+/// answers it, never a raw WRONGTYPE server error.
+#[tokio::test]
+async fn current_on_a_reused_name_is_typed() {
+    let server = RedisServer::start();
+    let locks = process(&server).await;
+    server.cli(&["SET", "reused", "x"]).unwrap();
+    let r = tokio::time::timeout(T, locks.leader("reused").current())
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Err(LockError::WrongType { .. })),
+        "current() answered {r:?}"
+    );
+}
+
+/// A `proclaim` that found the leadership gone answers `Lost`; the guard
+/// must then know it: `is_leader()` ("whether this process still leads
+/// (its hold not known lost)") must be false and `lost()` must resolve,
+/// as `PermitGuard::extend` fires the loss when it finds its permits gone.
+/// Here (no client tracking, a 30 s watchdog) the guard goes on saying it
+/// leads until its next renewal, 10 s later.
+#[tokio::test]
+async fn a_proclaim_that_finds_the_leadership_gone_tells_the_guard() {
+    let server = RedisServer::start();
+    let locks = Locks::new(
+        keylatch_cluster::Client::connect(&server.url())
+            .await
+            .unwrap(),
+        LocksConfig::default().watchdog_timeout(Duration::from_secs(30)),
+    );
+    let lead = locks.leader("quiet").campaign("a").await.unwrap();
+    server.cli(&["DEL", "quiet"]).unwrap();
+    let r = lead.proclaim("b").await;
+    assert!(matches!(r, Err(LockError::Lost { .. })), "{r:?}");
+    let fired = tokio::time::timeout(Duration::from_millis(500), lead.lost()).await;
+    assert!(
+        !lead.is_leader() && fired.is_ok(),
+        "proclaim answered {r:?}, yet is_leader() = {} and lost() {}",
+        lead.is_leader(),
+        if fired.is_ok() {
+            "fired"
+        } else {
+            "had not fired 500 ms later"
+        }
+    );
+}
+
+/// The same owner's old, lost term proclaims after its campaigner was
+/// elected again: "`LockError::Lost` when this process no longer leads
+/// (nothing is written)". `leader_proclaim.lua` checks only that the owner
+/// holds the lock, so the old term writes its stale token and value over
+/// the live term's proclamation.
+#[tokio::test]
+async fn an_old_lost_term_cannot_proclaim_over_the_new_term() {
+    let server = RedisServer::start();
+    let locks = process(&server).await;
+    let watcher = process(&server).await;
+    let election = locks.leader("stale");
+    let old = election.campaign("term-1").await.unwrap();
+    server.cli(&["DEL", "stale"]).unwrap();
+    tokio::time::timeout(T, old.lost())
+        .await
+        .expect("lost() within 10 s");
+    assert!(!old.is_leader());
+    let new = tokio::time::timeout(T, election.campaign("term-2"))
+        .await
+        .unwrap()
+        .unwrap();
+    let r = old.proclaim("term-1 again").await;
+    let seen = watcher.leader("stale").current().await.unwrap().unwrap();
+    assert!(
+        matches!(r, Err(LockError::Lost { .. }))
+            && seen.token == new.fencing_token()
+            && seen.value.as_deref() == Some("term-2"),
+        "old (lost) term's proclaim answered {r:?}; observers now see {seen:?} while the live term's token is {:?}",
+        new.fencing_token()
+    );
 }

@@ -126,6 +126,19 @@ impl LostToken {
 }
 
 impl LockGuard {
+    /// Why the hold was lost, once it was (`None` while it stands).
+    pub(crate) fn loss_reason(&self) -> Option<LossReason> {
+        self.hold.loss.get()
+    }
+
+    /// A call of this hold's type found its key gone: the loss signal fires
+    /// now rather than at the next renewal.
+    pub(crate) fn found_gone(&self, why: &'static str) {
+        self.hold.fire_because(LossReason::Gone, why);
+    }
+}
+
+impl LockGuard {
     /// Runs a critical section while this hold lives: `work` gets the
     /// fencing token ([`fencing_token`](Self::fencing_token)) to tag its
     /// writes with. When the work ends the hold is released and its output

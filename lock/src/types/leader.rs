@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use keylatch_cluster::{Pipeline, Subscription};
+use keylatch_cluster::{Pipeline, ServerErrorKind, Subscription};
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
@@ -23,6 +23,7 @@ use crate::lease::LossReason;
 use crate::lock::{Lock, LockGuard, LockKind};
 use crate::names::companion;
 use crate::scripts::{LEADER_CLEAR, LEADER_PROCLAIM};
+use crate::shape::wrong_type;
 use crate::types::reentrant::NON_REENTRANT;
 
 /// The leadership lock: the non-reentrant hash (a leader does not campaign
@@ -183,21 +184,24 @@ impl Leader {
             Err(LockError::NotOwner { .. }) => false,
             Err(e) => return Err(e),
         };
-        self.clear().await?;
+        self.clear(None).await?;
         Ok(held)
     }
 
-    /// Takes this owner's proclamation back (nothing when another's stands).
-    async fn clear(&self) -> LockResult<()> {
+    /// Takes this owner's proclamation back (nothing when another's
+    /// stands); with `term`, only a proclamation of that term (its fencing
+    /// token): an older, lost term of this owner leaves a newer one's alone.
+    async fn clear(&self, term: Option<u64>) -> LockResult<()> {
         let owner = self.lock.owner();
         let publish = self.lock.inner.script_args.publish;
         let key = [self.proclamation.as_str()];
+        let token = term.unwrap_or(0).to_string();
         self.lock
             .inner
             .client
             .eval_with_written(
                 &LEADER_CLEAR,
-                || LEADER_CLEAR.evalsha_cmd(&key, &[owner, publish]),
+                || LEADER_CLEAR.evalsha_cmd(&key, &[owner, publish, token.as_str()]),
                 None,
             )
             .await?;
@@ -234,8 +238,21 @@ impl Leader {
         let replies = self.lock.inner.client.pipeline(p).await?;
         let mut it = replies.into_iter();
         let (hash, pttl, text) = match (it.next(), it.next(), it.next()) {
-            (Some(h), Some(t), Some(p)) => (h?, t?, p?),
+            (Some(h), Some(t), Some(p)) => (h, t?, p),
             _ => return Err(LockError::Protocol("a short pipeline".into())),
+        };
+        // The name reused by another type (WRONGTYPE): typed, as every
+        // other call of the election answers it.
+        let hash = match hash {
+            Err(e) if e.server_kind() == Some(ServerErrorKind::Other) => {
+                return Err(wrong_type(&self.lock.inner, name).await);
+            }
+            other => other?,
+        };
+        // A proclamation key of another type proclaims nothing.
+        let text = match text {
+            Err(e) if e.server_kind() == Some(ServerErrorKind::Other) => Frame::Null,
+            other => other?,
         };
         Ok((leader_of(&hash, &text), pttl_of(&pttl)))
     }
@@ -409,35 +426,55 @@ impl LeaderGuard {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Lost`] when this process no longer leads (nothing is
-    /// written); [`LockError::Client`].
+    /// [`LockError::Lost`] when this term no longer leads (lost, or the
+    /// same campaigner elected again since: nothing is written, and the
+    /// guard's [`lost`](Self::lost) fires); [`LockError::Client`].
     ///
     /// # Cancel safety
     /// Cancel safe; a cancelled call may still have proclaimed.
     pub async fn proclaim(&self, value: &str) -> LockResult<()> {
         let l = &self.leader;
+        let name = l.lock.name();
+        if self.guard.is_lost() {
+            // Known lost: nothing is sent (an expired lease has no reason
+            // recorded until the engine's next look).
+            let reason = self.guard.loss_reason().unwrap_or(LossReason::Expired);
+            return Err(LockError::Lost {
+                name: name.to_owned(),
+                reason,
+            });
+        }
         let owner = l.lock.owner();
-        let token = self.guard.fencing_token().unwrap_or(0);
+        let token = self.guard.fencing_token().unwrap_or(0).to_string();
         let text = format!("{token}\n{owner}\n{value}");
         let publish = l.lock.inner.script_args.publish;
-        let name = l.lock.name();
-        let keys = [name, l.proclamation.as_str()];
+        let counter = l.lock.handle.names.token();
+        let keys = [name, l.proclamation.as_str(), counter.as_str()];
         let reply = l
             .lock
             .inner
             .client
             .eval_with_written(
                 &LEADER_PROCLAIM,
-                || LEADER_PROCLAIM.evalsha_cmd(&keys, &[owner, text.as_str(), publish]),
+                || {
+                    LEADER_PROCLAIM
+                        .evalsha_cmd(&keys, &[owner, text.as_str(), publish, token.as_str()])
+                },
                 None,
             )
             .await?;
         match reply.value() {
             Frame::Integer(1) => Ok(()),
-            Frame::Integer(0) => Err(LockError::Lost {
-                name: name.to_owned(),
-                reason: LossReason::Gone,
-            }),
+            Frame::Integer(0) => {
+                // Found gone: the guard learns it now, not at its next
+                // renewal.
+                self.guard
+                    .found_gone("a proclaim found the leadership gone");
+                Err(LockError::Lost {
+                    name: name.to_owned(),
+                    reason: LossReason::Gone,
+                })
+            }
             other => Err(LockError::Protocol(other.to_string())),
         }
     }
@@ -459,8 +496,11 @@ impl LeaderGuard {
     /// As [`LockGuard::unlock`].
     pub async fn resign(self) -> LockResult<()> {
         let Self { guard, leader } = self;
+        let term = guard.fencing_token();
         let released = guard.unlock().await;
-        leader.clear().await?;
+        // This term's proclamation only: a newer term of the same
+        // campaigner keeps its own.
+        leader.clear(term).await?;
         released
     }
 }
