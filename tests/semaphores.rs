@@ -649,6 +649,16 @@ async fn counts_are_exact_up_to_max_count_and_refused_past_it() {
     assert!(latch.try_set_count(MAX_COUNT).await.unwrap());
     assert_eq!(latch.count().await.unwrap(), MAX_COUNT);
     assert_eq!(latch.count_down().await.unwrap(), MAX_COUNT - 1);
+
+    // A counter someone else set past it (Java's `trySetPermits`, a
+    // script) still reads exactly: the drain script answers its text.
+    server
+        .cli(&["SET", "outside", &i64::MAX.to_string()])
+        .unwrap();
+    let s = locks.semaphore("outside");
+    assert_eq!(s.available().await.unwrap(), i64::MAX);
+    assert_eq!(s.drain().await.unwrap(), i64::MAX as u64);
+    assert_eq!(get("outside"), "0");
 }
 
 /// Zero permits are granted at once with no call, as Redisson's

@@ -7,10 +7,11 @@
 --          permit id -> expiry in ms)
 -- ARGV[1]  "1": only count (availablePermits), take nothing; "0": drain
 --
--- Returns  the permits available (drained: the count is now 0 whatever it
---          was, even below zero, as Redisson's drainPermits; its expiry
---          kept); 0 when the semaphore does not exist; nil when its key
---          holds something else than a count (nothing changes).
+-- Returns  the permits available, as the counter's text (drained: the
+--          count is now 0 whatever it was, even below zero, as Redisson's
+--          drainPermits; its expiry kept); 0 when the semaphore does not
+--          exist; nil when its key holds something else than a count
+--          (nothing changes).
 local st = redis.call('type', KEYS[1]).ok
 if st ~= 'none' and (st ~= 'string' or not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')) then
     return nil
@@ -28,8 +29,10 @@ local value = redis.call('get', KEYS[1])
 if value == false then
     return 0
 end
-value = tonumber(value) or 0
 if ARGV[1] == '0' then
     redis.call('set', KEYS[1], 0, 'keepttl')
 end
+-- The count as stored (a string of digits, checked above): a Lua number
+-- would round a count past 2^53, and Redis would turn one past 2^63 − 1
+-- into -2^63.
 return value

@@ -442,7 +442,23 @@ impl Counter {
                 &[if only_count { "1" } else { "0" }],
             )
             .await?;
-        self.count_or_wrong_type(&reply).await
+        if *reply.value() == Frame::Null {
+            return Err(wrong_type(&self.inner, &self.names.key).await);
+        }
+        exact_count(&reply)
+    }
+}
+
+/// The drain script's count: the counter's text (exact, whatever its
+/// size), or an integer (a missing semaphore's 0).
+fn exact_count(frame: &Frame) -> LockResult<i64> {
+    match frame.value() {
+        Frame::Integer(n) => Ok(*n),
+        f => f
+            .as_bytes()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|t| t.parse::<i64>().ok())
+            .ok_or_else(|| LockError::Protocol(format!("a count that is no i64: {f}"))),
     }
 }
 
