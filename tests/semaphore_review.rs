@@ -162,10 +162,24 @@ async fn zero_permits_and_negative_counts() {
     );
     assert_eq!(x.available().await.unwrap(), 1);
 
-    // Huge n on the plain semaphore: no panic, no change.
+    // Huge n on the plain semaphore: no panic, no change, a typed error
+    // (no counter holds that many: past `MAX_COUNT` it is refused unsent).
     let s = locks.semaphore("zs");
     s.try_set_permits(3).await.unwrap();
-    assert!(!s.try_acquire_raw(u64::MAX, Duration::ZERO).await.unwrap());
+    let e = s
+        .try_acquire_raw(u64::MAX, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LockError::CountTooLarge {
+                asked: u64::MAX,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(s.available().await.unwrap(), 3);
 
     // Below zero: a waiter for one permit waits until the count is back.

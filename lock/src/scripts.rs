@@ -407,10 +407,10 @@ mod tests {
             "0e5fcd6a2ee6de9a9a2e7abcf8f6d9593a4f595c",
         ),
         ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
-        ("leader_clear", "c627feca654551d82cf2ddef3449e47e59231e36"),
+        ("leader_clear", "ae0e9eb138e6133ede308fb0614bd4549b16dc70"),
         (
             "leader_proclaim",
-            "be3370476c75264ac42c98eb8b293a5660290a1a",
+            "d8d91d8ee0513ea6e4ca5995606f2603f05a408a",
         ),
         ("key_shape", "968e8ac9721bc8cb83f1eb3cdfd96f3123819961"),
         ("fair_acquire", "24296ce4fc10f7380683896534367d08805e5bbd"),
@@ -447,11 +447,11 @@ mod tests {
         ("semaphore_set", "c5a12d935458a1fb7a3b4149951fede70da448d4"),
         (
             "semaphore_drain",
-            "728ab4d1ea50fc404631bc47d50e1b946a21820d",
+            "bc4cb885b777e3071bbe9ad3fc9c374e8b9611a7",
         ),
         (
             "permits_acquire",
-            "09cc0bb89e3f703899c3245a9d63771007b4f8c8",
+            "274c19de5ac587ccb07e84e6bcfcd5fa30eb58e6",
         ),
         (
             "permits_release",
