@@ -290,3 +290,97 @@ async fn r5_cluster_counter_migrated_before_the_hash_is_not_a_loss() {
         g.fencing_token()
     );
 }
+
+/// Found by an outside review (both failed before the fix): a fixed-lease
+/// re-entry of a watchdog hold (or its `extend`) raised the lease the
+/// watchdog renews with for the rest of the hold, so after the re-entry was
+/// released a crash kept the lock 8 s, not one watchdog lease (1.5 s).
+mod a_fixed_reentry_is_not_the_watchdogs_lease {
+    use std::time::Duration;
+
+    use keylatch_cluster::{Client, Commands};
+    use keylatch_harness::RedisServer;
+    use keylatch_lock::{Locks, LocksConfig};
+    use keylatch_resp::{Cmd, Frame};
+
+    const T: Duration = Duration::from_secs(10);
+    const WATCHDOG: Duration = Duration::from_millis(1500);
+
+    async fn pttl(c: &Client, key: &str) -> i64 {
+        match c
+            .send(Cmd::new("PTTL").key(key))
+            .await
+            .unwrap()
+            .into_value()
+        {
+            Frame::Integer(n) => n,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    async fn setup() -> (RedisServer, Locks, Client) {
+        let server = RedisServer::start();
+        let locks = Locks::new(
+            Client::connect(&server.url()).await.unwrap(),
+            LocksConfig::default().watchdog_timeout(WATCHDOG),
+        );
+        let admin = Client::connect(&server.url()).await.unwrap();
+        (server, locks, admin)
+    }
+
+    async fn after_reentry(
+        name: &str,
+        extend_to: Option<Duration>,
+        reentry_lease: Duration,
+    ) -> i64 {
+        let (_s, locks, admin) = setup().await;
+        let lock = locks.lock(name);
+        let w = tokio::time::timeout(T, lock.acquire())
+            .await
+            .unwrap()
+            .unwrap();
+        let f = tokio::time::timeout(T, lock.try_acquire_now(Some(reentry_lease)))
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("re-entry of the same owner");
+        assert_eq!(f.hold_count(), 2);
+        if let Some(d) = extend_to {
+            tokio::time::timeout(T, f.extend(d)).await.unwrap().unwrap();
+        }
+        tokio::time::timeout(T, f.unlock()).await.unwrap().unwrap();
+        // Only the watchdog hold is left. Wait past the re-entry's lease:
+        // renewals with the watchdog's 1.5 s lease would leave the key at most
+        // 1.5 s to live by now.
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert!(!w.is_lost());
+        let left = pttl(&admin, name).await;
+        w.unlock().await.unwrap();
+        left
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_fixed_lease_reentry_does_not_become_the_watchdogs_lease() {
+        let left = after_reentry("wd-reentry", None, Duration::from_secs(8)).await;
+        eprintln!("PTTL of the watchdog hold 9 s after an 8 s re-entry was released: {left} ms (watchdog {WATCHDOG:?})");
+        assert!(
+            left <= 1600,
+            "the watchdog renews with the released re-entry's 8 s lease: PTTL {left} ms; a crash now keeps the lock that long"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn extending_a_fixed_lease_reentry_does_not_become_the_watchdogs_lease() {
+        let left = after_reentry(
+            "wd-extend",
+            Some(Duration::from_secs(8)),
+            Duration::from_secs(2),
+        )
+        .await;
+        eprintln!("PTTL of the watchdog hold 9 s after a re-entry extended to 8 s was released: {left} ms (watchdog {WATCHDOG:?})");
+        assert!(
+            left <= 1600,
+            "the watchdog renews with the re-entry's extended 8 s lease: PTTL {left} ms; a crash now keeps the lock that long"
+        );
+    }
+}

@@ -776,3 +776,79 @@ async fn redlock_lost_counts_quorum() {
     let _ = g.unlock().await;
     assert!(held_on(&masters, "lq").await.is_empty());
 }
+
+/// Found by an outside review (both failed before the fix): a RedLock's
+/// release counts what the members' releases found. With the keys deleted
+/// on 2 of 3 masters (fewer than a quorum still held it), `unlock` answered
+/// `Ok` and `run` its work's output, as if the RedLock had held all along.
+mod release_counts_the_members {
+    use std::time::Duration;
+
+    use keylatch_cluster::{Client, Commands};
+    use keylatch_harness::Masters;
+    use keylatch_lock::{LockError, Locks, LocksConfig, RedLock, RedLockGuard};
+
+    const T: Duration = Duration::from_secs(10);
+
+    async fn held(masters: &Masters, name: &str) -> RedLockGuard {
+        let mut nodes = Vec::new();
+        for u in masters.urls() {
+            nodes.push(Locks::new(
+                Client::connect(&u).await.unwrap(),
+                LocksConfig::default(),
+            ));
+        }
+        let g = tokio::time::timeout(
+            T,
+            RedLock::new(nodes)
+                .lock(name)
+                .try_acquire(Duration::from_secs(2), Some(Duration::from_secs(30))),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("free");
+        assert_eq!(g.holding(), 3);
+        g
+    }
+
+    async fn del_on(masters: &Masters, idx: &[usize], key: &str) {
+        for &i in idx {
+            let c = Client::connect(&masters.get(i).url()).await.unwrap();
+            c.del([key]).await.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unlock_with_a_quorum_already_gone_is_expired_and_one_gone_is_not() {
+        let masters = Masters::start(3);
+        let g = held(&masters, "rl1").await;
+        del_on(&masters, &[0, 1], "rl1").await;
+        let out = tokio::time::timeout(T, g.unlock()).await.unwrap();
+        assert!(matches!(out, Err(LockError::Expired { .. })), "{out:?}");
+        // One of three gone: two still held it, a quorum.
+        let g = held(&masters, "rl2").await;
+        del_on(&masters, &[2], "rl2").await;
+        let out = tokio::time::timeout(T, g.unlock()).await.unwrap();
+        assert!(out.is_ok(), "{out:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn run_whose_release_finds_the_quorum_gone_is_lost() {
+        let masters = Masters::start(3);
+        let g = held(&masters, "rl3").await;
+        let urls = masters.urls();
+        let out = tokio::time::timeout(
+            T,
+            g.run(|| async move {
+                for u in &urls[..2] {
+                    let c = Client::connect(u).await.unwrap();
+                    c.del(["rl3"]).await.unwrap();
+                }
+            }),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(out, Err(LockError::Lost { .. })), "{out:?}");
+    }
+}

@@ -34,7 +34,9 @@ pub(crate) struct Hold {
     pub(crate) key: HoldKey,
     /// The token the first acquire got: the hold's identity on the server.
     pub(crate) token: u64,
-    /// The longest lease any acquire of this hold used, in milliseconds.
+    /// The lease renewals use, in milliseconds: the first acquire's, then
+    /// the longest of its watchdog guards' (once it has one). A fixed lease
+    /// joining later (a re-entry's, an `extend`) only moves the deadline.
     lease_ms: AtomicU64,
     /// Local deadline: nanoseconds since [`base`]. Only ever moves later
     /// (every acquire and renewal is a lower bound of the key's expiry:
@@ -106,7 +108,7 @@ impl Hold {
             guards: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(n.renew)),
             epoch: AtomicU32::new(0),
-            lease_ms: AtomicU64::new(0),
+            lease_ms: AtomicU64::new(millis(clamp_span(n.lease))),
             deadline: AtomicU64::new(0),
             max_hold_end: n
                 .max_hold
@@ -131,6 +133,15 @@ impl Hold {
     pub(crate) fn join(&self, renew: bool, sent_at: Instant, lease: Duration) -> bool {
         let starts_renewing = renew && self.renewers.fetch_add(1, Ordering::AcqRel) == 0;
         self.extend(sent_at, lease);
+        if starts_renewing {
+            // The first watchdog guard: renewals use its lease, whatever
+            // fixed lease the hold started with.
+            self.lease_ms
+                .store(millis(clamp_span(lease)), Ordering::Release);
+        } else if renew {
+            self.lease_ms
+                .fetch_max(millis(clamp_span(lease)), Ordering::AcqRel);
+        }
         let revived = self.guards.fetch_add(1, Ordering::AcqRel) == 0;
         if revived {
             self.epoch.fetch_add(1, Ordering::AcqRel);
@@ -158,8 +169,11 @@ impl Hold {
     /// The key lives at least `lease` from `sent_at` (an acquire or renewal
     /// sent then succeeded): the deadline may move later, never earlier.
     pub(crate) fn extend(&self, sent_at: Instant, lease: Duration) {
+        // The deadline only: a fixed lease (a re-entry's, an `extend`) is
+        // not the watchdog's to renew with, or a crashed holder would keep
+        // the lock that long after the fixed guard was released. The
+        // server keeps the longer expiry anyway (renewals never shorten).
         let lease = clamp_span(lease);
-        self.lease_ms.fetch_max(millis(lease), Ordering::AcqRel);
         let permille = u32::from(self.drift_permille & !COUNTER_MADE);
         let drift = Duration::from_millis(2) + lease * permille / 1000;
         let end = (sent_at + lease).checked_sub(drift).unwrap_or(sent_at);

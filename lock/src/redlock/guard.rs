@@ -250,13 +250,28 @@ impl RedLockGuard {
         // not answered in time still goes out (written once queued), and
         // the lease ends it otherwise.
         let t = self.node_timeout;
-        let _ = JoinAll::new(
+        let (members, quorum) = (self.members.len(), self.quorum);
+        let released = JoinAll::new(
             self.members
                 .into_iter()
                 .map(|g| tokio::time::timeout(t, g.unlock())),
         )
         .await;
-        if lost {
+        // Members whose release found their hold gone did not hold it;
+        // one not answered in time (or failed otherwise) may have. Fewer
+        // than a quorum left that may have held it: the RedLock had ended.
+        let gone = released
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r,
+                    Ok(Err(LockError::NotOwner { .. }
+                        | LockError::Expired { .. }
+                        | LockError::Lost { .. }))
+                )
+            })
+            .count();
+        if lost || members - gone < quorum {
             return Err(LockError::Expired { name });
         }
         Ok(())
