@@ -1114,3 +1114,152 @@ fn elect_observed_through_a_failover(cluster: &RedisCluster, seeds: &[String], d
     assert!(token("10.0.0.1:80") < token("10.0.0.2:80"), "{lines:#?}");
     assert!(lines.last().unwrap().ends_with(" none"), "{lines:#?}");
 }
+
+/// Found by an outside review: `exec --redlock … --lease D` scheduled no
+/// stop before the lease ended (the command ran on 4.1 s beside the next
+/// holder); and with a master down, exec exits 69 as its help now says.
+mod redlock_exec {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::common::{stderr, stdout};
+    use keylatch_harness::{free_port, Masters};
+
+    fn keylatch() -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_keylatch"));
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// Runs with a hard bound so a hang fails the test instead of blocking it.
+    fn output_within(mut c: Command, limit: Duration) -> std::process::Output {
+        let child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(limit) {
+            Ok(o) => o.unwrap(),
+            Err(_) => {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                panic!("keylatch did not finish within {limit:?}");
+            }
+        }
+    }
+
+    /// Holder A (fixed 2 s lease, ignores SIGTERM, would run 6 s) logs a
+    /// heartbeat; B waits for the same lock and logs when it starts. A's last
+    /// heartbeat must come before B's start.
+    fn fixed_lease_overlap(extra: &[&str], url: &str) -> (u128, u128, String) {
+        let dir = keylatch_harness::TempDir::new("review2-lease").unwrap();
+        let log = dir.path().join("log");
+        let log = log.to_str().unwrap().to_owned();
+        let mut a = keylatch();
+        a.env("KEYLATCH_URL", url)
+            .args(["exec", "lease-overlap"])
+            .args(extra)
+            .args(["--lease", "2s", "--grace", "5s", "--", "sh", "-c"])
+            .arg(format!(
+                "trap '' TERM; i=0; while [ $i -lt 60 ]; do echo A $(date +%s%N) >> {log}; sleep 0.1; i=$((i+1)); done"
+            ));
+        let mut a = a
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // A holds it once its first heartbeat is there.
+        for _ in 0..100 {
+            if std::fs::read_to_string(&log)
+                .map(|t| t.contains('A'))
+                .unwrap_or(false)
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut b = keylatch();
+        b.env("KEYLATCH_URL", url)
+            .args(["exec", "lease-overlap"])
+            .args(extra)
+            .args(["--wait", "15s", "--", "sh", "-c"])
+            .arg(format!("echo B $(date +%s%N) >> {log}"));
+        let ob = output_within(b, Duration::from_secs(30));
+        assert_eq!(ob.status.code(), Some(0), "B: {}", stderr(&ob));
+        // A is done within lease + grace + slack.
+        for _ in 0..200 {
+            if a.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if a.try_wait().unwrap().is_none() {
+            let _ = a.kill();
+            panic!("A still running after 10 s");
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        let at = |who: &str| -> Vec<u128> {
+            text.lines()
+                .filter_map(|l| l.strip_prefix(who))
+                .map(|n| n.trim().parse().unwrap())
+                .collect()
+        };
+        let last_a = *at("A ").iter().max().unwrap();
+        let b_start = at("B ")[0];
+        (last_a, b_start, text)
+    }
+
+    #[test]
+    fn redlock_fixed_lease_exec_is_stopped_before_the_next_holder() {
+        let masters = Masters::start(3);
+        let urls = masters.urls().join(",");
+        let (last_a, b_start, text) =
+            fixed_lease_overlap(&["--redlock", &urls], "redis://127.0.0.1:1");
+        let overlap_ms = (last_a as i128 - b_start as i128) / 1_000_000;
+        eprintln!("redlock: A's command ran on {overlap_ms} ms after B took the RedLock");
+        assert!(
+            last_a < b_start,
+            "redlock: A's command ran on {overlap_ms} ms after B held the RedLock\n{text}"
+        );
+    }
+
+    #[test]
+    fn redlock_exec_with_one_of_three_masters_down_exits_69_as_documented() {
+        let masters = Masters::start(2);
+        // A third master that is down: a port nothing listens on.
+        let down = format!("redis://127.0.0.1:{}", free_port().unwrap());
+        let urls = format!("{},{},{}", masters.get(0).url(), masters.get(1).url(), down);
+        let mut c = keylatch();
+        c.env("KEYLATCH_URL", "redis://127.0.0.1:1").args([
+            "exec",
+            "rl-minority",
+            "--redlock",
+            &urls,
+            "--wait",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ]);
+        let o = output_within(c, Duration::from_secs(30));
+        eprintln!(
+            "code {:?}\nstdout: {}\nstderr: {}",
+            o.status.code(),
+            stdout(&o),
+            stderr(&o)
+        );
+        // `exec --help`: every master must answer when exec starts.
+        assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&down),
+            "names the master: {}",
+            stderr(&o)
+        );
+        assert!(!stdout(&o).contains("ran"), "the command did not run");
+    }
+}

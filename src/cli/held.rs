@@ -35,8 +35,8 @@ impl Held {
     }
 
     /// How long the hold lasts by the local clock unless renewed (the
-    /// shortest member's for a multi-lock); `None` once lost, and for a
-    /// RedLock (whose loss signal already counts the masters).
+    /// shortest member's for a multi-lock; a RedLock's validity from its
+    /// acquire); `None` once lost.
     pub(crate) fn remaining_lease(&self) -> Option<Duration> {
         match self {
             Held::Leader(l) => l.remaining_lease(),
@@ -48,7 +48,10 @@ impl Held {
                 .map(LockGuard::remaining_lease)
                 .min()
                 .flatten(),
-            Held::RedLock(_) => None,
+            // What the acquire's validity left: the time a fixed lease
+            // surely holds (a watchdog RedLock's is not extended by its
+            // renewals, but exec asks this only of a fixed lease).
+            Held::RedLock(r) => Some(r.validity()),
         }
     }
 

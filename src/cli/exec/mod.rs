@@ -62,8 +62,9 @@ order given, so execs naming the same locks cannot deadlock); with --fair,
   --redlock URL,URL,...
                a RedLock over these independent masters (3 or more): held
                while a majority holds it; the command is stopped (exit 76)
-               once fewer than a majority do. No fencing token; --url is
-               not used.
+               once fewer than a majority do. Every master must answer
+               when exec starts (one down: exit 69). No fencing token;
+               --url is not used.
   --wait D     how long to wait for the lock (default 10s; 0 = one try);
                connecting spends from it too (at least 1s to connect)
   --lease D    fixed lease: the lock expires after D; CMD gets SIGKILL
@@ -92,7 +93,9 @@ CMD's: keylatch cannot stop it, and it runs on unlocked.
 
 CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
 (the hold's fencing token: pass it to storage that rejects stale writers;
-unset for a --read hold and for permits, which have none); with
+unset for a --read hold, permits and a RedLock, which have none, and for
+several names, whose locks each have their own; KEYLATCH_LOCK_NAME is then
+the first name); with
 --semaphore, KEYLATCH_PERMIT_IDS (comma-separated) instead of the owner.
 
 Exit codes:
