@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use keylatch_cluster::{Pipeline, ServerErrorKind, Subscription};
+use keylatch_cluster::{Pipeline, Subscription};
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
@@ -220,7 +220,9 @@ impl Leader {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`] when the server cannot be read.
+    /// [`LockError::WrongType`] when the election's name holds another
+    /// type (a name reused); [`LockError::Client`] when the server cannot
+    /// be read.
     ///
     /// # Cancel safety
     /// Cancel safe (reads only).
@@ -244,14 +246,14 @@ impl Leader {
         // The name reused by another type (WRONGTYPE): typed, as every
         // other call of the election answers it.
         let hash = match hash {
-            Err(e) if e.server_kind() == Some(ServerErrorKind::Other) => {
+            Err(e) if is_wrong_type(&e) => {
                 return Err(wrong_type(&self.lock.inner, name).await);
             }
             other => other?,
         };
         // A proclamation key of another type proclaims nothing.
         let text = match text {
-            Err(e) if e.server_kind() == Some(ServerErrorKind::Other) => Frame::Null,
+            Err(e) if is_wrong_type(&e) => Frame::Null,
             other => other?,
         };
         Ok((leader_of(&hash, &text), pttl_of(&pttl)))
@@ -297,6 +299,12 @@ impl Leader {
             recheck: inner.config.recheck,
         }
     }
+}
+
+/// Whether a read failed because its key holds another type (only
+/// WRONGTYPE: a refused command or a dropped connection is no reused name).
+fn is_wrong_type(e: &keylatch_cluster::Error) -> bool {
+    e.as_server_error().is_some_and(|s| s.code() == "WRONGTYPE")
 }
 
 /// The leader an election's hash and proclamation show: the hash's one
