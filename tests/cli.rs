@@ -1119,7 +1119,7 @@ fn elect_observed_through_a_failover(cluster: &RedisCluster, seeds: &[String], d
 /// stop before the lease ended (the command ran on 4.1 s beside the next
 /// holder); and with a master down, exec exits 69 as its help now says.
 mod redlock_exec {
-    use std::process::{Command, Stdio};
+    use std::process::{Command, Output, Stdio};
     use std::time::Duration;
 
     use super::common::{stderr, stdout};
@@ -1227,20 +1227,23 @@ mod redlock_exec {
         );
     }
 
-    #[test]
-    fn redlock_exec_with_one_of_three_masters_down_exits_69_as_documented() {
-        let masters = Masters::start(2);
-        // A third master that is down: a port nothing listens on.
-        let down = format!("redis://127.0.0.1:{}", free_port().unwrap());
-        let urls = format!("{},{},{}", masters.get(0).url(), masters.get(1).url(), down);
+    /// `exec --redlock` over `up` live masters and `down` ports nothing
+    /// listens on: the outcome and the down masters' URLs.
+    fn redlock_exec_with_masters_down(up: usize, down: usize, name: &str) -> (Output, Vec<String>) {
+        let masters = Masters::start(up);
+        let mut urls = masters.urls();
+        let gone: Vec<String> = (0..down)
+            .map(|_| format!("redis://127.0.0.1:{}", free_port().unwrap()))
+            .collect();
+        urls.extend(gone.iter().cloned());
         let mut c = keylatch();
         c.env("KEYLATCH_URL", "redis://127.0.0.1:1").args([
             "exec",
-            "rl-minority",
+            name,
             "--redlock",
-            &urls,
+            &urls.join(","),
             "--wait",
-            "5s",
+            "3s",
             "--",
             "sh",
             "-c",
@@ -1253,13 +1256,29 @@ mod redlock_exec {
             stdout(&o),
             stderr(&o)
         );
-        // `exec --help`: every master must answer when exec starts.
-        assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+        (o, gone)
+    }
+
+    #[test]
+    fn redlock_exec_with_one_of_three_masters_down_runs_on_the_other_two() {
+        let (o, gone) = redlock_exec_with_masters_down(2, 1, "rl-minority");
+        // A RedLock exists to survive a minority of masters down.
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains("ran"), "the command ran");
         assert!(
-            stderr(&o).contains(&down),
-            "names the master: {}",
+            stderr(&o).contains(&gone[0]),
+            "names the master that does not answer: {}",
             stderr(&o)
         );
+    }
+
+    #[test]
+    fn redlock_exec_with_two_of_three_masters_down_exits_69() {
+        let (o, gone) = redlock_exec_with_masters_down(1, 2, "rl-majority-down");
+        assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
         assert!(!stdout(&o).contains("ran"), "the command did not run");
+        for g in &gone {
+            assert!(stderr(&o).contains(g.as_str()), "names {g}: {}", stderr(&o));
+        }
     }
 }

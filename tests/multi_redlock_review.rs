@@ -852,3 +852,96 @@ mod release_counts_the_members {
         assert!(matches!(out, Err(LockError::Lost { .. })), "{out:?}");
     }
 }
+
+/// A master down when the RedLock is made counts as a failed master, not
+/// as an error of the whole RedLock (`RedLock::connect_lazily`,
+/// `RedLock::connecting`), and joins once it answers.
+mod a_master_down_at_start {
+    use super::*;
+    use keylatch_harness::free_port;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_a_failed_master_and_joins_once_it_answers() {
+        let masters = Masters::start(2);
+        let port = free_port().unwrap();
+        let mut urls = masters.urls();
+        urls.push(format!("redis://127.0.0.1:{port}"));
+        let configs = urls
+            .iter()
+            .map(|u| {
+                (
+                    ClientConfig::from_url(u).unwrap(),
+                    config(Duration::from_secs(3)),
+                )
+            })
+            .collect();
+        let redlock = RedLock::connecting(configs).node_timeout(Duration::from_millis(300));
+        let first = redlock.connect_masters(Duration::from_secs(5)).await;
+        assert!(first[0].is_ok() && first[1].is_ok(), "{first:?}");
+        assert!(first[2].is_err(), "nothing listens there: {first:?}");
+
+        // Two of three: held, and each member is renewed by its master.
+        let g = tokio::time::timeout(
+            T,
+            redlock
+                .lock("rl-late-master")
+                .try_acquire(Duration::from_secs(5), None),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("a quorum of the two that answer");
+        assert_eq!(g.holding(), 2);
+        assert_eq!(held_on(&masters, "rl-late-master").await, vec![0, 1]);
+        g.unlock().await.unwrap();
+
+        // The third comes up: a later round connects it and holds there too.
+        let third = RedisServer::builder().port(port).start().unwrap();
+        SOON.eventually("the third master joins", || async {
+            let g = redlock
+                .lock("rl-late-master")
+                .try_acquire(Duration::from_secs(2), None)
+                .await
+                .unwrap()
+                .expect("held");
+            let n = g.holding();
+            g.unlock().await.unwrap();
+            n == 3
+        })
+        .await;
+        let c = Client::connect(&third.url()).await.unwrap();
+        assert!(!exists(&c, "rl-late-master").await, "released there too");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_of_three_down_is_a_quorum_error_and_a_bad_url_is_refused() {
+        let masters = Masters::start(1);
+        let a = format!("redis://127.0.0.1:{}", free_port().unwrap());
+        let b = format!("redis://127.0.0.1:{}", free_port().unwrap());
+        let url = masters.get(0).url();
+        let redlock = RedLock::connect_lazily(&[url.as_str(), a.as_str(), b.as_str()])
+            .unwrap()
+            .node_timeout(Duration::from_millis(300));
+        let err = tokio::time::timeout(
+            T,
+            redlock
+                .lock("rl-two-down")
+                .try_acquire(Duration::from_millis(800), None),
+        )
+        .await
+        .unwrap()
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LockError::Quorum {
+                    answered: 1,
+                    needed: 2
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(held_on(&masters, "rl-two-down").await, Vec::<usize>::new());
+        assert!(RedLock::connect_lazily(&["redis://127.0.0.1:notaport"]).is_err());
+    }
+}

@@ -109,10 +109,7 @@ where
     E: std::fmt::Display,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let per_seed = bound.clamp(
-        MIN_CONNECT_TIMEOUT,
-        keylatch::ConnectionConfig::default().connect_timeout,
-    );
+    let per_seed = seed_connect_timeout(bound);
     for seed in &mut cfg.seeds {
         seed.connect_timeout = seed.connect_timeout.min(per_seed);
     }
@@ -161,6 +158,15 @@ pub(crate) fn spent(d: Duration) -> String {
     } else {
         format!("{:.1}s", d.as_secs_f64())
     }
+}
+
+/// A seed's connect timeout within a wait of `bound`: the bound, at least
+/// [`MIN_CONNECT_TIMEOUT`] and at most the library's default.
+pub(crate) fn seed_connect_timeout(bound: Duration) -> Duration {
+    bound.clamp(
+        MIN_CONNECT_TIMEOUT,
+        keylatch::ConnectionConfig::default().connect_timeout,
+    )
 }
 
 /// The shortest connect timeout a seed gets from [`connect_within`].

@@ -82,7 +82,7 @@ impl Failure {
 
     /// A lock call's failure: 64 when the name cannot serve the request
     /// (it holds something else, a count out of range, a refusal), 69 when
-    /// the connection is gone, else 70.
+    /// the connection is gone or too few RedLock masters answer, else 70.
     pub(crate) fn lock(e: &keylatch::LockError, message: impl Into<String>) -> Self {
         use keylatch::LockError as E;
         let code = match e {
@@ -95,6 +95,9 @@ impl Failure {
             | E::NoSuchSemaphore { .. }
             | E::ForceUnlockRefused { .. } => EXIT_USAGE,
             E::Client(c) if c.is_connection_error() => EXIT_UNAVAILABLE,
+            // Too few RedLock masters answered at all: unavailable, as a
+            // server that cannot be reached is.
+            E::Quorum { .. } => EXIT_UNAVAILABLE,
             _ => EXIT_SOFTWARE,
         };
         Self::with(code, message)

@@ -35,10 +35,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod guard;
+mod master;
 
 use guard::{nanos_of, validity};
 pub use guard::{RedLockGuard, DRIFT_FLOOR, DRIFT_PERMILLE};
+use keylatch_cluster::ClientConfig;
+use master::Master;
 
+use crate::config::LocksConfig;
 use crate::error::{LockError, LockResult};
 use crate::lock::{
     hash_acquire, hash_release, owner_field, AcquireCall, LockGuard, LockKind, Tokens, Waiting,
@@ -109,7 +113,7 @@ static UNFENCED: LockKind = LockKind {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RedLock {
-    nodes: Vec<Locks>,
+    nodes: Vec<Master>,
     node_timeout: Duration,
     id: Arc<str>,
     next: Arc<AtomicU64>,
@@ -126,6 +130,10 @@ impl RedLock {
     /// # }
     /// ```
     pub fn new(nodes: Vec<Locks>) -> Self {
+        Self::of(nodes.into_iter().map(Master::Ready).collect())
+    }
+
+    fn of(nodes: Vec<Master>) -> Self {
         Self {
             nodes,
             node_timeout: DEFAULT_NODE_TIMEOUT,
@@ -155,6 +163,93 @@ impl RedLock {
             nodes.push(Locks::connect(u).await?);
         }
         Ok(Self::new(nodes))
+    }
+
+    /// A RedLock over these masters that connects each one when it is
+    /// first asked (on a task of its own), so a master that is down now
+    /// counts as a failed master, as one that goes down later does: with a
+    /// quorum of the others the lock is had, and the master joins once it
+    /// answers. Only a URL that cannot be parsed is an error. Redisson's
+    /// `RedissonRedLock`, `rslock` and `node-redlock` treat a master that
+    /// is down at start the same way.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch_lock::LockResult<()> {
+    /// let r = keylatch_lock::RedLock::connect_lazily(&["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])?;
+    /// // Two of three suffice, even if one is down for good.
+    /// if let Some(g) = r.lock("payouts").try_acquire(std::time::Duration::from_secs(2), None).await? {
+    ///     g.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Client`] for a URL that cannot be parsed.
+    pub fn connect_lazily(urls: &[&str]) -> LockResult<Self> {
+        let mut masters = Vec::with_capacity(urls.len());
+        for u in urls {
+            masters.push((ClientConfig::from_url(u)?, LocksConfig::default()));
+        }
+        Ok(Self::connecting(masters))
+    }
+
+    /// As [`connect_lazily`](Self::connect_lazily), with each master's
+    /// client and lock settings given (a master's watchdog lease bounds the
+    /// validity of a hold under the watchdog).
+    ///
+    /// ```no_run
+    /// use keylatch_lock::{LocksConfig, RedLock};
+    /// # fn demo() -> keylatch_lock::LockResult<()> {
+    /// let mut masters = Vec::new();
+    /// for url in ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"] {
+    ///     let client = keylatch_cluster::ClientConfig::from_url(url)?;
+    ///     masters.push((client, LocksConfig::default().watchdog_timeout(std::time::Duration::from_secs(10))));
+    /// }
+    /// let r = RedLock::connecting(masters);
+    /// assert_eq!(r.quorum(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn connecting(masters: Vec<(ClientConfig, LocksConfig)>) -> Self {
+        Self::of(
+            masters
+                .into_iter()
+                .map(|(client, config)| Master::later(client, config))
+                .collect(),
+        )
+    }
+
+    /// Connects every master not connected yet (those of
+    /// [`connect_lazily`](Self::connect_lazily) and
+    /// [`connecting`](Self::connecting)), all at once, waiting up to
+    /// `within`: per master, in the order given, `Ok` when it is connected
+    /// and the error of its attempt when not. Not needed before an acquire
+    /// (a round connects what it asks); it says early which masters do not
+    /// answer. A master not connected within `within` goes on connecting in
+    /// the background.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) {
+    /// for (i, m) in r.connect_masters(std::time::Duration::from_secs(2)).await.iter().enumerate() {
+    ///     if let Err(e) = m {
+    ///         eprintln!("master {i}: {e}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the attempts go on in the background.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the attempts are spawned).
+    pub async fn connect_masters(&self, within: Duration) -> Vec<LockResult<()>> {
+        let waits = self.nodes.iter().map(|m| async move {
+            match tokio::time::timeout(within, m.ready()).await {
+                Ok(r) => r.map(drop),
+                Err(_) => Err(LockError::Client(keylatch_cluster::Error::Timeout)),
+            }
+        });
+        JoinAll::new(waits).await
     }
 
     /// Sets the bound of one master's attempt (default 200 ms): keep it far
@@ -257,18 +352,16 @@ impl RedLock {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let owner = Owner::given(&format!("{}:{n}", self.id));
         let started = Instant::now();
-        let locks: Vec<_> = self
-            .nodes
-            .iter()
-            .map(|node| node.kind(name, owner.clone(), &UNFENCED))
-            .collect();
-        // Every master at once, polled in this task (no spawn per master).
+        // Every master at once, polled in this task (no spawn per master);
+        // one not connected yet is connected first, within the same bound.
         let timeout = self.node_timeout;
-        let replies = JoinAll::new(
-            locks
-                .iter()
-                .map(|lock| tokio::time::timeout(timeout, lock.try_acquire_now(lease))),
-        )
+        let replies = JoinAll::new(self.nodes.iter().map(|node| {
+            let owner = owner.clone();
+            tokio::time::timeout(timeout, async move {
+                let lock = node.ready().await?.kind(name, owner, &UNFENCED);
+                lock.try_acquire_now(lease).await
+            })
+        }))
         .await;
         let mut members: Vec<LockGuard> = Vec::new();
         let mut answered = 0;
@@ -294,8 +387,9 @@ impl RedLock {
         // their request runs at last: released by owner (queued behind the
         // acquire on that connection; the owner is this round's alone),
         // whether or not the round succeeded.
-        for &i in &unknown {
-            let lock = self.nodes[i].kind(name, owner.clone(), &UNFENCED);
+        // A master not connected now was sent nothing.
+        for node in unknown.iter().filter_map(|&i| self.nodes[i].connected()) {
+            let lock = node.kind(name, owner.clone(), &UNFENCED);
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
             });
@@ -337,7 +431,7 @@ impl RedLock {
         let lease_d = lease.unwrap_or_else(|| {
             self.nodes
                 .iter()
-                .map(|l| l.config().watchdog_timeout)
+                .map(|m| m.config().watchdog_timeout)
                 .min()
                 .unwrap_or_default()
         });

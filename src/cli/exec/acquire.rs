@@ -301,32 +301,42 @@ pub(super) async fn acquire_permits(
     }
 }
 
-/// A RedLock over `--redlock`'s masters, within `--wait`.
+/// A RedLock over `--redlock`'s masters, within `--wait`. A master that
+/// does not answer at start counts as a failed master, as one that fails
+/// later does: a majority of the others suffices (that is what a RedLock
+/// is for), and it is connected again in the background while the wait
+/// lasts. Each one that does not answer is named on stderr.
 pub(super) async fn acquire_redlock(
     a: &ExecArgs,
     signals: &mut Signals,
 ) -> Result<(Held, Option<String>), Failure> {
-    let urls: Vec<&str> = a.redlock.iter().map(String::as_str).collect();
     // Each master's client with exec's watchdog lease (10 s), as for the
-    // other modes (`RedLock::connect` would take the library's 30 s).
-    let connect = async {
-        let mut nodes = Vec::with_capacity(a.redlock.len());
-        for url in &a.redlock {
-            let mut cfg = args::client_config(std::slice::from_ref(url))?;
-            let config = LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG);
-            let urls = std::slice::from_ref(url);
-            let node = args::connect_within(urls, &mut cfg, a.remaining(), |cfg| {
-                Locks::connect_with(cfg, config)
-            })
-            .await?;
-            nodes.push(node);
+    // other modes (the library's default is 30 s), and a connect timeout
+    // cut to the wait, as `connect_within` cuts it.
+    let per_seed = args::seed_connect_timeout(a.remaining());
+    let mut masters = Vec::with_capacity(a.redlock.len());
+    for url in &a.redlock {
+        let mut cfg = args::client_config(std::slice::from_ref(url))?;
+        for seed in &mut cfg.seeds {
+            seed.connect_timeout = seed.connect_timeout.min(per_seed);
         }
-        Ok::<_, Failure>(keylatch::RedLock::new(nodes))
-    };
-    let redlock = tokio::select! {
-        r = connect => r?,
+        masters.push((cfg, LocksConfig::default().watchdog_timeout(EXEC_WATCHDOG)));
+    }
+    let redlock = keylatch::RedLock::connecting(masters);
+    let first = tokio::select! {
+        r = redlock.connect_masters(per_seed) => r,
         stop = signals.recv() => return Err(interrupted("connecting", stop)),
     };
+    let mut down = Vec::new();
+    for (r, url) in first.iter().zip(&a.redlock) {
+        if let Err(e) = r {
+            let url = keylatch::redact_url(url);
+            errln!(
+                "keylatch: RedLock master {url} does not answer ({e}): counted as failed, tried again while waiting"
+            );
+            down.push(url);
+        }
+    }
     // Dropped on a signal: member holds taken are released in the
     // background, replies in flight settled when they come.
     let handle = redlock.lock(&a.name);
@@ -345,10 +355,16 @@ pub(super) async fn acquire_redlock(
             message: format!(
                 "RedLock {:?}: no majority of the {} masters within {:?}",
                 a.name,
-                urls.len(),
+                a.redlock.len(),
                 a.wait
             ),
         }),
-        Ok(Err(e)) => Err(Failure::lock(&e, format!("RedLock {:?}: {e}", a.name))),
+        Ok(Err(e)) => {
+            let mut message = format!("RedLock {:?}: {e}", a.name);
+            if !down.is_empty() {
+                message.push_str(&format!("; not answering at start: {}", down.join(", ")));
+            }
+            Err(Failure::lock(&e, message))
+        }
     }
 }

@@ -62,9 +62,10 @@ order given, so execs naming the same locks cannot deadlock); with --fair,
   --redlock URL,URL,...
                a RedLock over these independent masters (3 or more): held
                while a majority holds it; the command is stopped (exit 76)
-               once fewer than a majority do. Every master must answer
-               when exec starts (one down: exit 69). No fencing token;
-               --url is not used.
+               once fewer than a majority do. A master down at start
+               counts as failed (named on stderr) and is tried again while
+               waiting; fewer than a majority answering: exit 69. No
+               fencing token; --url is not used.
   --wait D     how long to wait for the lock (default 10s; 0 = one try);
                connecting spends from it too (at least 1s to connect)
   --lease D    fixed lease: the lock expires after D; CMD gets SIGKILL
