@@ -455,6 +455,53 @@ fn exit_code_passthrough_and_environment() {
     assert!(stdout(&o).contains(r#""state":"free""#), "{}", stdout(&o));
 }
 
+/// Several names: each name's fencing token, in the order given, in
+/// KEYLATCH_FENCING_TOKENS (a multi-lock's members each have their own, so
+/// KEYLATCH_FENCING_TOKEN is unset).
+#[test]
+fn several_names_give_each_fencing_token_in_the_order_given() {
+    let server = RedisServer::start();
+    let o = run(
+        &server,
+        &[
+            "exec",
+            "tok-b",
+            "--",
+            "sh",
+            "-c",
+            "echo $KEYLATCH_FENCING_TOKENS $KEYLATCH_FENCING_TOKEN",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let one: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(one.len(), 2, "one name: its token in both: {out}");
+    assert_eq!(one[0], one[1], "{out}");
+    let b: u64 = one[0].parse().unwrap();
+    let o = run(
+        &server,
+        &[
+            "exec",
+            "tok-b",
+            "tok-a",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$KEYLATCH_FENCING_TOKENS\" \"[$KEYLATCH_FENCING_TOKEN]\"",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let fields: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(fields.len(), 2, "{out}");
+    assert_eq!(fields[1], "[]", "no single token for several names: {out}");
+    let tokens: Vec<u64> = fields[0].split(',').map(|t| t.parse().unwrap()).collect();
+    assert_eq!(tokens.len(), 2, "{out}");
+    // tok-b's counter goes on from its first hold; tok-a's is new.
+    assert_eq!(tokens[0], b + 1, "tok-b first, as given: {out}");
+    assert_ne!(tokens[1], b + 1, "{out}");
+}
+
 #[test]
 fn wait_timeout_status_json_and_sigterm_release() {
     let server = RedisServer::start();

@@ -66,6 +66,34 @@ impl Held {
         }
     }
 
+    /// Every name's fencing token, in the order `names` gives them,
+    /// comma-separated (for the command's environment): for several names
+    /// (a multi-lock), whose members each have their own, one entry per
+    /// name, empty for a member without one (a read hold); for one name,
+    /// its token. `None` when no name has one.
+    pub(crate) fn fencing_tokens(&self, names: &[String]) -> Option<String> {
+        let Held::Multi(m) = self else {
+            return self.fencing_token().map(|t| t.to_string());
+        };
+        let tokens: Vec<Option<u64>> = names
+            .iter()
+            .map(|n| {
+                m.guards()
+                    .iter()
+                    .find(|g| g.lock().name() == n.as_str())
+                    .and_then(LockGuard::fencing_token)
+            })
+            .collect();
+        if tokens.iter().all(Option::is_none) {
+            return None;
+        }
+        let text: Vec<String> = tokens
+            .iter()
+            .map(|t| t.map(|t| t.to_string()).unwrap_or_default())
+            .collect();
+        Some(text.join(","))
+    }
+
     /// The permits' ids, comma-separated (for the command's environment).
     pub(crate) fn permit_ids(&self) -> Option<String> {
         match self {

@@ -123,6 +123,10 @@ fn command(a: &ExecArgs, held: &Held, owner: Option<&str>) -> Command {
         // An inherited token would belong to some other hold.
         None => cmd.env_remove("KEYLATCH_FENCING_TOKEN"),
     };
+    match held.fencing_tokens(&a.names) {
+        Some(t) => cmd.env("KEYLATCH_FENCING_TOKENS", t),
+        None => cmd.env_remove("KEYLATCH_FENCING_TOKENS"),
+    };
     cmd
 }
 

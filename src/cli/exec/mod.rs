@@ -96,7 +96,9 @@ CMD sees KEYLATCH_LOCK_NAME, KEYLATCH_LOCK_OWNER and KEYLATCH_FENCING_TOKEN
 (the hold's fencing token: pass it to storage that rejects stale writers;
 unset for a --read hold, permits and a RedLock, which have none, and for
 several names, whose locks each have their own; KEYLATCH_LOCK_NAME is then
-the first name); with
+the first name), and KEYLATCH_FENCING_TOKENS: every name's token in the
+order the names were given, comma-separated (an empty entry for a --read
+hold); with
 --semaphore, KEYLATCH_PERMIT_IDS (comma-separated) instead of the owner.
 
 Exit codes:
