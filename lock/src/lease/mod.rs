@@ -19,7 +19,7 @@
 //! Renewals are batched per node (in a cluster with a script allowed to touch
 //! several slots of its node; where refused, per slot), at most
 //! [`RENEW_BATCH`] holds per call, one round per lease/3 on a fixed grid, so
-//! 10,000 holds cost about 100 calls per round. Each hold is judged on its
+//! 10,000 holds cost about 79 calls per round. Each hold is judged on its
 //! own by the script (owner present, token current, key a hash): one bad key
 //! is that hold's loss, never its batch's.
 //!
