@@ -133,7 +133,13 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
-    let (verbosity, args) = cli::verbose::take_flags(std::env::args().skip(1).collect());
+    // The command after `--` is passed on as the bytes given (a Latin-1
+    // file name, say); what keylatch reads itself must be UTF-8.
+    let (head, after_dashes) = match cli::args::split_os(std::env::args_os().skip(1)) {
+        Ok(split) => split,
+        Err(f) => return cli::finish(Err(f)),
+    };
+    let (verbosity, args) = cli::verbose::take_flags(head);
     cli::verbose::install(verbosity);
     let mut argv = args.into_iter();
     let command = argv.next();
@@ -162,7 +168,7 @@ fn main() -> ExitCode {
             if wants_help(&rest) {
                 return help(usage);
             }
-            return cli::finish(run(cli::args::Argv::new(rest.into_iter())));
+            return cli::finish(run(cli::args::Argv::with_command(rest, after_dashes)));
         }
         Some("demo") => match parse(argv) {
             Ok(args) => demo_run(args).map_err(cli::Failure::software),

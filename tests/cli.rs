@@ -1329,3 +1329,139 @@ mod redlock_exec {
         }
     }
 }
+
+/// Outside review (session review-b): the admin and inspection surface.
+mod review_b_cli {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt as _;
+
+    /// Runs `keylatch ARGS` against `server`, killed after `limit` (a hang
+    /// is a failure, not a stuck test); `None` when it had to be killed.
+    fn run_within(
+        server: &RedisServer,
+        args: &[&std::ffi::OsStr],
+        limit: Duration,
+    ) -> Option<Output> {
+        let child = keylatch(server)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || drop(tx.send(child.wait_with_output())));
+        match rx.recv_timeout(limit) {
+            Ok(o) => Some(o.unwrap()),
+            Err(_) => {
+                // Ours: the child this test started.
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                let _ = rx.recv_timeout(Duration::from_secs(10));
+                None
+            }
+        }
+    }
+
+    /// A command line with a byte that is no UTF-8 (a Latin-1 file name,
+    /// say) in the command `exec` runs: passed through untouched, as any
+    /// Unix tool passes `argv`; in a NAME: a usage error (64), one line.
+    /// Never a panic (exit 101 with a Rust backtrace).
+    #[test]
+    fn arguments_that_are_not_utf8_never_panic() {
+        let server = RedisServer::start();
+        let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+        let o = run_within(
+            &server,
+            &[
+                "exec".as_ref(),
+                "non-utf8".as_ref(),
+                "--".as_ref(),
+                "printf".as_ref(),
+                "%s".as_ref(),
+                latin1,
+            ],
+            Duration::from_secs(30),
+        )
+        .expect("exec finished");
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(o.stdout, b"caf\xe9.txt");
+        for sub in ["status", "unlock", "watch"] {
+            let mut args: Vec<&std::ffi::OsStr> = vec![sub.as_ref()];
+            if sub == "unlock" {
+                args.push(std::ffi::OsStr::new("--force"));
+                args.push(std::ffi::OsStr::new("--yes"));
+            }
+            args.push(std::ffi::OsStr::from_bytes(b"lock-\xff"));
+            let o = run_within(&server, &args, Duration::from_secs(30)).expect("finished");
+            let err = stderr(&o);
+            assert!(!err.contains("panicked"), "{sub}: {err}");
+            assert_eq!(o.status.code(), Some(64), "{sub}: {err}");
+        }
+    }
+
+    /// `latch` on a name that holds no count, and a count no latch can
+    /// hold: both are requests the name cannot serve / bad command lines,
+    /// which keylatch exits 64 for (`keylatch --help`: "64 usage error (bad
+    /// command line, or a request the name cannot serve)"; exec on such a
+    /// name exits 64), not 70 ("the server answered with an error").
+    #[test]
+    fn latch_refusals_are_usage_errors_not_server_errors() {
+        let server = RedisServer::start();
+        server.cli(&["HSET", "a-hash", "f", "v"]).unwrap();
+        server.cli(&["RPUSH", "a-list", "x"]).unwrap();
+        let mut wrong = Vec::new();
+        for args in [
+            &["latch", "a-hash", "--count"][..],
+            &["latch", "a-hash", "--count-down"],
+            &["latch", "a-list", "--set", "3"],
+            &["latch", "a-list", "--wait", "--timeout", "2s"],
+            &["latch", "fresh", "--set", "9007199254740992"],
+        ] {
+            let o = run(&server, args);
+            if o.status.code() != Some(64) {
+                wrong.push(format!(
+                    "{args:?}: exit {:?}: {}",
+                    o.status.code(),
+                    stderr(&o).trim()
+                ));
+            }
+        }
+        // The same name reached by exec: 64.
+        let o = run(&server, &["exec", "a-list", "--", "true"]);
+        assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        assert_eq!(
+            server.cli(&["TYPE", "fresh"]).unwrap().trim(),
+            "none",
+            "nothing was set"
+        );
+    }
+
+    /// `elect --observe NAME` where NAME holds a list: `elect NAME` exits
+    /// 64 at once naming what the key holds; the observer must not sit
+    /// silent for ever, printing nothing on stdout ("reading again until
+    /// it answers" — the server did answer).
+    #[test]
+    fn observing_an_election_on_a_name_that_is_no_lock_does_not_hang() {
+        let server = RedisServer::start();
+        server.cli(&["RPUSH", "not-an-election", "x"]).unwrap();
+        let o = run(&server, &["elect", "not-an-election", "--", "true"]);
+        assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+        let o = run_within(
+            &server,
+            &[
+                "elect".as_ref(),
+                "--observe".as_ref(),
+                "not-an-election".as_ref(),
+                "--json".as_ref(),
+            ],
+            Duration::from_secs(20),
+        );
+        let o = o.expect("elect --observe on a list printed nothing and never exited (20 s)");
+        assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    }
+}

@@ -290,3 +290,275 @@ async fn latch_spin_and_fenced_on_a_cluster() {
     assert!(!g.is_lost());
     g.unlock().await.unwrap();
 }
+
+/// Outside review (session review-b): misuse of the lighter lock kinds.
+mod review_b_misuse {
+    use super::*;
+    use keylatch_lock::{Lock, LockError};
+
+    /// Each kind's handle on `name`, labelled.
+    fn kinds(locks: &Locks, name: &str) -> Vec<(&'static str, Lock)> {
+        vec![
+            ("reentrant", locks.lock(&format!("{name}-re"))),
+            (
+                "non-reentrant",
+                locks.non_reentrant_lock(&format!("{name}-nr")),
+            ),
+            ("spin", locks.spin_lock(&format!("{name}-spin"))),
+            ("fenced", locks.fenced_lock(&format!("{name}-fenced"))),
+            ("fair", locks.fair_lock(&format!("{name}-fair"))),
+        ]
+    }
+
+    /// A guard whose fixed lease ran out, unlocked after the same handle
+    /// took the lock again: the late unlock must be refused
+    /// (`Expired`/`NotOwner`) and must not end the newer hold (README: "a
+    /// late or retried release ... never touches a newer hold of the same
+    /// owner"; `LockGuard::unlock`'s rustdoc: "a late or retried release
+    /// can never end a newer hold").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_unlock_of_an_expired_guard_never_ends_the_newer_hold() {
+        let server = RedisServer::start();
+        let locks = locks_with(&server.url(), config()).await;
+        let mut failures = Vec::new();
+        for (kind, lock) in kinds(&locks, "late-unlock") {
+            let old = lock
+                .try_acquire(Duration::from_secs(5), Some(Duration::from_millis(300)))
+                .await
+                .unwrap()
+                .expect("free");
+            // Well past the 300 ms lease: gone on the server.
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            assert!(!lock.is_locked().await.unwrap(), "{kind}: lease ran out");
+            let new = lock.acquire().await.unwrap();
+            let late = old.unlock().await;
+            assert!(
+                matches!(
+                    late,
+                    Err(LockError::Expired { .. } | LockError::NotOwner { .. })
+                ),
+                "{kind}: {late:?}"
+            );
+            let still = lock.is_held_by_me().await.unwrap();
+            if !still || new.is_lost() {
+                failures.push(format!(
+                    "{kind}: the late unlock ({late:?}) ended the newer hold (held on server: {still})"
+                ));
+            }
+            drop(new.unlock().await);
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    /// The same, with the expired guard dropped instead of unlocked (the
+    /// background release of a drop).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_an_expired_guard_never_ends_the_newer_hold() {
+        let server = RedisServer::start();
+        let locks = locks_with(&server.url(), config()).await;
+        let mut failures = Vec::new();
+        for (kind, lock) in kinds(&locks, "late-drop") {
+            let old = lock
+                .try_acquire(Duration::from_secs(5), Some(Duration::from_millis(300)))
+                .await
+                .unwrap()
+                .expect("free");
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            let new = lock.acquire().await.unwrap();
+            drop(old);
+            // The dropped guard's background release has long run by then.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let still = lock.is_held_by_me().await.unwrap();
+            if !still || new.is_lost() {
+                failures.push(format!(
+                    "{kind}: dropping the expired guard ended the newer hold (held on server: {still})"
+                ));
+            }
+            drop(new.unlock().await);
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+}
+
+/// Outside review (session review-b): release by owner id of the lighter
+/// lock kinds (passes on main).
+mod review_b_cancel {
+    use super::*;
+    use keylatch_lock::{Lock, LockError};
+
+    fn kinds(locks: &Locks, name: &str) -> Vec<(&'static str, Lock)> {
+        vec![
+            ("reentrant", locks.lock(name)),
+            ("non-reentrant", locks.non_reentrant_lock(name)),
+            ("spin", locks.spin_lock(name)),
+            ("fenced", locks.fenced_lock(name)),
+        ]
+    }
+
+    /// `release_one` by a handle that holds nothing is `NotOwner` and
+    /// changes nothing; a second `release_one` after the last hold too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn release_one_by_a_non_owner_or_twice_is_not_owner() {
+        let server = RedisServer::start();
+        let locks = locks_with(&server.url(), config()).await;
+        for k in 0..4 {
+            let name = format!("release-one-{k}");
+            let (label, a) = kinds(&locks, &name).swap_remove(k);
+            let (_, b) = kinds(&locks, &name).swap_remove(k);
+            let g = a.acquire().await.unwrap();
+            let r = b.release_one().await;
+            assert!(
+                matches!(r, Err(LockError::NotOwner { .. })),
+                "{label}: {r:?}"
+            );
+            assert!(a.is_held_by_me().await.unwrap(), "{label}");
+            assert!(!g.is_lost(), "{label}");
+            g.unlock().await.unwrap();
+            let r = a.release_one().await;
+            assert!(
+                matches!(r, Err(LockError::NotOwner { .. })),
+                "{label}: {r:?}"
+            );
+        }
+    }
+}
+
+/// Outside review (session review-b): an acquire cancelled with its reply
+/// on the way whose `Lock` handle is dropped with it, as in the everyday
+/// `tokio::time::timeout(d, locks.spin_lock(name).try_acquire(..))` or a
+/// task that made the handle being aborted.
+mod review_b_dropped_handle {
+    use super::*;
+    use keylatch_lock::Lock;
+
+    type Make = fn(&Locks, &str) -> Lock;
+
+    fn kinds() -> Vec<(&'static str, Make)> {
+        vec![
+            ("reentrant", |l, n| l.lock(n)),
+            ("non-reentrant", |l, n| l.non_reentrant_lock(n)),
+            ("spin", |l, n| l.spin_lock(n)),
+            ("fenced", |l, n| l.fenced_lock(n)),
+            ("fair", |l, n| l.fair_lock(n)),
+        ]
+    }
+
+    /// A Lua script that keeps the server busy for 400 ms (every request
+    /// queued behind it answers after it).
+    const BUSY: &str = "local t = redis.call('time') local s = t[1]*1000000+t[2] \
+        while true do local n = redis.call('time') \
+        if n[1]*1000000+n[2] - s > 400000 then break end end return 1";
+
+    /// The acquire of a free lock is written while the server is busy,
+    /// cancelled 100 ms in (its reply on the way), and its handle dropped
+    /// (`keep_handle` false) or kept; whether the lock is held by nobody
+    /// 500 ms after the server answered.
+    async fn orphan(
+        server: &RedisServer,
+        locks: &Locks,
+        make: Make,
+        name: &str,
+        keep_handle: bool,
+    ) -> bool {
+        let lock = make(locks, name);
+        let port = server.port();
+        let busy =
+            std::thread::spawn(move || keylatch_harness::redis_cli(port, &["EVAL", BUSY, "0"]));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = tokio::time::timeout(
+            Duration::from_millis(100),
+            lock.try_acquire(Duration::from_secs(5), None),
+        )
+        .await;
+        assert!(r.is_err(), "cancelled while the server was busy");
+        let kept = if keep_handle {
+            Some(lock)
+        } else {
+            drop(lock);
+            None
+        };
+        busy.join().unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(locks.settle(Duration::from_secs(5)).await);
+        let held = locks.lock(name).is_locked().await.unwrap();
+        drop(kept);
+        held
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_acquire_is_settled_even_when_its_handle_is_dropped() {
+        let server = RedisServer::start();
+        let locks = locks_with(&server.url(), config()).await;
+        let mut orphans = Vec::new();
+        for (label, make) in kinds() {
+            // Each script loaded first (a first call would be a NOSCRIPT).
+            make(&locks, &format!("warm-{label}"))
+                .acquire()
+                .await
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+            let kept = orphan(&server, &locks, make, &format!("keep-{label}"), true).await;
+            let dropped = orphan(&server, &locks, make, &format!("drop-{label}"), false).await;
+            if kept || dropped {
+                orphans.push(format!(
+                    "{label}: the cancelled acquire's hold is left to its lease, held by nobody \
+                     (handle kept: {kept}, handle dropped: {dropped})"
+                ));
+            }
+        }
+        assert!(orphans.is_empty(), "{orphans:#?}");
+    }
+}
+
+/// Outside review (session review-b): fenced tokens across holders, force
+/// unlock and a counter gone (passes on main).
+mod review_b_fenced_tokens {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tokens_rise_across_force_unlock_and_a_lost_counter() {
+        let server = RedisServer::start();
+        let a = Locks::connect(&server.url()).await.unwrap();
+        let b = locks_with(&server.url(), config()).await;
+        let name = "ft-rise";
+        let mut seen = Vec::new();
+        let g = a.fenced_lock(name).acquire().await.unwrap();
+        seen.push(g.fencing_token().unwrap());
+        // A waiter of another process, then a force unlock: the holder is
+        // told, the waiter gets in with a larger token.
+        let waiter = {
+            let l = b.fenced_lock(name);
+            tokio::spawn(async move { l.try_acquire(Duration::from_secs(20), None).await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        b.force_unlock(name).await.unwrap();
+        let reason = tokio::time::timeout(Duration::from_secs(10), g.lost()).await;
+        assert!(reason.is_ok(), "holder told of the force unlock");
+        let w = tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .expect("the waiter got the lock");
+        seen.push(w.fencing_token().unwrap());
+        w.unlock().await.unwrap();
+        // The counter lost (deleted as an expiry or a flush of it would).
+        b.client()
+            .del([format!("redisson_lock_token:{{{name}}}").as_str()])
+            .await
+            .unwrap();
+        let g = a.fenced_lock(name).acquire().await.unwrap();
+        seen.push(g.fencing_token().unwrap());
+        g.unlock().await.unwrap();
+        // A reentrant holder of the same name, then fenced again.
+        let g = b.lock(name).acquire().await.unwrap();
+        seen.push(g.fencing_token().unwrap());
+        g.unlock().await.unwrap();
+        let g = b.fenced_lock(name).acquire().await.unwrap();
+        seen.push(g.fencing_token().unwrap());
+        g.unlock().await.unwrap();
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    }
+}

@@ -865,3 +865,78 @@ fn the_binary_refuses_non_locks_and_force_unlocks_by_type() {
     assert_eq!(holder.wait().unwrap().code(), Some(76));
     assert_eq!(cli(&server, &["EXISTS", "docs"]), "0");
 }
+
+/// Outside review (session 25): a force unlock told to a holder in another
+/// process that tracks its keys (`Locks::connect_with`: tracking on, a 9 s
+/// watchdog, so a renewal every 3 s). `Locks::force_unlock`'s rustdoc: at
+/// once where the holder tracks its keys, except read holds and leased
+/// permits (their keys are written by every other holder, so they are not
+/// tracked): those at their next renewal. Failed before the docs said so
+/// (read holds and permits heard 10.7 s later at the default watchdog).
+mod force_unlock_told {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tracking_holder_hears_at_once_and_untracked_kinds_at_their_next_renewal() {
+        let server = RedisServer::start();
+        let watchdog = Duration::from_secs(9);
+        let cfg = keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap();
+        let holders = Locks::connect_with(cfg, LocksConfig::default().watchdog_timeout(watchdog))
+            .await
+            .unwrap();
+        let admin = Locks::connect(&server.url()).await.unwrap();
+        let mut late = Vec::new();
+        for kind in [
+            "reentrant",
+            "non-reentrant",
+            "fair",
+            "spin",
+            "fenced",
+            "read",
+            "write",
+            "permits",
+        ] {
+            // Tracked: well under the 3 s renewal interval, generous for a
+            // busy machine. Untracked: the next renewal (3 s) and slack.
+            let bound = if matches!(kind, "read" | "permits") {
+                Duration::from_secs(6)
+            } else {
+                Duration::from_secs(2)
+            };
+            let name = format!("told-{kind}");
+            let lost: std::pin::Pin<Box<dyn Future<Output = LossReason> + Send>> =
+                if kind == "permits" {
+                    let sem = holders.expirable_semaphore(&name);
+                    assert!(sem.try_set_permits(2).await.unwrap());
+                    let g = sem.acquire(1).await.unwrap();
+                    let f = g.lost();
+                    std::mem::forget(g);
+                    Box::pin(f)
+                } else {
+                    let lock = match kind {
+                        "reentrant" => holders.lock(&name),
+                        "non-reentrant" => holders.non_reentrant_lock(&name),
+                        "fair" => holders.fair_lock(&name),
+                        "spin" => holders.spin_lock(&name),
+                        "fenced" => holders.fenced_lock(&name),
+                        "read" => holders.rw_lock(&name).read(),
+                        _ => holders.rw_lock(&name).write(),
+                    };
+                    let g = lock.acquire().await.unwrap();
+                    let f = g.lost();
+                    std::mem::forget(g);
+                    Box::pin(f)
+                };
+            // Let the holder's tracking be set up.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let t = Instant::now();
+            admin.force_unlock(&name).await.unwrap();
+            match tokio::time::timeout(Duration::from_secs(15), lost).await {
+                Ok(_) if t.elapsed() <= bound => {}
+                Ok(_) => late.push(format!("{kind}: lost() after {:?}", t.elapsed())),
+                Err(_) => late.push(format!("{kind}: lost() not within 15 s")),
+            }
+        }
+        assert!(late.is_empty(), "{late:#?}");
+    }
+}

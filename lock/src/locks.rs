@@ -424,7 +424,11 @@ impl Locks {
     /// Every holder learns of it through its `lost()`
     /// ([`LossReason::Gone`](crate::LossReason::Gone)): at once in this
     /// process, and in others when their [`Locks`] tracks keys
-    /// ([`Locks::connect`]), else at their next renewal or check.
+    /// ([`Locks::connect`]), else at their next renewal or check (a third
+    /// of the lease at most). Read holds of a read-write lock and leased
+    /// permits are never tracked (every other holder writes their keys, so
+    /// tracking would turn each acquire and release into a check of every
+    /// hold): their holders in other processes learn at their next renewal.
     ///
     /// ```no_run
     /// use keylatch_lock::ForceUnlocked;

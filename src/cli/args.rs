@@ -2,6 +2,7 @@
 //! and the server URLs (`--url`, `$KEYLATCH_URL`, the default), with
 //! `$KEYLATCH_TLS_CA` for `rediss://` ones.
 
+use std::ffi::OsString;
 use std::time::Duration;
 
 use super::Failure;
@@ -12,12 +13,57 @@ pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// The arguments left after the subcommand's name, read front to back.
 pub(crate) struct Argv {
     rest: std::vec::IntoIter<String>,
+    /// The command after `--`, as given (see [`split_os`]); `rest` then
+    /// ends at that `--`.
+    command: Option<Vec<OsString>>,
+}
+
+/// Splits the process's arguments at the first `--`: what keylatch reads
+/// (up to and with the `--`), which must be UTF-8, and the command after
+/// it, kept as given (`None` when there is no `--`).
+///
+/// # Errors
+/// A usage failure (64) naming an argument before `--` that is not UTF-8.
+pub(crate) fn split_os(
+    args: impl Iterator<Item = OsString>,
+) -> Result<(Vec<String>, Option<Vec<OsString>>), Failure> {
+    let mut head = Vec::new();
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        match a.into_string() {
+            Ok(a) => {
+                let end = a == "--";
+                head.push(a);
+                if end {
+                    return Ok((head, Some(args.collect())));
+                }
+            }
+            Err(a) => {
+                return Err(Failure::usage(format!(
+                    "argument {:?} is not UTF-8 (only the command after `--` may be any bytes)",
+                    a.to_string_lossy()
+                )))
+            }
+        }
+    }
+    Ok((head, None))
 }
 
 impl Argv {
+    /// Arguments with no command kept apart (the parsers' unit tests).
+    #[cfg(test)]
     pub(crate) fn new(args: impl Iterator<Item = String>) -> Self {
         Self {
             rest: args.collect::<Vec<_>>().into_iter(),
+            command: None,
+        }
+    }
+
+    /// `args` (up to and with a `--`), and the command after it as given.
+    pub(crate) fn with_command(args: Vec<String>, command: Option<Vec<OsString>>) -> Self {
+        Self {
+            rest: args.into_iter(),
+            command,
         }
     }
 
@@ -33,9 +79,11 @@ impl Argv {
             .ok_or_else(|| Failure::usage(format!("{name} needs a value")))
     }
 
-    /// Everything not read yet (the command after `--`).
-    pub(crate) fn remaining(self) -> Vec<String> {
-        self.rest.collect()
+    /// Everything not read yet: the command after `--`, as given.
+    pub(crate) fn remaining(self) -> Vec<OsString> {
+        let mut out: Vec<OsString> = self.rest.map(OsString::from).collect();
+        out.extend(self.command.unwrap_or_default());
+        out
     }
 }
 

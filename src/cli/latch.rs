@@ -27,8 +27,9 @@ channel).
   --url URL      server (repeat for cluster seeds); default $KEYLATCH_URL,
                  else redis://127.0.0.1:6379
 
-Exit codes: 0 done, 1 --set found it set, 64 usage error, 69 server
-unreachable, 70 server error, 75 --wait timed out.";
+Exit codes: 0 done, 1 --set found it set, 64 usage error (also a name
+that holds no latch, or a count above 2^53 - 1), 69 server unreachable,
+70 server error, 75 --wait timed out.";
 
 #[derive(Debug, PartialEq, Eq)]
 enum Action {
@@ -103,7 +104,9 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
         })
         .await?;
         let latch = locks.latch(&name);
-        let fail = |e| Failure::software(format!("latch {name:?}: {e}"));
+        // A name that holds no count, or a count no latch holds exactly,
+        // is a request the name cannot serve (64), as for `exec`.
+        let fail = |e: keylatch::LockError| Failure::lock(&e, format!("latch {name:?}: {e}"));
         match action {
             Action::Set(n) => {
                 if latch.try_set_count(n).await.map_err(fail)? {

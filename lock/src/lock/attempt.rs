@@ -28,6 +28,7 @@ use crate::shape::{key_shape, KeyShape};
 use super::base::{Lock, ReplicaSync};
 use super::depart::leave_late;
 use super::guard::LockGuard;
+use super::handle::Handle;
 use super::release::{release, Retry};
 
 /// First pause before an acquire that surely did not run (see [`not_run`])
@@ -117,18 +118,29 @@ impl Lock {
         })
     }
 
-    /// The handle's acquire finisher: weak references (the handle keeps
-    /// it, so strong ones would never be freed), and the watchdog lease as
-    /// the bound of its release retries (a fixed lease's hold past that has
-    /// ended, or its release finds nothing).
+    /// The handle's acquire finisher. It holds the lock layer strongly
+    /// (a late reply is settled even after every `Locks` and `Lock` of it
+    /// is dropped: a cancelled `timeout(d, locks.lock(n).acquire())` drops
+    /// its handle at once) and the handle weakly (the handle keeps its
+    /// finisher: a strong reference would never be freed); with the handle
+    /// gone, the finisher makes an equal one from its name, owner and kind
+    /// (a hold is named by those alone). The watchdog lease bounds its
+    /// release retries (a fixed lease's hold past that has ended, or its
+    /// release finds nothing).
     fn finisher(&self) -> LateReply {
-        let inner = Arc::downgrade(&self.inner);
+        let inner = Arc::clone(&self.inner);
         let handle = Arc::downgrade(&self.handle);
+        let (name, owner, kind) = (
+            Arc::clone(&self.handle.names.key),
+            self.handle.owner_id().clone(),
+            self.handle.kind,
+        );
         let lease = self.inner.config.watchdog_timeout;
         Arc::new(move |frame| {
-            if let (Some(inner), Some(handle)) = (inner.upgrade(), handle.upgrade()) {
-                settle_late(Lock::from_parts(inner, handle), lease, &frame);
-            }
+            let handle = handle
+                .upgrade()
+                .unwrap_or_else(|| Arc::new(Handle::new(&name, owner.clone(), kind)));
+            settle_late(Lock::from_parts(Arc::clone(&inner), handle), lease, &frame);
         })
     }
 

@@ -11,6 +11,7 @@ use crate::lease::hold::{clamp_span, instant, nanos, Hold};
 use crate::lease::{extend_one, LossReason};
 
 use super::base::Lock;
+use super::kind::Tokens;
 use super::release::{release, spawn_queued, Detached, Retry};
 
 /// One hold of a lock. Release it with [`unlock`](Self::unlock), which
@@ -203,7 +204,10 @@ impl LockGuard {
     /// Releases this hold: stops renewal first (when this is the hold's
     /// last guard), then runs the release script, which names the hold by
     /// its token, so a late or retried release can never end a newer hold
-    /// (the last hold deletes the key and wakes waiters). A release is never
+    /// (the last hold deletes the key and wakes waiters). A fenced lock's
+    /// hold is released by owner instead (its tokens are the acquires'):
+    /// once it is lost nothing is sent, so a late unlock cannot end the
+    /// owner's newer hold. A release is never
     /// dropped: transient failures (a node reconnecting, a slot migrating)
     /// are retried with backoff until the hold's local deadline.
     ///
@@ -352,15 +356,26 @@ impl LockGuard {
     /// Leaves the hold (renewal stops with its last guard). Returns what the
     /// release needs: the token and how long a failed release may be
     /// retried. `None` if it was already done.
+    ///
+    /// `None` too for a lost hold released by owner (a fenced lock's, whose
+    /// tokens are the acquires' and not the hold's): the owner is the
+    /// handle's, so the same handle (or a clone) may hold the lock again
+    /// by now, and a release by owner would end that newer hold. Nothing is
+    /// sent; the lost hold has ended (or ends with its lease) anyway.
     fn finish(&mut self) -> Option<(u64, Option<Instant>)> {
         if self.done {
             return None;
         }
+        // Judged while still held: the deadline counts only then.
+        let lost_by_owner = self.lock.handle.kind.tokens == Tokens::PerAcquire && self.is_lost();
         self.done = true;
         let until = self.hold.deadline();
         if !self.hold.leave(self.renew) {
             // Holds remain: the release's own write untracks the key.
             self.lock.inner.engine.retrack(&self.hold);
+        }
+        if lost_by_owner {
+            return None;
         }
         Some((self.hold.token, Some(until)))
     }

@@ -48,7 +48,8 @@ Ctrl-C (exit 0):
 --json prints {\"at_ms\":UNIX_MS,\"leader\":null} or
 {\"at_ms\":…,\"leader\":{\"owner\":…,\"token\":…,\"value\":…}} instead. A
 leader that dies is seen gone when its lease ends; a server that cannot be
-read is reported on stderr and read again until it answers.
+read is reported on stderr and read again until it answers; a name that
+holds something else than an election exits 64.
 
 Exit codes are exec's (see keylatch exec --help): CMD's own code, 64 usage,
 69 no server, 70 server error, 75 not elected within --wait, 76 leadership

@@ -56,6 +56,11 @@ async fn observe(o: ObserveArgs) -> Result<u8, Failure> {
                 backoff = Duration::from_millis(50);
                 outln!("{}", line(SystemTime::now(), leader.as_ref(), o.json));
             }
+            // The name holds something else than an election: reading it
+            // again will not change that (64, as `elect NAME` exits).
+            Err(e @ keylatch::LockError::WrongType { .. }) => {
+                return Err(Failure::lock(&e, format!("election {:?}: {e}", o.name)));
+            }
             Err(e) => {
                 if !failing {
                     errln!("keylatch: reading election {:?} failed ({e}); reading again until it answers", o.name);

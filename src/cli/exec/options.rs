@@ -21,7 +21,8 @@ pub(crate) struct ExecArgs {
     pub(crate) lease: Option<Duration>,
     pub(crate) grace: Duration,
     pub(crate) urls: Vec<String>,
-    pub(crate) command: Vec<String>,
+    /// As given: any bytes (a Latin-1 file name passes through).
+    pub(crate) command: Vec<std::ffi::OsString>,
     /// Which lock of that name (`--fair`, `--read`, `--write`, …).
     pub(crate) kind: Kind,
     /// `--redlock`: the masters' URLs.
