@@ -1330,8 +1330,8 @@ mod redlock_exec {
     }
 }
 
-/// Outside review (session review-b): the admin and inspection surface.
-mod review_b_cli {
+/// Outside review (session 25): the admin and inspection surface.
+mod admin_surface_review {
     use super::*;
     use std::os::unix::ffi::OsStrExt as _;
 
@@ -1401,6 +1401,22 @@ mod review_b_cli {
             assert!(!err.contains("panicked"), "{sub}: {err}");
             assert_eq!(o.status.code(), Some(64), "{sub}: {err}");
         }
+    }
+
+    /// A `$KEYLATCH_URL` that is not UTF-8 is refused (64), not silently
+    /// replaced by the default server.
+    #[test]
+    fn a_keylatch_url_that_is_not_utf8_is_refused() {
+        let o = Command::new(env!("CARGO_BIN_EXE_keylatch"))
+            .env(
+                "KEYLATCH_URL",
+                std::ffi::OsStr::from_bytes(b"redis://127.0.0.1:6\xff"),
+            )
+            .args(["status", "x"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
     }
 
     /// `latch` on a name that holds no count, and a count no latch can

@@ -291,8 +291,8 @@ async fn latch_spin_and_fenced_on_a_cluster() {
     g.unlock().await.unwrap();
 }
 
-/// Outside review (session review-b): misuse of the lighter lock kinds.
-mod review_b_misuse {
+/// Outside review (session 25): misuse of the lighter lock kinds.
+mod misuse_review {
     use super::*;
     use keylatch_lock::{Lock, LockError};
 
@@ -380,9 +380,9 @@ mod review_b_misuse {
     }
 }
 
-/// Outside review (session review-b): release by owner id of the lighter
+/// Outside review (session 25): release by owner id of the lighter
 /// lock kinds (passes on main).
-mod review_b_cancel {
+mod release_by_owner_review {
     use super::*;
     use keylatch_lock::{Lock, LockError};
 
@@ -423,11 +423,11 @@ mod review_b_cancel {
     }
 }
 
-/// Outside review (session review-b): an acquire cancelled with its reply
+/// Outside review (session 25): an acquire cancelled with its reply
 /// on the way whose `Lock` handle is dropped with it, as in the everyday
 /// `tokio::time::timeout(d, locks.spin_lock(name).try_acquire(..))` or a
 /// task that made the handle being aborted.
-mod review_b_dropped_handle {
+mod dropped_handle_review {
     use super::*;
     use keylatch_lock::Lock;
 
@@ -512,9 +512,9 @@ mod review_b_dropped_handle {
     }
 }
 
-/// Outside review (session review-b): fenced tokens across holders, force
+/// Outside review (session 25): fenced tokens across holders, force
 /// unlock and a counter gone (passes on main).
-mod review_b_fenced_tokens {
+mod fenced_tokens_review {
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

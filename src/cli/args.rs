@@ -113,6 +113,10 @@ pub(crate) fn urls(given: Vec<String>) -> Vec<String> {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .collect(),
+        // Not UTF-8: no URL can be read from it, and silently connecting
+        // to the default instead would be a surprise; the URL parser's
+        // refusal names it (exit 64).
+        Err(std::env::VarError::NotUnicode(v)) => vec![v.to_string_lossy().into_owned()],
         _ => vec![DEFAULT_URL.to_owned()],
     }
 }
