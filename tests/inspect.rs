@@ -24,6 +24,7 @@ async fn locks_on(url: &str) -> Locks {
 async fn every_case(locks: &Locks) {
     free(locks).await;
     reentrant(locks).await;
+    registered_waiter(locks).await;
     fair_queue(locks).await;
     read_write(locks).await;
     expirable_semaphore(locks).await;
@@ -39,6 +40,45 @@ async fn free(locks: &Locks) {
     assert!(seen.holders.is_empty() && seen.waiters.is_empty());
     assert_eq!(seen.permits, None);
     assert_eq!(seen.fencing_token, None);
+}
+
+/// A keylatch waiter of a reentrant lock, registered to be woken by name:
+/// shown beside the holder (not as one), gone once the release hands it
+/// the lock. (Added in session 25: status showed no waiters for these.)
+async fn registered_waiter(locks: &Locks) {
+    let name = "inspect-registered";
+    let holder = locks.lock(name).acquire().await.unwrap();
+    let waiter = locks.lock(name);
+    let owner = waiter.owner().to_owned();
+    let waiting = tokio::spawn(async move {
+        let g = waiter
+            .try_acquire(Duration::from_secs(20), None)
+            .await
+            .unwrap()
+            .expect("handed the lock on release");
+        g.unlock().await.unwrap();
+    });
+    let mut seen = locks.inspect(name).await.unwrap();
+    for _ in 0..200 {
+        if !seen.registered.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        seen = locks.inspect(name).await.unwrap();
+    }
+    assert_eq!(seen.registered.len(), 1, "{seen:?}");
+    let w = &seen.registered[0];
+    assert_eq!(w.owner, owner);
+    assert!(w.keylatch);
+    assert!(w.deadline_in_ms.is_some_and(|ms| ms > 0), "{w:?}");
+    assert_eq!(seen.holders.len(), 1, "the waiter is no holder: {seen:?}");
+    assert!(!seen.shapeless, "{seen:?}");
+    holder.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(locks.inspect(name).await.unwrap().registered.is_empty());
 }
 
 async fn reentrant(locks: &Locks) {

@@ -8,9 +8,10 @@ use keylatch_cluster::Client;
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
-use crate::inspection::{Holder, Inspection};
+use crate::inspection::{Holder, Inspection, QueuedWaiter};
+use crate::lock::waiters_key;
 use crate::names::LockNames;
-use crate::probe::{ask, key_type, pairs, text};
+use crate::probe::{ask, key_type, pairs, server_now_ms, text, zset};
 use crate::types::{fair, rwlock, semaphore};
 
 /// The RLock hash's field saying keylatch waiters are registered to be
@@ -53,6 +54,7 @@ impl Inspection {
             other => return Err(LockError::Protocol(format!("PTTL answered {other}"))),
         };
         seen.waiters = fair::inspect_queue(client, name).await?;
+        seen.registered = registered(client, name).await?;
         if seen.mode.is_some() && !seen.shapeless {
             rwlock::inspect_holds(client, &mut seen).await?;
         }
@@ -94,4 +96,28 @@ async fn hash_fields(client: &Client, seen: &mut Inspection) -> LockResult<()> {
         }
     }
     Ok(())
+}
+
+/// The keylatch waiters registered at an RLock hash to be woken by name
+/// (`lua/lib/register_waiter.lua`: owner → the server time in ms its
+/// registration ends, plus a tag / 1024), soonest end first.
+async fn registered(client: &Client, name: &str) -> LockResult<Vec<QueuedWaiter>> {
+    let key = waiters_key(&LockNames::new(name));
+    let Some(entries) = zset(client, &key).await? else {
+        return Ok(Vec::new());
+    };
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Read after the registrations, as the fair queue's deadlines are.
+    let now_ms = server_now_ms(client).await?;
+    Ok(entries
+        .into_iter()
+        .map(|(owner, end)| QueuedWaiter {
+            owner: String::from_utf8_lossy(&owner).into_owned(),
+            // The tag is the fraction: the end is the whole milliseconds.
+            deadline_in_ms: now_ms.map(|now| end.floor() as i64 - now),
+            keylatch: true,
+        })
+        .collect())
 }

@@ -34,6 +34,12 @@ pub struct Inspection {
     pub value: Option<String>,
     /// Fair-queue waiters, head first.
     pub waiters: Vec<QueuedWaiter>,
+    /// keylatch waiters of a reentrant, non-reentrant, fenced or spin lock
+    /// (`keylatch_lock_waiters:{name}`), registered to be woken (or handed
+    /// the lock) by name by the next release, soonest end first: each
+    /// one's `deadline_in_ms` is when its registration ends unless it
+    /// calls again. Redisson's waiters of such a lock leave no record.
+    pub registered: Vec<QueuedWaiter>,
     /// The last fencing token issued for this name.
     pub fencing_token: Option<u64>,
     /// A read-write lock's readers with their read holds.

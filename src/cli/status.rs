@@ -10,7 +10,7 @@
 
 use std::ops::Deref;
 
-use keylatch::lock::Inspection;
+use keylatch::lock::{Inspection, QueuedWaiter};
 use keylatch::Client;
 
 use super::args::{self, Argv};
@@ -24,7 +24,9 @@ Shows lock NAME: state (free, held, other), the type detected (reentrant,
 fair, read-write, semaphore/latch, expirable semaphore, or \"not a lock
 (list)\" and the like for a key that is no lock: a list, a string, a hash
 with no lock's shape), holders with hold counts, TTL, fair-queue
-waiters with their deadlines (server time), a read-write lock's writer,
+waiters with their deadlines (server time), keylatch waiters of a
+reentrant, fenced or spin lock registered to be woken by name (Redisson's
+leave no record), a read-write lock's writer,
 readers (each read hold's TTL) and waiting writer, a permit-expirable
 semaphore's leased permits with their expiries, and the last fencing token
 issued. Several names (a multi-lock's members): each in turn, and --json
@@ -35,7 +37,10 @@ prints an array of the objects. Reads only.
              \"value\",\"waiters\" [{\"owner\",\"deadline_in_ms\",\"client\"}...]
              (head first; null: no deadline; client \"keylatch\": the
              deadline is its liveness, by which a dead one is purged;
-             \"redisson\": Redisson's deadline),\"fencing_token\",\"readers\"
+             \"redisson\": Redisson's deadline),\"registered_waiters\"
+             [{\"owner\",\"deadline_in_ms\",\"client\"}...] (soonest end
+             first; the deadline is when the registration ends unless the
+             waiter calls again),\"fencing_token\",\"readers\"
              [{\"owner\",\"count\",\"holds_ttl_ms\"[...]}...],\"writer\"
              {\"owner\",\"count\"} or null,\"writers_waiting\"
              [{\"owner\",\"deadline_in_ms\"}...],\"permits\" [{\"id\",
@@ -157,7 +162,8 @@ impl Status {
         json_opt(&mut out, self.mode.as_deref());
         out.push_str(",\"value\":");
         json_opt(&mut out, self.value.as_deref());
-        self.json_waiters(&mut out);
+        json_waiter_list(&mut out, "waiters", &self.waiters);
+        json_waiter_list(&mut out, "registered_waiters", &self.registered);
         out.push_str(",\"fencing_token\":");
         json_num(&mut out, self.fencing_token);
         self.json_read_write(&mut out);
@@ -165,24 +171,6 @@ impl Status {
         self.json_writers_waiting(&mut out);
         out.push('}');
         out
-    }
-
-    /// `,"waiters":[…]`: the fair queue, head first.
-    fn json_waiters(&self, out: &mut String) {
-        out.push_str(",\"waiters\":[");
-        for (i, w) in self.waiters.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str("{\"owner\":");
-            json_string(out, &w.owner);
-            out.push_str(",\"deadline_in_ms\":");
-            json_num(out, w.deadline_in_ms);
-            out.push_str(",\"client\":");
-            json_string(out, if w.keylatch { "keylatch" } else { "redisson" });
-            out.push('}');
-        }
-        out.push(']');
     }
 
     /// `,"readers":[…],"writer":…`: a read-write lock's holders.
@@ -278,6 +266,22 @@ impl Status {
             ));
         }
         self.text_waiters(&mut out);
+        if !self.registered.is_empty() {
+            out.push_str(&format!(
+                "\n  {} waiter(s) to be woken by name:",
+                self.registered.len()
+            ));
+            for w in &self.registered {
+                match w.deadline_in_ms {
+                    Some(ms) => out.push_str(&format!(
+                        "\n    {}  registered for {:.1} s more (keylatch)",
+                        w.owner,
+                        ms as f64 / 1000.0
+                    )),
+                    None => out.push_str(&format!("\n    {}  (keylatch)", w.owner)),
+                }
+            }
+        }
         if let Some(t) = self.fencing_token {
             out.push_str(&format!("\n  last fencing token {t}"));
         }
@@ -456,6 +460,25 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// `,"KEY":[…]`: waiters (the fair queue, head first; or the waiters
+/// registered to be woken by name, soonest end first).
+fn json_waiter_list(out: &mut String, key: &str, waiters: &[QueuedWaiter]) {
+    out.push_str(&format!(",\"{key}\":["));
+    for (i, w) in waiters.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"owner\":");
+        json_string(out, &w.owner);
+        out.push_str(",\"deadline_in_ms\":");
+        json_num(out, w.deadline_in_ms);
+        out.push_str(",\"client\":");
+        json_string(out, if w.keylatch { "keylatch" } else { "redisson" });
+        out.push('}');
+    }
+    out.push(']');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,7 +506,7 @@ mod tests {
         held.0.fencing_token = Some(7);
         assert_eq!(
             held.to_json(),
-            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"fencing_token":7,"readers":[],"writer":null,"permits":null,"writers_waiting":[]}"#
+            r#"{"name":"jobs","state":"held","type":"reentrant","ttl_ms":29000,"holders":{"u:1":2},"mode":null,"value":null,"waiters":[],"registered_waiters":[],"fencing_token":7,"readers":[],"writer":null,"permits":null,"writers_waiting":[]}"#
         );
         let free = status("jobs", "none");
         assert!(free

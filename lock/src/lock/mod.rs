@@ -34,4 +34,4 @@ pub use guard::{LockGuard, LostToken};
 pub(crate) use handle::Handle as HandleForSizes;
 pub(crate) use kind::{owner_field, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
 pub(crate) use release::{retriable, spawn_queued, Detached};
-pub(crate) use rlock_hash::{hash_acquire, hash_release, HASH_LEASE, WAITERS};
+pub(crate) use rlock_hash::{hash_acquire, hash_release, waiters_key, HASH_LEASE, WAITERS};
