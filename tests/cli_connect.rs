@@ -134,6 +134,21 @@ fn a_silent_server_times_out_once_and_says_which_step() {
     );
 }
 
+/// `rediss://` to a port that accepts and never completes the TLS
+/// handshake (a plain-text server, say): the message says the TCP
+/// connection was made and the TLS handshake did not complete (it said
+/// "no connection was made").
+#[test]
+fn a_tls_handshake_that_never_completes_is_named() {
+    let peer = Peer::start(None);
+    let url = peer.url().replacen("redis://", "rediss://", 1);
+    let (out, took) = keylatch(&["status", "job", "--url", &url]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
+    assert!(err.contains("TLS handshake did not complete"), "{err}");
+}
+
 /// A port that serves HTTP is named as such, not "invalid RESP type byte".
 #[test]
 fn an_http_port_is_named_http() {

@@ -70,6 +70,10 @@ pub(crate) async fn establish_direct(
                 cfg.connect_timeout,
                 match step {
                     Step::Connect => "no connection was made",
+                    Step::Tls => {
+                        "the TCP connection was made but the TLS handshake did not complete \
+                         (does the port serve TLS?)"
+                    }
                     _ => "the server accepted the connection but did not answer the handshake",
                 }
             ),
@@ -113,8 +117,10 @@ pub(crate) async fn establish_direct(
 /// How far a connect got: the step that failed, or how the handshake went.
 #[derive(Clone, Copy)]
 enum Step {
-    /// TCP (and TLS) connect.
+    /// TCP connect.
     Connect,
+    /// TCP connected; the TLS handshake under way.
+    Tls,
     /// `HELLO 3` (with AUTH and SETNAME) sent.
     Hello,
     /// HELLO answered; SELECT / CLIENT TRACKING after it.
@@ -131,6 +137,7 @@ impl Step {
     fn label(self) -> &'static str {
         match self {
             Step::Connect => "connect",
+            Step::Tls => "TLS handshake",
             Step::Hello => "HELLO 3",
             Step::HelloSetup => "HELLO 3, then SELECT/CLIENT TRACKING",
             Step::HelloDone => "HELLO 3",
@@ -158,7 +165,11 @@ async fn establish_inner(
     step: &mut Step,
     must_be_master: bool,
 ) -> Result<Established> {
-    let stream = Stream::connect(cfg).await?;
+    let tcp = Stream::tcp(cfg).await?;
+    if cfg.tls.is_some() {
+        *step = Step::Tls;
+    }
+    let stream = Stream::over(cfg, tcp).await?;
     let mut ex = Exchange {
         stream,
         buf: BytesMut::with_capacity(4096),

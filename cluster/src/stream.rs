@@ -32,10 +32,10 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
-    /// Opens a TCP connection to `cfg`'s host and port (TCP_NODELAY on),
-    /// then runs the TLS handshake when `cfg.tls` is set, verifying the
-    /// certificate against `cfg.host`.
-    pub(crate) async fn connect(cfg: &ConnectionConfig) -> Result<Self> {
+    /// Opens a TCP connection to `cfg`'s host and port (TCP_NODELAY on);
+    /// [`over`](Self::over) makes the stream from it. Two steps, so a
+    /// timeout can say which one was waited for.
+    pub(crate) async fn tcp(cfg: &ConnectionConfig) -> Result<TcpStream> {
         let tcp = TcpStream::connect((cfg.host.as_str(), cfg.port))
             .await
             .map_err(|e| {
@@ -46,6 +46,13 @@ impl Stream {
             })?;
         // Requests are small and latency-bound; Nagle would hold them back.
         tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    /// The stream over a TCP connection made: as it is, or after the TLS
+    /// handshake when `cfg.tls` is set, verifying the certificate against
+    /// `cfg.host`.
+    pub(crate) async fn over(cfg: &ConnectionConfig, tcp: TcpStream) -> Result<Self> {
         match &cfg.tls {
             None => Ok(Stream::Tcp(tcp)),
             #[cfg(feature = "tls")]
