@@ -777,3 +777,67 @@ async fn a_redirect_with_an_empty_host_goes_to_the_answering_nodes_host() {
         .expect_message(&mut sub, &channel, "m")
         .await;
 }
+
+mod cancel_review {
+    use std::time::Duration;
+
+    use keylatch_cluster::ClientConfig;
+    use keylatch_harness::RedisCluster;
+    use keylatch_lock::{Locks, LocksConfig};
+
+    /// Acquires cancelled while the master of their slot is paused (their
+    /// requests written), each task owning its `Lock` handle: nothing is
+    /// left held once it resumes. Failed before the finisher fix (session
+    /// 25's outside review: the handles were gone when the late grants came).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn acquires_cancelled_during_a_masters_pause_leave_nothing_held() {
+        let cluster = RedisCluster::start();
+        let urls = cluster.seed_urls();
+        let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
+        let locks = Locks::connect_with(
+            ClientConfig::from_urls(&seeds).unwrap(),
+            LocksConfig::default(),
+        )
+        .await
+        .unwrap();
+        for lease in [None, Some(Duration::from_secs(60))] {
+            let l = locks.lock("ra:{cc}:warm");
+            l.try_acquire_now(lease)
+                .await
+                .unwrap()
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+        }
+        let master = cluster.master_for_slot(RedisCluster::slot_of("{cc}"));
+        cluster.node(master).pause().unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let l = locks.lock(&format!("ra:{{cc}}:{i}"));
+            tasks.push(tokio::spawn(async move {
+                let lease = if i % 2 == 0 {
+                    None
+                } else {
+                    Some(Duration::from_secs(60))
+                };
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(300),
+                    l.try_acquire(Duration::from_secs(5), lease),
+                )
+                .await;
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        cluster.node(master).resume().unwrap();
+        super::common::Soon::new(Duration::from_secs(20), Duration::from_millis(100))
+            .eventually("no cancelled acquire left a hold", || async {
+                let out = cluster.node(master).cli(&["KEYS", "ra:{cc}:*"]);
+                matches!(out.as_deref(), Ok("\n") | Ok(""))
+            })
+            .await;
+    }
+}

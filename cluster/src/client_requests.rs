@@ -147,8 +147,10 @@ impl Client {
     /// future). For a command that must go out once asked for, such as a
     /// lock release, without keeping the future alive: a connection that
     /// fails before writing it writes it once reconnected (loading the
-    /// script first, the server may have restarted). A `NOSCRIPT` retry is
-    /// otherwise sent only while the caller waits. In a cluster, redirects
+    /// script first, the server may have restarted). A `NOSCRIPT` answered
+    /// after the caller left or timed out is healed by the connection
+    /// (`SCRIPT LOAD`, then the command again: `NOSCRIPT` proves it did not
+    /// run); while the caller waits, its future heals it. In a cluster, redirects
     /// and transient refusals are retried until `until` (at most the request
     /// timeout from now, at least 1 s so that it is sent even when `until`
     /// has passed; `None`: the request timeout).

@@ -21,7 +21,9 @@ pub(crate) enum ReplyTx {
     /// release, say, that must go out once asked for). The script the
     /// command runs, if any: written after a reconnect (the server may have
     /// restarted with an empty script cache, and nobody is left to heal a
-    /// `NOSCRIPT`), it is loaded first in the same write.
+    /// `NOSCRIPT`), it is loaded first in the same write; a `NOSCRIPT`
+    /// answered after the caller left or timed out is healed by the
+    /// connection (`driver/rerun.rs`).
     Written(
         oneshot::Sender<Result<Frame>>,
         Option<&'static crate::Script>,

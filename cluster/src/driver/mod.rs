@@ -40,10 +40,12 @@ use crate::error::{Error, Result};
 use crate::handshake::Established;
 use crate::health::Health;
 
+mod rerun;
 mod timer;
 use crate::push::InvalidationHandler;
 use crate::reply_tx::ReplyTx;
 use crate::stream::Stream;
+use rerun::{is_noscript, write_unsent, Rerun};
 use timer::why_lost;
 
 /// Stop taking requests while this much is waiting to be written, so a slow
@@ -88,6 +90,9 @@ struct Pending {
     remaining: usize,
     /// Replies collected so far (pipelines only; empty for single commands).
     frames: Vec<Frame>,
+    /// A `Written` script command, kept to run again after a `NOSCRIPT`
+    /// nobody waits for (`rerun.rs`).
+    rerun: Option<Box<Rerun>>,
 }
 
 /// How long a lone timer sleeps when no request has a deadline.
@@ -367,11 +372,13 @@ impl Connected {
             ReplyTx::Many(_) => Vec::with_capacity(remaining),
             _ => Vec::new(),
         };
+        let rerun = Rerun::keep(&req.tx, req.payload);
         self.pending.push_back(Pending {
             tx: Some(req.tx),
             deadline: req.deadline,
             remaining,
             frames,
+            rerun,
         });
     }
 
@@ -516,7 +523,13 @@ impl Connected {
                     frames.push(frame);
                     drop(tx.send(Ok(frames)));
                 }
-                Some(ReplyTx::One(tx) | ReplyTx::Written(tx, _)) => drop(tx.send(Ok(frame))),
+                Some(ReplyTx::One(tx)) => drop(tx.send(Ok(frame))),
+                Some(ReplyTx::Written(tx, _)) => {
+                    let noscript = is_noscript(&frame);
+                    if tx.send(Ok(frame)).is_err() && noscript {
+                        self.rerun(p.rerun);
+                    }
+                }
                 Some(ReplyTx::Settle(tx, late)) => {
                     // The caller left after the request was written.
                     if let Err(Ok(frame)) = tx.send(Ok(frame)) {
@@ -524,6 +537,8 @@ impl Connected {
                     }
                 }
                 Some(ReplyTx::Late(late)) => late(frame),
+                // Timed out: a `Written` command's `NOSCRIPT` is healed here.
+                None if is_noscript(&frame) => self.rerun(p.rerun),
                 None => {}
             }
         }
@@ -542,29 +557,6 @@ impl Connected {
         self.wbuf.clear();
         self.rbuf.clear();
         self.decoder.reset();
-    }
-}
-
-/// Writes the `Written` requests that met a reconnect unsent, first on the
-/// new socket, ahead of anything queued since: they were asked for before
-/// it. Past their deadline they are dropped.
-fn write_unsent(conn: &mut Connected, unsent: &mut Vec<Request>) {
-    let now = Instant::now();
-    for mut req in unsent.drain(..) {
-        if req.deadline.is_some_and(|d| d <= now) {
-            continue;
-        }
-        if let ReplyTx::Written(_, Some(script)) = &req.tx {
-            // SCRIPT LOAD, then the command: only the last reply
-            // reaches the (gone) caller's slot.
-            let load = script.load_cmd();
-            req.payload = match req.payload {
-                Payload::One(cmd) => Payload::Many(vec![load, cmd]),
-                Payload::Shared(cmd) => Payload::Many(vec![load, Cmd::clone(&cmd)]),
-                many => many,
-            };
-        }
-        conn.take(req);
     }
 }
 

@@ -58,6 +58,7 @@ impl Connected {
                     deadline: None,
                     remaining: 1,
                     frames: Vec::new(),
+                    rerun: None,
                 });
                 None
             }

@@ -227,9 +227,11 @@ impl LockGuard {
     /// deleted, the name reused by another type, or released through
     /// another handle of its owner): never a raw `WRONGTYPE`.
     /// [`LockError::Client`] when the release could not be delivered at
-    /// once (a node down, a slot migrating, no reply): it goes on being
-    /// tried in the background until the hold's deadline, past which the
-    /// lease ends the hold anyway.
+    /// once (a node down, a slot migrating): it goes on being tried in the
+    /// background until the hold's deadline, past which the lease ends the
+    /// hold anyway; or when it was written and no reply came in time (a
+    /// stalled server): it runs when the server gets to it, a `NOSCRIPT`
+    /// then (a script cache lost meanwhile) healed by the connection.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped before it finished, the release goes on in the
