@@ -1272,4 +1272,62 @@ mod faults_review {
             })
             .await;
     }
+
+    /// A server kept BUSY by a long script refuses every command: an
+    /// acquire with a wait tries again within it (as through LOADING)
+    /// instead of failing at once with `Busy`, and a release that met BUSY
+    /// goes out once the script is killed. (The acquire failed at once
+    /// before session 25.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn busy_is_waited_out_by_an_acquire_and_a_release() {
+        let server = RedisServer::builder()
+            .args(["--lua-time-limit", "100"])
+            .start()
+            .unwrap();
+        let locks = locks_with(
+            &server.url(),
+            Duration::from_secs(2),
+            LocksConfig::default(),
+        )
+        .await;
+        let lock = locks.lock("ra:busy");
+        let g = lock.try_acquire_now(None).await.unwrap().unwrap();
+        let port = server.port();
+        let busy = std::thread::spawn(move || {
+            keylatch_harness::redis_cli_timeout(
+                port,
+                &["EVAL", "while true do end", "0"],
+                Duration::from_secs(30),
+            )
+        });
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let res = tokio::time::timeout(BOUND, g.unlock())
+            .await
+            .expect("unlock hung");
+        eprintln!("unlock while BUSY: {res:?}");
+        let killer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            tokio::task::spawn_blocking(move || {
+                keylatch_harness::redis_cli(port, &["SCRIPT", "KILL"])
+            })
+            .await
+            .unwrap()
+        });
+        let other = locks.lock("ra:busy2");
+        let acq = tokio::time::timeout(BOUND, other.try_acquire(Duration::from_secs(20), None))
+            .await
+            .expect("acquire hung");
+        eprintln!("kill: {:?}", killer.await.unwrap());
+        let _ = busy.join();
+        let g2 = acq
+            .expect("an acquire waits BUSY out within its wait")
+            .expect("free once killed");
+        g2.unlock().await.unwrap();
+        soon()
+            .eventually(
+                "the first lock freed after the script was killed",
+                || async { matches!(lock.is_locked().await, Ok(false)) },
+            )
+            .await;
+    }
 }

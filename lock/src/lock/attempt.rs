@@ -37,14 +37,15 @@ const NOT_RUN_PAUSE: Duration = Duration::from_millis(20);
 const MAX_NOT_RUN_PAUSE: Duration = Duration::from_millis(500);
 
 /// Whether an acquire surely did not run and may be sent again: not sent,
-/// refused by a server still loading its data, or by a master demoted to
-/// replica (`READONLY`: the connection finds the new master, through the
-/// sentinels when it has them).
+/// refused by a server still loading its data, busy with a long script
+/// (`BUSY`: it refuses every command until the script ends or is killed),
+/// or by a master demoted to replica (`READONLY`: the connection finds the
+/// new master, through the sentinels when it has them).
 fn not_run(e: &Error) -> bool {
     matches!(e, Error::Disconnected)
         || matches!(
             e.server_kind(),
-            Some(ServerErrorKind::Loading | ServerErrorKind::ReadOnly)
+            Some(ServerErrorKind::Loading | ServerErrorKind::Busy | ServerErrorKind::ReadOnly)
         )
 }
 
