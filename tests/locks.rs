@@ -1114,30 +1114,35 @@ mod faults_review {
         Soon::new(Duration::from_secs(20), Duration::from_millis(50))
     }
 
-    /// An unlock cancelled while the server is paused still goes out once
-    /// it resumes (rustdoc of `LockGuard::unlock`: "dropped before it
-    /// finished, the release goes on in the background").
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_unlock_cancelled_during_a_pause_is_delivered_after_resume() {
-        let server = RedisServer::start();
+    /// Lock `name` held through a client with a 1 s request timeout, with
+    /// every script cached first (so the test passes without the flush)
+    /// and then the cache lost, as after a restart, a failover or `SCRIPT
+    /// FLUSH`.
+    async fn held_with_scripts_lost(
+        server: &RedisServer,
+        name: &str,
+    ) -> (Locks, keylatch_lock::Lock, keylatch_lock::LockGuard) {
         let locks = locks_with(
             &server.url(),
             Duration::from_secs(1),
             LocksConfig::default(),
         )
         .await;
-        let lock = locks.lock("ra:pause-unlock");
-        // Every script cached (passes without the flush below), then the
-        // cache lost as after a restart, a failover or SCRIPT FLUSH.
-        lock.try_acquire_now(None)
-            .await
-            .unwrap()
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+        let lock = locks.lock(name);
+        let warm = lock.try_acquire_now(None).await.unwrap().unwrap();
+        warm.unlock().await.unwrap();
         let g = lock.try_acquire_now(None).await.unwrap().unwrap();
         server.cli(&["SCRIPT", "FLUSH"]).unwrap();
+        (locks, lock, g)
+    }
+
+    /// An unlock cancelled while the server is paused still goes out once
+    /// it resumes (rustdoc of `LockGuard::unlock`: "dropped before it
+    /// finished, the release goes on in the background").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unlock_cancelled_during_a_pause_is_delivered_after_resume() {
+        let server = RedisServer::start();
+        let (_locks, lock, g) = held_with_scripts_lost(&server, "ra:pause-unlock").await;
         server.pause().unwrap();
         let r = Resume(&server);
         let _ = tokio::time::timeout(Duration::from_millis(300), g.unlock()).await;
@@ -1155,22 +1160,7 @@ mod faults_review {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_unlock_failing_during_a_pause_is_retried_after_resume() {
         let server = RedisServer::start();
-        let locks = locks_with(
-            &server.url(),
-            Duration::from_secs(1),
-            LocksConfig::default(),
-        )
-        .await;
-        let lock = locks.lock("ra:pause-unlock2");
-        lock.try_acquire_now(None)
-            .await
-            .unwrap()
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
-        let g = lock.try_acquire_now(None).await.unwrap().unwrap();
-        server.cli(&["SCRIPT", "FLUSH"]).unwrap();
+        let (_locks, lock, g) = held_with_scripts_lost(&server, "ra:pause-unlock2").await;
         server.pause().unwrap();
         let r = Resume(&server);
         let res = tokio::time::timeout(BOUND, g.unlock())
