@@ -7,6 +7,8 @@
 //! - the fencing counter's idle expiry is refreshed by a hold's first
 //!   renewal (unless the hold's acquire made the counter) and then every
 //!   few hours, not every round;
+//! - a plain renewal reads no counter unless another process may act as
+//!   the hold's owner;
 //! - a key with no expiry is not given one, and a longer expiry is kept.
 
 use std::time::{Duration, Instant};
@@ -195,12 +197,15 @@ async fn a_counter_the_acquire_made_is_left_alone_by_the_first_renewal() {
 }
 
 /// A counter that expires while its lock is held anyway (its idle expiry
-/// outrun, or deleted alone) is put back by the next renewal with the
-/// hold's token, and the hold stands.
+/// outrun, or deleted alone) is put back by the next renewal that reads it
+/// (one in the counter window: here every one, as a 1.6 s idle expiry is
+/// too short for a window) with the hold's token, and the hold stands.
 #[tokio::test]
 async fn a_counter_gone_while_held_is_put_back() {
     let server = RedisServer::start();
-    let locks = short_rounds(&server).await;
+    let mut cfg = LocksConfig::default().watchdog_timeout(Duration::from_millis(900));
+    cfg.token_idle_ttl = Duration::from_millis(1600);
+    let locks = tracked_locks(&server, cfg).await;
     let g = take_free(&locks, "put-back").await;
     let token = g.fencing_token().expect("fenced");
     rounds(&locks, 2).await;
@@ -212,6 +217,105 @@ async fn a_counter_gone_while_held_is_put_back() {
         .cli(&["GET", "redisson_lock_token:{put-back}"])
         .unwrap();
     assert_eq!(now.trim(), token.to_string());
+    assert!(!g.is_lost());
+    g.unlock().await.unwrap();
+}
+
+/// Calls of one command so far, from `INFO commandstats` (commands a
+/// script runs count too).
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let text = server.cli(&["INFO", "commandstats"]).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A plain renewal judges a hold by its owner alone (`owner_renew.lua`:
+/// HEXISTS and PEXPIRE, no fencing counter read) when nobody else can have
+/// taken the lock as its owner; a hold whose owner id was handed out
+/// (`Lock::owner`: another process may act as it) is judged by its token
+/// every round, and a counter deleted under it is put back by the next
+/// renewal. Between counter windows the others' counters are not read.
+#[tokio::test]
+async fn a_plain_renewal_reads_no_counter_unless_the_owner_was_handed_out() {
+    let server = RedisServer::start();
+    let locks = short_rounds(&server).await;
+    let guards = hold_many(&locks, "plain").await;
+    let shared = locks.lock("shared-owner");
+    assert!(!shared.owner().is_empty());
+    let handed = shared.acquire().await.unwrap();
+    let token = handed.fencing_token().expect("fenced");
+    rounds(&locks, 2).await;
+    server.cli(&["CONFIG", "RESETSTAT"]).unwrap();
+    for name in ["plain-3", "shared-owner"] {
+        server
+            .cli(&["DEL", &format!("redisson_lock_token:{{{name}}}")])
+            .unwrap();
+    }
+    rounds(&locks, 3).await;
+    let (mget, get, hexists) = (
+        calls(&server, "mget"),
+        calls(&server, "get"),
+        calls(&server, "hexists"),
+    );
+    // At least three rounds of the 41 holds' HEXISTS; the one hold judged
+    // by token reads its counter in each round's call for it (an MGET),
+    // and in the first after the DEL finds it gone (a GET) and puts it back.
+    assert!(hexists >= 3 * 41, "{hexists} HEXISTS over three rounds");
+    assert!(
+        (3..=6).contains(&mget),
+        "{mget} MGETs: one call a round judges by token"
+    );
+    assert!(get <= 2, "{get} GETs");
+    let back = server
+        .cli(&["GET", "redisson_lock_token:{shared-owner}"])
+        .unwrap();
+    assert_eq!(back.trim(), token.to_string(), "put back by token");
+    let plain = server
+        .cli(&["EXISTS", "redisson_lock_token:{plain-3}"])
+        .unwrap();
+    assert_eq!(
+        plain.trim(),
+        "0",
+        "not read, so not put back, between windows"
+    );
+    assert!(!handed.is_lost());
+    handed.unlock().await.unwrap();
+    for g in guards {
+        assert!(!g.is_lost());
+        g.unlock().await.unwrap();
+    }
+}
+
+/// An acquire whose outcome this process never learned in time (here a
+/// clone's re-entry cancelled while the server is paused) may run later
+/// and take the lock again as the same owner behind a lapsed hold: from
+/// then on the handle's hold is judged by its token, so a counter deleted
+/// under it is read and put back by the next rounds (a hold judged by owner
+/// alone would leave it gone until the counter window).
+#[tokio::test]
+async fn a_hold_whose_handle_had_an_acquire_cancelled_is_judged_by_token() {
+    let server = RedisServer::start();
+    let locks = short_rounds(&server).await;
+    let lock = locks.lock("cancelled");
+    let g = lock.acquire().await.unwrap();
+    let token = g.fencing_token().expect("fenced");
+    rounds(&locks, 1).await;
+    let clone = lock.clone();
+    server.pause().unwrap();
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(200), clone.try_acquire_now(None)).await;
+    server.resume().unwrap();
+    assert!(cancelled.is_err(), "answered by a paused server?");
+    server
+        .cli(&["DEL", "redisson_lock_token:{cancelled}"])
+        .unwrap();
+    rounds(&locks, 3).await;
+    let back = server
+        .cli(&["GET", "redisson_lock_token:{cancelled}"])
+        .unwrap();
+    assert_eq!(back.trim(), token.to_string(), "read and put back by token");
     assert!(!g.is_lost());
     g.unlock().await.unwrap();
 }

@@ -99,6 +99,28 @@ pub static REENTRANT_RENEW_NODE: Script = script!(
     lib = ["stretch", "judge_reentrant", "renew_current"]
 );
 
+/// Renew many RLock-hash holds judged by their owners alone, without
+/// reading the fencing counter (the watchdog's common renewal, for holds
+/// no other request can have re-taken as the same owner); see
+/// `lua/owner_renew.lua`.
+///
+/// ```
+/// assert_eq!(keylatch_lock::scripts::OWNER_RENEW.name(), "owner_renew");
+/// ```
+pub static OWNER_RENEW: Script = script!("owner_renew", lib = ["stretch", "renew_owner"]);
+
+/// [`OWNER_RENEW`] for holds in many slots of one cluster node (script
+/// flag `allow-cross-slot-keys`); see `lua/owner_renew_node.lua`.
+///
+/// ```
+/// assert!(keylatch_lock::scripts::OWNER_RENEW_NODE.source().starts_with("#!lua"));
+/// ```
+pub static OWNER_RENEW_NODE: Script = script!(
+    "owner_renew_node",
+    flags = "allow-cross-slot-keys",
+    lib = ["stretch", "renew_owner"]
+);
+
 /// End whatever holds a name in the way its type means (a lock's hold, a
 /// read-write lock's holds, a permit-expirable semaphore's leased permits),
 /// refusing what is no lock; see `lua/force_unlock.lua`.
@@ -346,6 +368,8 @@ pub static ALL: &[&Script] = &[
     &REENTRANT_RELEASE,
     &REENTRANT_RENEW,
     &REENTRANT_RENEW_NODE,
+    &OWNER_RENEW,
+    &OWNER_RENEW_NODE,
     &FORCE_UNLOCK,
     &KEY_SHAPE,
     &FAIR_ACQUIRE,
@@ -405,6 +429,11 @@ mod tests {
         (
             "reentrant_renew_node",
             "0e5fcd6a2ee6de9a9a2e7abcf8f6d9593a4f595c",
+        ),
+        ("owner_renew", "160a4944a9db583521850da0b71b50b779927e8a"),
+        (
+            "owner_renew_node",
+            "dfa24d871e54e6dc4ae1f7931c0a885fb37b85c2",
         ),
         ("force_unlock", "c25c615d3cf9d92fa534b29a6104f1d381175f88"),
         ("leader_clear", "ae0e9eb138e6133ede308fb0614bd4549b16dc70"),

@@ -25,7 +25,8 @@ pub(super) struct Mark {
 }
 
 /// One call's worth of holds that share a renewal (whatever their lock
-/// types: the script judges each from the same four strings).
+/// types: the script judges each from the same four strings, or two for
+/// an owner-only renewal).
 pub(super) struct Batch {
     pub(super) renewal: RenewalRef,
     /// The lease to renew with; zero only checks (fixed leases an
@@ -165,11 +166,24 @@ const ROOM_PER_HOLD: usize = 192;
 
 /// The slot script's `EVALSHA` (see `reentrant_renew.lua`: `KEYS` hash,
 /// counter pairs; `ARGV` lease, idle expiry, flags, then owner, token
-/// pairs), written straight into the command: no owner or token text is
+/// pairs; for an owner-only renewal, `owner_renew.lua`'s hashes and
+/// owners), written straight into the command: no owner or token text is
 /// made per hold (a round renews every hold, a million of them at scale).
 fn slot_cmd(script: &Script, batch: &Batch, idx: &[usize], lease: &str, idle_ms: &str) -> Cmd {
     let mut cmd = Cmd::with_capacity("EVALSHA", 96 + ROOM_PER_HOLD * idx.len());
     cmd.push_arg(script.sha1());
+    if batch.renewal.0.owner_only {
+        // `owner_renew.lua`: KEYS the hashes; ARGV the lease, then owners.
+        cmd.push_arg(idx.len());
+        for &i in idx {
+            cmd.push_key(&**batch.holds[i].key.name());
+        }
+        cmd.push_arg(lease);
+        for &i in idx {
+            cmd.push_arg(&*batch.holds[i].key.owner().text());
+        }
+        return cmd;
+    }
     cmd.push_arg(idx.len() * 2);
     for &i in idx {
         let h = &batch.holds[i];
@@ -207,12 +221,21 @@ async fn node_call(
 }
 
 /// The node script's `EVALSHA`: no `KEYS`; `ARGV` lease, idle expiry,
-/// flags, then name, counter, owner, token per hold.
+/// flags, then name, counter, owner, token per hold (owner-only: lease,
+/// then name, owner per hold).
 fn node_cmd(script: &Script, batch: &Batch, lease: &str, idle_ms: &str) -> Cmd {
     let mut cmd = Cmd::with_capacity("EVALSHA", 96 + ROOM_PER_HOLD * batch.holds.len());
     cmd.push_arg(script.sha1());
     cmd.push_arg(0_usize);
     cmd.push_arg(lease);
+    if batch.renewal.0.owner_only {
+        // `owner_renew_node.lua`: name, owner per hold.
+        for h in &batch.holds {
+            cmd.push_arg(&**h.key.name());
+            cmd.push_arg(&*h.key.owner().text());
+        }
+        return cmd;
+    }
     cmd.push_arg(idle_ms);
     cmd.push_arg(batch.flags());
     for h in &batch.holds {

@@ -24,6 +24,15 @@ pub(crate) trait HoldNames: Send + Sync {
     fn slot(&self) -> u16;
     /// How the hold is renewed and judged (the lock kind's renewal).
     fn renewal(&self) -> &'static Renewal;
+    /// Whether a renewal may judge the hold by its owner alone, without
+    /// reading its fencing counter: no request this process does not know
+    /// the outcome of, and no other process, can have taken the lock again
+    /// as this owner behind the hold (a *replaced* hold, which only the
+    /// counter's newer token tells apart). Read at each renewal planned:
+    /// it may turn false while the hold lives, never back.
+    fn by_owner(&self) -> bool {
+        false
+    }
 }
 
 /// A hold's identity: the lock's key and the owner id, with the key's
@@ -93,6 +102,12 @@ impl HoldKey {
     /// How the hold is renewed and judged.
     pub(crate) fn renewal(&self) -> &'static Renewal {
         self.0.renewal()
+    }
+
+    /// Whether a renewal may judge the hold by its owner alone (see
+    /// [`HoldNames::by_owner`]).
+    pub(crate) fn by_owner(&self) -> bool {
+        self.0.by_owner()
     }
 }
 

@@ -10,7 +10,8 @@ use keylatch_cluster::Script;
 use crate::owner::Owner;
 
 /// A lease shape: every hold renewed by it is judged on its own from four
-/// strings (key, counter, owner, token).
+/// strings (key, counter, owner, token), or from two (key, owner) for an
+/// [`owner_only`](Self::owner_only) one.
 #[derive(Debug)]
 pub(crate) struct Renewal {
     /// Renews holds of one slot (`KEYS` = hash, counter pairs).
@@ -27,6 +28,14 @@ pub(crate) struct Renewal {
     /// keys, or the permits' zset. Made for each renewal call rather than
     /// kept by the hold (tens of bytes a hold, a million times over).
     pub(crate) counter: fn(name: &str, field: &Owner) -> String,
+    /// A lighter renewal for the holds that may be judged by their owner
+    /// alone (see `HoldNames::by_owner`): used for their plain renewals,
+    /// never for a check or a round that refreshes the counters. `None`:
+    /// these scripts always.
+    pub(crate) by_owner: Option<&'static Renewal>,
+    /// These scripts take two strings a hold (key, owner: `owner_renew`),
+    /// not four, and no idle expiry or flags.
+    pub(crate) owner_only: bool,
 }
 
 /// A renewal named by its address: the engine's batch key (two holds share

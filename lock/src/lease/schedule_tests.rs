@@ -457,3 +457,93 @@ fn names_of_one_hash_share_a_chain_but_are_found_apart() {
     s.remove(sb2);
     assert!(s.named("a").is_empty() && s.all().is_empty());
 }
+
+/// Names a hold like a lock handle does, with a `by_owner` the test turns.
+struct Judged {
+    name: Arc<str>,
+    owner: crate::owner::Owner,
+    by_owner: std::sync::atomic::AtomicBool,
+}
+
+impl super::super::key::HoldNames for Judged {
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+    fn owner(&self) -> &crate::owner::Owner {
+        &self.owner
+    }
+    fn slot(&self) -> u16 {
+        0
+    }
+    fn renewal(&self) -> &'static crate::lease::Renewal {
+        &crate::lock::HASH_LEASE
+    }
+    fn by_owner(&self) -> bool {
+        self.by_owner.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Per planned hold (by token), whether its call judges by owner alone.
+fn by_owner_of(work: &Work) -> Vec<(u64, bool)> {
+    let mut v: Vec<(u64, bool)> = work
+        .groups
+        .iter()
+        .flat_map(|(k, v)| v.iter().map(move |(h, _)| (h.token, k.2 .0.owner_only)))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn plain_renewals_of_holds_nobody_can_replace_judge_by_owner_and_nothing_else_does() {
+    let now = Instant::now();
+    let mut t = Table::new(false);
+    let names = Arc::new(Judged {
+        name: Arc::from(name(0).as_str()),
+        owner: crate::owner::Owner::made(&Arc::new("c".to_owned()), 1),
+        by_owner: std::sync::atomic::AtomicBool::new(true),
+    });
+    let lone = Hold::new(crate::lease::hold::NewHold {
+        key: crate::lease::key::HoldKey::of(Arc::clone(&names) as _),
+        token: 1,
+        renew: true,
+        lease: LEASE,
+        sent_at: now,
+        max_hold: None,
+        drift_permille: 10,
+        counters: Arc::new(crate::lease::Counters::default()),
+        counter_made: true,
+    });
+    // A key of its own (a write hold's, a permit's) is never judged so.
+    let named = hold(&name(1), "c:1", 2, true, now);
+    t.insert(Arc::clone(&lone));
+    t.insert(Arc::clone(&named));
+    settle(&mut t);
+    let at = now + LEASE / 3;
+    let (work, _) = t.plan(at, false, standalone);
+    assert_eq!(by_owner_of(&work), [(1, true), (2, false)]);
+    reply(&mut t, planned(&work, false), at, 1);
+    // The window refreshes (and so reads) every counter.
+    let at = at + LEASE / 3;
+    let (work, _) = t.plan(at, true, standalone);
+    assert_eq!(by_owner_of(&work), [(1, false), (2, false)], "the window");
+    reply(&mut t, planned(&work, false), at, 1);
+    // An invalidation of a watchdog hold renews it at once, by owner too
+    // (nobody else acts as it; a check of a fixed lease, lease zero, is
+    // the full script's).
+    invalidate(&mut t, &[name(0)]);
+    let (work, _) = t.plan(at + Duration::from_millis(1), false, standalone);
+    assert_eq!(
+        by_owner_of(&work),
+        [(1, true)],
+        "renewed on an invalidation"
+    );
+    reply(&mut t, planned(&work, false), at, 1);
+    // In doubt since (an acquire of its handle cancelled): by token.
+    names
+        .by_owner
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let at = at + LEASE / 3;
+    let (work, _) = t.plan(at, false, standalone);
+    assert_eq!(by_owner_of(&work), [(1, false), (2, false)], "in doubt");
+}

@@ -441,9 +441,16 @@ impl Table {
             e.set(BUSY, true);
             e.off_grid = false;
             let refresh = !lease.is_zero() && (self.refresh_all || !e.has(COUNTER_FRESH));
+            // A plain renewal of a hold nobody can have replaced judges it
+            // by owner alone (no counter read: two calls, not three); a
+            // check, a counter refresh and every other hold read the token.
+            let renewal = match h.renewal().by_owner {
+                Some(lighter) if !lease.is_zero() && !refresh && h.key.by_owner() => lighter,
+                _ => h.renewal(),
+            };
             let (node, s) = node_of(h.key.slot());
             work.groups
-                .entry((node, s, RenewalRef(h.renewal()), lease, refresh))
+                .entry((node, s, RenewalRef(renewal), lease, refresh))
                 .or_default()
                 .push((
                     Arc::clone(h),

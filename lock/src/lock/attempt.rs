@@ -28,7 +28,7 @@ use crate::shape::{key_shape, KeyShape};
 use super::base::{Lock, ReplicaSync};
 use super::depart::leave_late;
 use super::guard::LockGuard;
-use super::handle::Handle;
+use super::handle::{Handle, Unsettled};
 use super::release::{release, Retry};
 
 /// First pause before an acquire that surely did not run (see [`not_run`])
@@ -78,6 +78,7 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
         return;
     };
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        lock.handle.doubt();
         return;
     };
     let until = Instant::now() + lease;
@@ -202,7 +203,8 @@ impl Lock {
         let (frame, sent_at) = self.send(&cmd, deadline).await?;
         // A reply of another shape leaves the outcome unknown, as a lost one
         // does: the lease ends whatever it may have taken.
-        let (holds, value, made) = match acquire_reply(&frame)? {
+        let reply = acquire_reply(&frame).inspect_err(|_| self.handle.doubt());
+        let (holds, value, made) = match reply? {
             AcquireReply::UpgradeRefused => {
                 return Err(LockError::UpgradeRefused {
                     name: self.name().to_owned(),
@@ -251,6 +253,10 @@ impl Lock {
         // The connection bounds the wait with its one timer and hands a
         // reply that comes too late (or after a cancel) to the finisher.
         let late = self.handle.late_reply(|| self.finisher());
+        // Until a reply is read (or the attempt surely did not run), the
+        // outcome is unknown: cancelled or failed here, the handle's holds
+        // are judged by token from then on.
+        let unsettled = Unsettled::new(&self.handle);
         let mut pause = NOT_RUN_PAUSE;
         loop {
             let sent_at = Instant::now();
@@ -269,8 +275,18 @@ impl Lock {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(MAX_NOT_RUN_PAUSE);
                 }
-                Err(e) => return Err(self.refused(e).await),
-                Ok(frame) => return Ok((frame, sent_at)),
+                Err(e) => {
+                    if not_run(&e) {
+                        unsettled.settled();
+                    } else {
+                        drop(unsettled);
+                    }
+                    return Err(self.refused(e).await);
+                }
+                Ok(frame) => {
+                    unsettled.settled();
+                    return Ok((frame, sent_at));
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ use keylatch_resp::Frame;
 use crate::error::LockResult;
 
 use super::base::Lock;
+use super::handle::Unsettled;
 use super::kind::{Place, Waiting};
 
 /// A kind's place, named by its static value.
@@ -108,6 +109,9 @@ impl Drop for Unanswered {
 /// gives the grant back, the owner's next acquire waits (`Leaves`).
 fn spawn_leave(lock: Lock, place: PlaceRef, tag: u16) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        if tag != 0 {
+            lock.handle.doubt();
+        }
         return;
     };
     let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(&lock.handle.owner()));
@@ -137,13 +141,21 @@ fn last_out(lock: &Lock, place: PlaceRef) -> bool {
 
 /// The place's leave script for this owner (and wait `tag`): `true` when
 /// it had the place.
+///
+/// A tagged leave gives back a grant its wait never took: until it is
+/// answered, that grant may be a hold of this owner nobody here knows of
+/// (see `Unsettled`).
 async fn leave(lock: &Lock, place: PlaceRef, tag: u16) -> LockResult<bool> {
     let (inner, handle) = (&lock.inner, &lock.handle);
+    let unsettled = (tag != 0).then(|| Unsettled::new(handle));
     let reply = inner
         .client
         .eval_with(place.leave, || {
             (place.leave_cmd)(&inner.script_args, &handle.names, &handle.owner(), tag)
         })
         .await?;
+    if let Some(u) = unsettled {
+        u.settled();
+    }
     Ok(*reply.value() == Frame::Integer(1))
 }

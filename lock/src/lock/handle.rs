@@ -39,6 +39,12 @@ pub(crate) struct Handle {
     /// An acquire was sent through this handle already (its finisher is
     /// kept from the second on).
     sent: AtomicBool,
+    /// A request of this handle that may have taken the lock ended without
+    /// its outcome known here (failed, timed out, cancelled, answered
+    /// unreadably; a waiter's leave that failed): from then on its holds
+    /// are judged by their fencing token, never by owner alone (see
+    /// [`Unsettled`]).
+    doubt: AtomicBool,
     /// The hold this handle (or a clone) took last: a re-entry whose reply
     /// carries its token joins it. Locked by this handle's callers only,
     /// never by the lease engine.
@@ -92,6 +98,44 @@ impl HoldNames for Handle {
     fn renewal(&self) -> &'static Renewal {
         self.kind.lease
     }
+    /// By owner alone while the owner is this client's own, its text was
+    /// never handed out (`Lock::owner`: another process given it could
+    /// take the lock as this owner), and no request of the handle ended
+    /// in doubt.
+    fn by_owner(&self) -> bool {
+        self.owner.given_text().is_none()
+            && !self.doubt.load(Ordering::Acquire)
+            && self
+                .more
+                .get()
+                .map_or(true, |m| m.owner_text.get().is_none())
+    }
+}
+
+/// A request of a handle that may take the lock (an acquire, a waiter's
+/// leave that gives a grant back), in flight: dropped before
+/// [`settled`](Self::settled) (cancelled, failed, answered unreadably) it
+/// marks the handle in doubt. Such a request may still run, or may have
+/// run, and taken the lock again as this owner behind a hold whose key
+/// lapsed; only the fencing counter's newer token would tell.
+pub(crate) struct Unsettled<'a>(&'a Handle);
+
+impl<'a> Unsettled<'a> {
+    pub(crate) fn new(handle: &'a Handle) -> Self {
+        Self(handle)
+    }
+
+    /// The outcome is known here (the reply was read, or the request
+    /// surely did not run).
+    pub(crate) fn settled(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        self.0.doubt();
+    }
 }
 
 impl Handle {
@@ -105,6 +149,7 @@ impl Handle {
             slot,
             used: AtomicBool::new(false),
             sent: AtomicBool::new(false),
+            doubt: AtomicBool::new(false),
             current: Mutex::new(Weak::new()),
             more: OnceLock::new(),
         }
@@ -147,6 +192,12 @@ impl Handle {
             .unwrap_or_else(|p| p.into_inner())
             .upgrade()
             .is_some_and(|h| h.is_active())
+    }
+
+    /// A request of this handle that may have taken the lock ended without
+    /// its outcome known: its holds are judged by token from now on.
+    pub(crate) fn doubt(&self) {
+        self.doubt.store(true, Ordering::Release);
     }
 
     /// Waits of this owner holding a shared place in progress.

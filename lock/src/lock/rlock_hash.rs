@@ -9,7 +9,10 @@ use crate::context::ScriptArgs;
 use crate::lease::Renewal;
 use crate::names::{companion, CompanionArg, LockNames};
 use crate::owner::Owner;
-use crate::scripts::{REENTRANT_RELEASE, REENTRANT_RENEW, REENTRANT_RENEW_NODE, WAITER_LEAVE};
+use crate::scripts::{
+    OWNER_RENEW, OWNER_RENEW_NODE, REENTRANT_RELEASE, REENTRANT_RENEW, REENTRANT_RENEW_NODE,
+    WAITER_LEAVE,
+};
 
 use super::kind::{AcquireCall, Place, ReleaseCall};
 
@@ -20,6 +23,20 @@ pub(crate) static HASH_LEASE: Renewal = Renewal {
     node: &REENTRANT_RENEW_NODE,
     tracked: true,
     counter: token_counter,
+    by_owner: Some(&HASH_BY_OWNER),
+    owner_only: false,
+};
+
+/// [`HASH_LEASE`]'s plain renewal of a hold judged by its owner alone
+/// (`owner_renew.lua`): the owner's field there, the key stretched; no
+/// counter read. Only the lease engine picks it, hold by hold.
+static HASH_BY_OWNER: Renewal = Renewal {
+    slot: &OWNER_RENEW,
+    node: &OWNER_RENEW_NODE,
+    tracked: true,
+    counter: token_counter,
+    by_owner: None,
+    owner_only: true,
 };
 
 /// The fencing counter, `redisson_lock_token:{name}`: what the RLock

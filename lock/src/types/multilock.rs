@@ -18,9 +18,9 @@ use keylatch_resp::{Cmd, Frame, ToArg};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
-use crate::lock::settle_late;
 use crate::lock::Lock;
 use crate::lock::LockGuard;
+use crate::lock::{settle_late, Unsettled};
 use crate::owner::OwnerText;
 use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
@@ -264,6 +264,10 @@ async fn take_group(
                 .max(cfg.attempt_timeout)
         });
         let sent_at = Instant::now();
+        // Cancelled, failed or answered unreadably, each member's holds are
+        // judged by token from then on (see `Unsettled`).
+        let unsettled: Vec<Unsettled<'_>> =
+            group.iter().map(|l| Unsettled::new(&l.handle)).collect();
         let frame = match inner
             .client
             .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late))
@@ -272,7 +276,9 @@ async fn take_group(
             Ok(f) => f,
             Err(e) => return Err(refused(group, e).await),
         };
-        let (busy, pttl) = match multi_reply(&frame, group.len())? {
+        let reply = multi_reply(&frame, group.len())?;
+        unsettled.into_iter().for_each(Unsettled::settled);
+        let (busy, pttl) = match reply {
             MultiReply::Taken(pairs) => {
                 let mut guards = Vec::with_capacity(group.len());
                 for (m, (holds, token)) in group.iter().zip(pairs) {

@@ -23,6 +23,8 @@ static RW_LEASE: Renewal = Renewal {
     node: &RW_RENEW_NODE,
     tracked: false,
     counter: hold_prefix,
+    by_owner: None,
+    owner_only: false,
 };
 
 /// The write hold's lease, tracked like a lock's.
@@ -31,6 +33,8 @@ static WRITE_LEASE: Renewal = Renewal {
     node: &RW_RENEW_NODE,
     tracked: true,
     counter: hold_prefix,
+    by_owner: None,
+    owner_only: false,
 };
 
 /// A read session of one owner (Redisson's `RedissonReadLock`): the

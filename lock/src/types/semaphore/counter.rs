@@ -59,6 +59,8 @@ pub(super) static PERMITS_LEASE: Renewal = Renewal {
     node: &PERMITS_RENEW_NODE,
     tracked: false,
     counter: permits_zset,
+    by_owner: None,
+    owner_only: false,
 };
 
 /// The permits zset, `{name}:timeout` (the hold's field is its permit ids).
