@@ -9,6 +9,9 @@ pipelined burst of calls of 100 holds each (the best of 3 bursts)?
 
 It FLUSHALLs the server: point it at a scratch redis-server. Scripts:
   redisson   Redisson's LockTask renewal (hexists + pexpire per lock)
+  owner      keylatch's owner_renew (lib/stretch.lua, lib/renew_owner.lua,
+             owner_renew.lua): a plain renewal of a hold judged by owner
+             alone, the engine's common case since session 26
   keylatch   keylatch's reentrant_renew as assembled by lock/src/scripts.rs
              (lib/stretch.lua, lib/judge_reentrant.lua, lib/renew_current.lua,
              reentrant_renew.lua)
@@ -53,6 +56,15 @@ def keylatch_script():
         os.path.join(LUA, "lib", "judge_reentrant.lua"),
         os.path.join(LUA, "lib", "renew_current.lua"),
         os.path.join(LUA, "reentrant_renew.lua"),
+    ]
+    return "\n".join(open(p).read() for p in parts[:-1]) + "\n" + open(parts[-1]).read()
+
+
+def owner_script():
+    parts = [
+        os.path.join(LUA, "lib", "stretch.lua"),
+        os.path.join(LUA, "lib", "renew_owner.lua"),
+        os.path.join(LUA, "owner_renew.lua"),
     ]
     return "\n".join(open(p).read() for p in parts[:-1]) + "\n" + open(parts[-1]).read()
 
@@ -122,7 +134,7 @@ def main():
     for _ in setup:
         c.read()
     lease = 30000
-    for name, src in [("redisson", REDISSON), ("keylatch", keylatch_script()), ("six-calls", SIX_CALLS), ("refresh", keylatch_script())]:
+    for name, src in [("redisson", REDISSON), ("owner", owner_script()), ("keylatch", keylatch_script()), ("six-calls", SIX_CALLS), ("refresh", keylatch_script())]:
         sha = c.cmd("SCRIPT", "LOAD", src).decode()
         best = None
         for _ in range(3):
@@ -130,7 +142,7 @@ def main():
             calls = []
             for start in range(0, a.holds, 100):
                 ids = range(start, min(start + 100, a.holds))
-                if name == "redisson":
+                if name in ("redisson", "owner"):
                     keys = ["lock-%d" % i for i in ids]
                     args = [str(lease)] + [OWNER] * len(keys)
                 else:

@@ -113,7 +113,7 @@ impl Lock {
     /// and refusals within this bound.
     ///
     /// [`LocksConfig::attempt_timeout`]: crate::LocksConfig::attempt_timeout
-    fn reply_bound(&self, deadline: Option<Instant>) -> Duration {
+    pub(crate) fn reply_bound(&self, deadline: Option<Instant>) -> Duration {
         let floor = self.inner.config.attempt_timeout;
         deadline.map_or(floor, |d| {
             d.saturating_duration_since(Instant::now()).max(floor)

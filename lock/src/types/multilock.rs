@@ -6,10 +6,9 @@
 //! waits only while holding members that come before the one it waits
 //! for. Members of one client, owner and slot (a shared hash tag) that are
 //! plain reentrant locks are taken together in one script call
-//! (`multi_acquire.lua`), all or none. A partial acquire is rolled back
-//! before the call returns; a dropped acquire releases what it took in the
-//! background (its guards' drops, and the late-reply finishers of attempts
-//! in flight).
+//! (`multi_acquire.lua`), all or none. A partial acquire is rolled back before
+//! the call returns; a dropped one releases what it took in the background
+//! (its guards' drops, the late-reply finishers of attempts in flight).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -259,15 +258,10 @@ async fn take_group(
     let late = settle_group(group, cfg.watchdog_timeout);
     let mut wake: Option<Wake> = None;
     loop {
-        let bound = deadline.map_or(cfg.attempt_timeout, |d| {
-            d.saturating_duration_since(Instant::now())
-                .max(cfg.attempt_timeout)
-        });
+        let bound = first.reply_bound(deadline);
         let sent_at = Instant::now();
-        // Cancelled, failed or answered unreadably, each member's holds are
-        // judged by token from then on (see `Unsettled`).
-        let unsettled: Vec<Unsettled<'_>> =
-            group.iter().map(|l| Unsettled::new(&l.handle)).collect();
+        // Ended unread, each member's holds are judged by token (`Unsettled`).
+        let unsettled: Vec<_> = group.iter().map(|l| Unsettled::new(&l.handle)).collect();
         let frame = match inner
             .client
             .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late))
