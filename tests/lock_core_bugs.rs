@@ -304,6 +304,36 @@ async fn a_hold_replaced_by_another_process_of_the_owner_tells_the_old_guard() {
     within("B's unlock", gb.unlock()).await.unwrap();
 }
 
+/// Bug 3, with the owner id read off the server: process B learns A's owner
+/// id from the lock's hash (as `keylatch status` shows it), not from
+/// `Lock::owner`, so A's renewals judge G1 by owner alone. One renewal in
+/// eight reads the fencing token anyway: G1's `lost()` fires within eight
+/// renewals (2⅔ leases; a few more here for the round's slack), and B's
+/// hold stays.
+#[tokio::test]
+async fn a_hold_replaced_as_an_owner_read_off_the_server_is_found_within_eight_renewals() {
+    let server = RedisServer::start();
+    let a = locks(&server, cfg()).await;
+    let b = locks(&server, cfg()).await;
+    let g1 = hold(&a.lock("scraped"), "G1").await;
+    let owner = server.cli(&["HKEYS", "scraped"]).unwrap().trim().to_owned();
+    assert!(!owner.is_empty(), "A's owner in the hash");
+    let lock_b = b.lock_with_owner("scraped", &owner);
+    let (deleted, fresh) = within("DEL and B's acquire", async {
+        tokio::join!(b.client().del(["scraped"]), lock_b.try_acquire_now(None))
+    })
+    .await;
+    assert_eq!(deleted.unwrap(), 1, "G1's key was there to delete");
+    let gb = fresh.unwrap().expect("B takes the deleted lock");
+    assert_eq!(gb.hold_count(), 1, "a fresh hold, not a re-entry");
+    let reason = lost_within(&g1, LEASE * 4, "G1, whose hold was replaced").await;
+    assert_replaced(reason);
+    assert!(!gb.is_lost(), "B's hold is not the one gone");
+    assert_eq!(hget(&server, "scraped", &owner), Some(1), "B's hold");
+    drop(g1);
+    within("B's unlock", gb.unlock()).await.unwrap();
+}
+
 /// Bug 3 (a clone's cancelled fresh acquire): a replaced hold is renewed for
 /// the old guard, and its `lost()` never fires.
 ///

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::hold::{instant, nanos, Hold};
+use super::tuning::TOKEN_EVERY;
 
 /// An instant as nanoseconds past the hold module's base: 8 bytes where an
 /// `Instant` takes 16, and there are four in an entry and one in each heap
@@ -47,6 +48,10 @@ pub(super) const COUNTER_FRESH: u8 = 4;
 /// Its look is for a loss or tracked read (may not wait for the task's
 /// sleep floor) rather than a renewal or check.
 pub(super) const LOOK_URGENT: u8 = 8;
+/// The flag byte's top bits: renewals judged by owner alone since the hold
+/// was last judged by its token (see [`TOKEN_EVERY`]).
+const OWNER_TURNS: u8 = 0x70;
+const OWNER_SHIFT: u8 = 4;
 
 /// The task's bookkeeping for one hold (the hold's own state is its atomics).
 ///
@@ -75,8 +80,8 @@ pub(super) struct Entry {
     /// Its live look: when ([`NO_TICK`]: none). A heap item of this slot
     /// at this time is the live one.
     pub(super) look: Tick,
-    /// [`BUSY`], [`RECHECK`], [`COUNTER_FRESH`], [`LOOK_URGENT`]: four
-    /// flags in one byte keep the entry at 64 bytes.
+    /// [`BUSY`], [`RECHECK`], [`COUNTER_FRESH`], [`LOOK_URGENT`] and the
+    /// owner-turn count in one byte keep the entry at 64 bytes.
     flags: u8,
     /// Its live item in its grid's queue: the early time it was queued at
     /// ([`NO_TICK`]: none).
@@ -90,15 +95,17 @@ pub(super) struct Entry {
 
 impl Entry {
     pub(super) fn new(hold: &Arc<Hold>, since: Instant) -> Self {
+        let name = name_hash(hold.key.name());
         Self {
             hold: Arc::downgrade(hold),
-            name: name_hash(hold.key.name()),
+            name,
             epoch: hold.epoch(),
             next_renew: nanos(since + hold.lease() / 3),
             off_grid: false,
             tracked: false,
             pushed: false,
-            flags: 0,
+            // Started apart per name, so a round's token reads spread.
+            flags: ((name % u32::from(TOKEN_EVERY)) as u8) << OWNER_SHIFT,
             since: nanos(since),
             look: NO_TICK,
             queued: NO_TICK,
@@ -148,6 +155,23 @@ impl Entry {
     /// [`LOOK_URGENT`]) is set.
     pub(super) fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
+    }
+
+    /// Whether this renewal may judge the hold by owner alone, counted:
+    /// every [`TOKEN_EVERY`]-th is judged by its token instead.
+    pub(super) fn owner_turn(&mut self) -> bool {
+        let n = (self.flags & OWNER_TURNS) >> OWNER_SHIFT;
+        self.flags &= !OWNER_TURNS;
+        if n + 1 >= TOKEN_EVERY {
+            return false;
+        }
+        self.flags |= (n + 1) << OWNER_SHIFT;
+        true
+    }
+
+    /// The hold was judged by its token: the count starts again.
+    pub(super) fn token_judged(&mut self) {
+        self.flags &= !OWNER_TURNS;
     }
 
     pub(super) fn set(&mut self, flag: u8, on: bool) {

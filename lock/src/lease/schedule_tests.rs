@@ -3,6 +3,7 @@
 
 use super::tests::{hold, planned, settle, standalone, LEASE};
 use super::*;
+use crate::lease::tuning::TOKEN_EVERY;
 
 /// Names of holds `0..n`.
 fn name(i: usize) -> String {
@@ -519,31 +520,46 @@ fn plain_renewals_of_holds_nobody_can_replace_judge_by_owner_and_nothing_else_do
     t.insert(Arc::clone(&lone));
     t.insert(Arc::clone(&named));
     settle(&mut t);
-    let at = now + LEASE / 3;
-    let (work, _) = t.plan(at, false, standalone);
-    assert_eq!(by_owner_of(&work), [(1, true), (2, false)]);
-    reply(&mut t, planned(&work, false), at, 1);
+    // Sixteen plain rounds: the lone hold is judged by its token at one
+    // renewal in TOKEN_EVERY (where in the count it starts depends on its
+    // name), the named one always.
+    let mut at = now;
+    let mut lone_by_token = Vec::new();
+    for round in 0..16 {
+        at += LEASE / 3;
+        let (work, _) = t.plan(at, false, standalone);
+        let judged = by_owner_of(&work);
+        assert_eq!(judged.len(), 2, "round {round}: {judged:?}");
+        assert_eq!(judged[1], (2, false), "round {round}");
+        if !judged[0].1 {
+            lone_by_token.push(round);
+        }
+        reply(&mut t, planned(&work, false), at, 1);
+    }
+    assert_eq!(lone_by_token.len(), 2, "{lone_by_token:?}");
+    assert_eq!(
+        lone_by_token[1] - lone_by_token[0],
+        usize::from(TOKEN_EVERY),
+        "{lone_by_token:?}"
+    );
     // The window refreshes (and so reads) every counter.
-    let at = at + LEASE / 3;
+    at += LEASE / 3;
     let (work, _) = t.plan(at, true, standalone);
     assert_eq!(by_owner_of(&work), [(1, false), (2, false)], "the window");
     reply(&mut t, planned(&work, false), at, 1);
-    // An invalidation of a watchdog hold renews it at once, by owner too
-    // (nobody else acts as it; a check of a fixed lease, lease zero, is
-    // the full script's).
-    invalidate(&mut t, &[name(0)]);
-    let (work, _) = t.plan(at + Duration::from_millis(1), false, standalone);
-    assert_eq!(
-        by_owner_of(&work),
-        [(1, true)],
-        "renewed on an invalidation"
-    );
-    reply(&mut t, planned(&work, false), at, 1);
-    // In doubt since (an acquire of its handle cancelled): by token.
+    // In doubt since (an acquire of its handle cancelled): by token at
+    // every renewal.
     names
         .by_owner
         .store(false, std::sync::atomic::Ordering::Relaxed);
-    let at = at + LEASE / 3;
-    let (work, _) = t.plan(at, false, standalone);
-    assert_eq!(by_owner_of(&work), [(1, false), (2, false)], "in doubt");
+    for round in 0..usize::from(TOKEN_EVERY) {
+        at += LEASE / 3;
+        let (work, _) = t.plan(at, false, standalone);
+        assert_eq!(
+            by_owner_of(&work),
+            [(1, false), (2, false)],
+            "in doubt, {round}"
+        );
+        reply(&mut t, planned(&work, false), at, 1);
+    }
 }

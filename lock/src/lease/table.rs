@@ -15,7 +15,7 @@ use super::calls::{Mark, Planned};
 use super::entry::{BUSY, COUNTER_FRESH, RECHECK};
 use super::hold::Hold;
 use super::reason::LossReason;
-use super::renewal::RenewalRef;
+use super::renewal::{Renewal, RenewalRef};
 use super::schedule::{Entry, Schedule};
 use super::tuning::TRACK_AFTER;
 
@@ -441,13 +441,7 @@ impl Table {
             e.set(BUSY, true);
             e.off_grid = false;
             let refresh = !lease.is_zero() && (self.refresh_all || !e.has(COUNTER_FRESH));
-            // A plain renewal of a hold nobody can have replaced judges it
-            // by owner alone (no counter read: two calls, not three); a
-            // check, a counter refresh and every other hold read the token.
-            let renewal = match h.renewal().by_owner {
-                Some(lighter) if !lease.is_zero() && !refresh && h.key.by_owner() => lighter,
-                _ => h.renewal(),
-            };
+            let renewal = renewal_for(e, h, lease, refresh);
             let (node, s) = node_of(h.key.slot());
             work.groups
                 .entry((node, s, RenewalRef(renewal), lease, refresh))
@@ -473,6 +467,22 @@ impl Table {
         // A round comes by the overdue time (the grid moves an interval at
         // a time), unless the reply that set it came late: then by overdue.
         (overdue < round).then_some(overdue)
+    }
+}
+
+/// The renewal a planned call judges `h` with. A plain renewal of a hold
+/// nobody can have replaced judges it by owner alone (no counter read: two
+/// calls, not three), but for one renewal in `TOKEN_EVERY`; a check, a
+/// counter refresh and every other hold read the token.
+fn renewal_for(e: &mut Entry, h: &Hold, lease: Duration, refresh: bool) -> &'static Renewal {
+    match h.renewal().by_owner {
+        Some(lighter) if !lease.is_zero() && !refresh && h.key.by_owner() && e.owner_turn() => {
+            lighter
+        }
+        _ => {
+            e.token_judged();
+            h.renewal()
+        }
     }
 }
 
