@@ -375,6 +375,45 @@ async fn a_renewal_gives_no_expiry_to_a_key_without_one() {
     assert!(left(counter) > 50_000, "{}", left(counter));
 }
 
+/// The owner-only renewal (`owner_renew.lua`) keeps the same rules, on
+/// every server: a key without expiry keeps none, a longer expiry is kept,
+/// a short one is stretched to the lease; a missing owner and a key of
+/// another type are each that hold's loss (0), not the call's.
+#[tokio::test]
+async fn an_owner_only_renewal_judges_each_key_alone_and_never_shortens() {
+    use keylatch_lock::scripts::OWNER_RENEW;
+    let server = RedisServer::start();
+    let locks = tracked_locks(&server, LocksConfig::default()).await;
+    server.cli(&["HSET", "forever", "c:1", "1"]).unwrap();
+    server.cli(&["HSET", "long", "c:1", "1"]).unwrap();
+    server.cli(&["PEXPIRE", "long", "600000"]).unwrap();
+    server.cli(&["HSET", "short", "c:1", "1"]).unwrap();
+    server.cli(&["PEXPIRE", "short", "100"]).unwrap();
+    server.cli(&["HSET", "other", "c:2", "1"]).unwrap();
+    server.cli(&["RPUSH", "list", "x"]).unwrap();
+    // KEYS: hashes; ARGV: lease, then each hold's owner.
+    let keys = ["forever", "long", "short", "other", "list", "gone"];
+    let reply = locks
+        .client()
+        .eval_script(
+            &OWNER_RENEW,
+            &keys,
+            &["900", "c:1", "c:1", "c:1", "c:1", "c:1", "c:1"],
+        )
+        .await
+        .unwrap();
+    let one = |v| keylatch_resp::Frame::Integer(v);
+    assert_eq!(
+        reply,
+        keylatch_resp::Frame::Array(vec![one(1), one(1), one(1), one(0), one(0), one(0)])
+    );
+    let left = |k: &str| -> i64 { server.cli(&["PTTL", k]).unwrap().trim().parse().unwrap() };
+    assert_eq!(left("forever"), -1);
+    assert!(left("long") > 500_000, "{}", left("long"));
+    assert!((500..=900).contains(&left("short")), "{}", left("short"));
+    assert_eq!(left("other"), -1, "another owner's key untouched");
+}
+
 /// `tracked_holds` bounds what tracking costs: with a budget of 5 and ten
 /// holds, five keys are tracked, round after round; a hold past the budget
 /// still learns of an outside delete, from its next renewal.
