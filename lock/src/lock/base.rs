@@ -172,6 +172,12 @@ impl Lock {
 
     /// The owner id this handle acts as (`<client uuid>:<n>`).
     ///
+    /// Once asked for, the id may be given to another process
+    /// ([`Locks::lock_with_owner`](crate::Locks::lock_with_owner)), which
+    /// could re-take the lock as this owner behind a lapsed hold: this
+    /// handle's holds are then judged by their fencing token at every
+    /// renewal, not by owner alone (slightly more server work per renewal).
+    ///
     /// ```no_run
     /// # fn demo(locks: keylatch_lock::Locks) {
     /// let lock = locks.lock("invoices");
