@@ -334,6 +334,52 @@ async fn a_hold_replaced_as_an_owner_read_off_the_server_is_found_within_eight_r
     within("B's unlock", gb.unlock()).await.unwrap();
 }
 
+/// Bug 3, with the owner id taken from a guard's `Debug` (a log line): that
+/// hands the id out as `Lock::owner` does, so each replaced hold is found
+/// at its next renewal, not at its token turn up to eight renewals later
+/// (outside review: `Debug` wrote the id without marking the handle).
+/// Eight names, so a token turn cannot hide the difference.
+#[tokio::test]
+async fn a_hold_replaced_as_an_owner_from_a_debug_line_is_found_at_the_next_renewal() {
+    let server = RedisServer::start();
+    let a = locks(&server, cfg()).await;
+    let b = locks(&server, cfg()).await;
+    let mut olds = Vec::new();
+    for i in 0..8 {
+        let name = format!("debugged-{i}");
+        let g1 = hold(&a.lock(&name), "G1").await;
+        let line = format!("{g1:?}");
+        let from = line.find("owner: \"").expect("owner in Debug") + "owner: \"".len();
+        let owner = line[from..].split('"').next().unwrap().to_owned();
+        assert_eq!(server.cli(&["HKEYS", &name]).unwrap().trim(), owner);
+        olds.push((name, owner, g1));
+    }
+    // Past the first renewals (a hold's first may read its token anyway).
+    tokio::time::sleep(LEASE).await;
+    let mut news = Vec::new();
+    for (name, owner, _) in &olds {
+        let lock_b = b.lock_with_owner(name, owner);
+        let (deleted, fresh) = within("DEL and B's acquire", async {
+            tokio::join!(
+                b.client().del([name.as_str()]),
+                lock_b.try_acquire_now(None)
+            )
+        })
+        .await;
+        assert_eq!(deleted.unwrap(), 1);
+        news.push(fresh.unwrap().expect("B takes the deleted lock"));
+    }
+    // A renewal every 500 ms: the next one within a lease, with room.
+    for (name, _, g1) in &olds {
+        let reason = lost_within(g1, LEASE, name).await;
+        assert_replaced(reason);
+    }
+    for gb in news {
+        assert!(!gb.is_lost(), "B's hold is not the one gone");
+        within("B's unlock", gb.unlock()).await.unwrap();
+    }
+}
+
 /// Bug 3 (a clone's cancelled fresh acquire): a replaced hold is renewed for
 /// the old guard, and its `lost()` never fires.
 ///

@@ -82,7 +82,10 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.handle.names.key)
-            .field("owner", self.handle.owner_id())
+            // Written out as `Lock::owner` hands it out: a log line can
+            // give the id to another process, so the handle's holds are
+            // judged by token from now on.
+            .field("owner", &self.handle.owner_str())
             .field("kind", &self.handle.kind.label)
             .finish_non_exhaustive()
     }
@@ -172,7 +175,8 @@ impl Lock {
 
     /// The owner id this handle acts as (`<client uuid>:<n>`).
     ///
-    /// Once asked for, the id may be given to another process
+    /// Once asked for (or written by `Lock`'s or a guard's `Debug`), the id
+    /// may be given to another process
     /// ([`Locks::lock_with_owner`](crate::Locks::lock_with_owner)), which
     /// could re-take the lock as this owner behind a lapsed hold: this
     /// handle's holds are then judged by their fencing token at every

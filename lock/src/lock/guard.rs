@@ -60,7 +60,8 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("name", &self.lock.name())
-            .field("owner", self.lock.owner_id())
+            // As `Lock::owner` (see `Lock`'s Debug).
+            .field("owner", &self.lock.owner())
             .field("holds", &self.holds)
             .field("token", &self.fencing_token())
             .finish_non_exhaustive()
