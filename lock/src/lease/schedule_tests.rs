@@ -41,6 +41,22 @@ fn reply(t: &mut Table, holds: Vec<Planned>, sent_at: Instant, verdict: i64) {
     });
 }
 
+/// A watchdog hold (token 1) named by `key` whose acquire made its fencing
+/// counter, confirmed at `now`.
+fn made_counter(key: crate::lease::key::HoldKey, now: Instant) -> Arc<Hold> {
+    Hold::new(crate::lease::hold::NewHold {
+        key,
+        token: 1,
+        renew: true,
+        lease: LEASE,
+        sent_at: now,
+        max_hold: None,
+        drift_permille: 10,
+        counters: Arc::new(crate::lease::Counters::default()),
+        counter_made: true,
+    })
+}
+
 fn tokens(work: &Work) -> Vec<u64> {
     let mut v: Vec<u64> = planned(work, false).iter().map(|(h, _)| h.token).collect();
     v.sort_unstable();
@@ -263,21 +279,14 @@ fn the_counter_is_refreshed_by_a_first_renewal_that_lands_and_in_the_window_only
 fn a_counter_the_acquire_made_is_not_refreshed_by_the_first_renewal_but_in_the_window() {
     let now = Instant::now();
     let mut t = Table::new(false);
-    let made = Hold::new(crate::lease::hold::NewHold {
-        key: crate::lease::key::HoldKey::new(
+    let made = made_counter(
+        crate::lease::key::HoldKey::new(
             Arc::from(name(0).as_str()),
             crate::owner::Owner::given("c:1"),
             &crate::lock::HASH_LEASE,
         ),
-        token: 1,
-        renew: true,
-        lease: LEASE,
-        sent_at: now,
-        max_hold: None,
-        drift_permille: 10,
-        counters: Arc::new(crate::lease::Counters::default()),
-        counter_made: true,
-    });
+        now,
+    );
     let found = hold(&name(1), "c:1", 2, true, now);
     t.insert(Arc::clone(&made));
     t.insert(Arc::clone(&found));
@@ -504,17 +513,7 @@ fn plain_renewals_of_holds_nobody_can_replace_judge_by_owner_and_nothing_else_do
         owner: crate::owner::Owner::made(&Arc::new("c".to_owned()), 1),
         by_owner: std::sync::atomic::AtomicBool::new(true),
     });
-    let lone = Hold::new(crate::lease::hold::NewHold {
-        key: crate::lease::key::HoldKey::of(Arc::clone(&names) as _),
-        token: 1,
-        renew: true,
-        lease: LEASE,
-        sent_at: now,
-        max_hold: None,
-        drift_permille: 10,
-        counters: Arc::new(crate::lease::Counters::default()),
-        counter_made: true,
-    });
+    let lone = made_counter(crate::lease::key::HoldKey::of(Arc::clone(&names) as _), now);
     // A key of its own (a write hold's, a permit's) is never judged so.
     let named = hold(&name(1), "c:1", 2, true, now);
     t.insert(Arc::clone(&lone));
