@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use keylatch_cluster::{Client, Commands, Event, PubSub};
 use keylatch_harness::RedisServer;
-use keylatch_lock::scripts::{NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, WAITER_LEAVE};
+use keylatch_lock::scripts::{
+    NONREENTRANT_ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE, WAITER_LEAVE,
+};
 use keylatch_lock::{Locks, LocksConfig};
 use keylatch_resp::Cmd;
 
@@ -602,6 +604,118 @@ async fn a_release_grants_the_lock_to_a_tagged_waiter_and_its_late_try_takes_it(
     // Taken once: the same try again is a re-entry.
     let again = raw_try(&raw, &REENTRANT_ACQUIRE, "granted", "ghost:1", "5").await;
     assert_eq!(again, format!("Array([Integer(2), Integer({token})])"));
+}
+
+/// Raw calls of the reentrant scripts on `name`, as a client makes them.
+struct RawLock<'a> {
+    raw: &'a Client,
+    name: &'a str,
+    counter: String,
+    registry: String,
+}
+
+impl<'a> RawLock<'a> {
+    fn new(raw: &'a Client, name: &'a str) -> Self {
+        Self {
+            raw,
+            name,
+            counter: format!("redisson_lock_token:{{{name}}}"),
+            registry: format!("keylatch_lock_waiters:{{{name}}}"),
+        }
+    }
+
+    /// A try by `owner`: `span` "0" takes or finds it held; else a wait
+    /// registered for `span` ms with tag `tag`.
+    async fn try_as(&self, owner: &str, span: &str, tag: &str) -> String {
+        let keys = [self.name, self.counter.as_str()];
+        let argv = ["30000", owner, "600000", span, self.registry.as_str(), tag];
+        let reply = self
+            .raw
+            .eval_script(&REENTRANT_ACQUIRE, &keys, &argv)
+            .await
+            .unwrap();
+        format!("{:?}", reply.value())
+    }
+
+    /// `owner`'s release of hold `token` ("0": by owner), granting a tagged
+    /// waiter the lock for 30 s.
+    async fn release_as(&self, owner: &str, token: &str) -> String {
+        let channel = format!("redisson_lock__channel:{{{}}}", self.name);
+        let keys = [self.name, self.counter.as_str()];
+        let argv = [
+            owner,
+            channel.as_str(),
+            "publish",
+            self.registry.as_str(),
+            "30000",
+            token,
+        ];
+        let reply = self
+            .raw
+            .eval_script(&REENTRANT_RELEASE, &keys, &argv)
+            .await
+            .unwrap();
+        format!("{:?}", reply.value())
+    }
+}
+
+/// A grant keeps the registry, and the grant's mark in it, at least the
+/// grant's lease though the waiter registered for less (its late try must
+/// still find the mark), and leaves the waiters' field on the hash, so the
+/// new holder's release serves whoever waits behind. A grant needs the
+/// counter: a release that did not find it (by owner, or by token with the
+/// counter gone) wakes the waiter instead and deletes the hash. Checked on
+/// every server the suite runs on (Redis 6.2 has no `PEXPIRE … GT`).
+#[tokio::test]
+async fn a_grant_keeps_the_registry_and_the_waiters_field_for_its_lease() {
+    let server = RedisServer::start();
+    let raw = Client::connect(&server.url()).await.unwrap();
+    let cli = |args: &[&str]| server.cli(args).unwrap().trim().to_owned();
+    for (case, by_token) in [("by-owner", false), ("by-token", true)] {
+        let name = format!("grant-keeps-{case}");
+        let lock = RawLock::new(&raw, &name);
+        let taken = lock.try_as("holder:1", "0", "0").await;
+        assert!(taken.starts_with("Array([Integer(1),"), "{case}: {taken}");
+        let token = cli(&["GET", &lock.counter]);
+        let tried = lock.try_as("ghost:1", "2000", "5").await;
+        assert!(tried.contains("Integer(0)"), "{case}: held: {tried}");
+        let short: i64 = cli(&["PTTL", &lock.registry]).parse().unwrap();
+        assert!((0..=2000).contains(&short), "{case}: {short}");
+        let release_token = if by_token { token.as_str() } else { "0" };
+        assert_eq!(
+            lock.release_as("holder:1", release_token).await,
+            "Integer(1)"
+        );
+        assert_eq!(cli(&["HGET", &name, "ghost:1"]), "1", "{case}: granted");
+        assert_eq!(cli(&["HEXISTS", &name, "holder:1"]), "0", "{case}");
+        assert_eq!(cli(&["HEXISTS", &name, "keylatch_waiters"]), "1", "{case}");
+        let kept: i64 = cli(&["PTTL", &lock.registry]).parse().unwrap();
+        assert!(
+            kept > 25_000,
+            "{case}: the registry lives the grant: {kept}"
+        );
+        let mark: f64 = cli(&["ZSCORE", &lock.registry, "ghost:1"]).parse().unwrap();
+        assert_eq!(mark, 5.0 / 1024.0, "{case}: the mark");
+
+        // No counter: the waiter is woken, not granted, and the hash goes.
+        let name = format!("grant-needs-a-counter-{case}");
+        let lock = RawLock::new(&raw, &name);
+        lock.try_as("holder:1", "0", "0").await;
+        let token = cli(&["GET", &lock.counter]);
+        lock.try_as("ghost:1", "60000", "5").await;
+        cli(&["DEL", &lock.counter]);
+        let release_token = if by_token { token.as_str() } else { "0" };
+        assert_eq!(
+            lock.release_as("holder:1", release_token).await,
+            "Integer(1)"
+        );
+        assert_eq!(cli(&["EXISTS", &name]), "0", "{case}: nothing granted");
+        assert_eq!(
+            cli(&["EXISTS", &lock.counter]),
+            "0",
+            "{case}: no counter made"
+        );
+    }
 }
 
 /// A try of another wait of the same owner (a clone of the handle, tag 7)

@@ -30,11 +30,18 @@
 -- From lib/ (scripts.rs puts them first): register_waiter, unregister_waiter, stretch, take_grant, counter_now.
 local span = tonumber(ARGV[4] or '0') or 0
 local tag = tonumber(ARGV[6] or '0') or 0
-local free = redis.call('exists', KEYS[1]) == 0
-if not free and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    local pttl = redis.call('pttl', KEYS[1])
+-- PTTL answers -2 for a missing key: EXISTS and the held lock's time left
+-- in one call; one HMGET reads the owner, a read-write lock's `mode` and
+-- the waiters' mark (each call a script makes costs the server more than
+-- the command itself; another type fails the HMGET: WRONGTYPE).
+local pttl = redis.call('pttl', KEYS[1])
+local free = pttl == -2
+local fields = free and {}
+    or redis.call('hmget', KEYS[1], ARGV[2], 'mode', 'keylatch_waiters')
+if not free and not fields[1] then
     if span > 0 then
-        register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
+        register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag,
+            { mode = fields[2] ~= false, marked = fields[3] ~= false })
         return {0, pttl, counter_now(KEYS[2]), tag}
     end
     return {0, pttl}
@@ -60,7 +67,9 @@ else
     redis.call('persist', KEYS[2])
 end
 local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-if free or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+-- (`pttl` is still the key's, -2 when free: nothing above changed its
+-- expiry.)
+if pttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 if others then

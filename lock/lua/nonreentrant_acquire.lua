@@ -35,7 +35,11 @@
 local span = tonumber(ARGV[4] or '0') or 0
 local tag = tonumber(ARGV[6] or '0') or 0
 local others = false
-if redis.call('exists', KEYS[1]) == 0 then
+-- PTTL answers -2 for a missing key: EXISTS and the held lock's time left
+-- in one call (each call a script makes costs the server more than the
+-- command itself).
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
     if span > 0 then
         others = unregister_waiter(ARGV[5], ARGV[2])
     end
@@ -56,18 +60,21 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     return {1, token}
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+-- One read for the owner (a re-entry), a read-write lock's `mode` and the
+-- waiters' mark (register_waiter); another type fails it (WRONGTYPE).
+local fields = redis.call('hmget', KEYS[1], ARGV[2], 'mode', 'keylatch_waiters')
+if fields[1] then
     if span > 0 then
         local granted = take_grant(KEYS[1], KEYS[2], ARGV[5], ARGV[2], tag, ARGV[1])
         if granted then
             return {1, granted}
         end
     end
-    return {-1, redis.call('pttl', KEYS[1])}
+    return {-1, pttl}
 end
-local pttl = redis.call('pttl', KEYS[1])
 if span > 0 then
-    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
+    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag,
+        { mode = fields[2] ~= false, marked = fields[3] ~= false })
     return {0, pttl, counter_now(KEYS[2]), tag}
 end
 return {0, pttl}

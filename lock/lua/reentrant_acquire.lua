@@ -34,8 +34,9 @@
 --          need not refresh it at the hold's first renewal); {0, pttl}
 --          when another owner holds it: pttl bounds the wait.
 --
--- The lock hash is exactly Redisson's RLock layout (exists / hexists /
--- hincrby / pexpire), so Java and Rust holders exclude each other.
+-- The lock hash is exactly Redisson's RLock layout (a hash, owner -> hold
+-- count, with a PEXPIRE lease; its script reads it with exists / hexists),
+-- so Java and Rust holders exclude each other.
 -- Tokens: INCR of the counter, as Redisson's RFencedLock does. A counter that
 -- is missing (new, or expired while idle) starts again at the server's TIME
 -- in microseconds, above every earlier token as long as the clock does not
@@ -48,7 +49,11 @@
 local span = tonumber(ARGV[4] or '0') or 0
 local tag = tonumber(ARGV[6] or '0') or 0
 local others = false
-if redis.call('exists', KEYS[1]) == 0 then
+-- PTTL answers -2 for a missing key, so it serves as EXISTS here and as
+-- the held lock's time left below (every call a script makes costs the
+-- server more than the command itself).
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
     if span > 0 then
         others = unregister_waiter(ARGV[5], ARGV[2])
     end
@@ -69,7 +74,11 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     return {1, token}
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+-- One read for the owner's count (a re-entry), a read-write lock's `mode`
+-- and the waiters' mark (register_waiter); another type fails it
+-- (WRONGTYPE), before anything is written.
+local fields = redis.call('hmget', KEYS[1], ARGV[2], 'mode', 'keylatch_waiters')
+if fields[1] then
     if span > 0 then
         local granted = take_grant(KEYS[1], KEYS[2], ARGV[5], ARGV[2], tag, ARGV[1])
         if granted then
@@ -85,14 +94,15 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     -- A re-entry only ever extends the expiry: a shorter lease must not cut
     -- short the holds already taken (and watched) with a longer one.
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    -- (`pttl` is still the key's: nothing above changed its expiry.)
+    if pttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return {holds, token}
 end
-local pttl = redis.call('pttl', KEYS[1])
 if span > 0 then
-    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag)
+    register_waiter(KEYS[1], pttl, ARGV[5], ARGV[2], span, tag,
+        { mode = fields[2] ~= false, marked = fields[3] ~= false })
     return {0, pttl, counter_now(KEYS[2]), tag}
 end
 return {0, pttl}

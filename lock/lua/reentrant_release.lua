@@ -61,6 +61,8 @@ if holds == nil then
     return nil
 end
 local token = ARGV[6] or '0'
+-- Whether this call saw the counter (then grant_waiter need not ask).
+local counted = false
 if token ~= '0' then
     local current = redis.pcall('get', KEYS[2])
     if type(current) == 'table' and current.err then
@@ -71,6 +73,7 @@ if token ~= '0' then
     if current and current ~= token then
         return nil
     end
+    counted = current ~= false
 end
 if holds > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
@@ -83,7 +86,7 @@ if got[2] then
     woken, tag = wake_one(ARGV[4])
 end
 local granted = woken
-    and grant_waiter(KEYS[1], ARGV[1], KEYS[2], ARGV[4], woken, tag, ARGV[5] or '0')
+    and grant_waiter(KEYS[1], ARGV[1], KEYS[2], ARGV[4], woken, tag, ARGV[5] or '0', counted)
 if not granted then
     redis.call('del', KEYS[1])
 end

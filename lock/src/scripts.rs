@@ -412,15 +412,15 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         (
             "reentrant_acquire",
-            "538da5c976d4978b640e8468d694a78cd64e0ff5",
+            "acfb926137d88c981240ae027d7dc6a51979a5cb",
         ),
         (
             "nonreentrant_acquire",
-            "268cd138821b39ca7cc1e2f1562d8c44db98cdc7",
+            "0cdd30cbb304b286f60541fe626fedfd0697e97e",
         ),
         (
             "reentrant_release",
-            "71e0d61867cb2fba7bb6543e288886e4bb13e0dc",
+            "7f128e9fa30f8a9f01d3202466b37f16873f6f48",
         ),
         (
             "reentrant_renew",
@@ -495,7 +495,7 @@ mod tests {
             "latch_count_down",
             "ef34d40e46dde25bfb46ee0f3bc11ddc320fde4c",
         ),
-        ("fenced_acquire", "9e3ab9c7573ac927f0755e2d018e0531baa81bc2"),
+        ("fenced_acquire", "587e9cf1bfe1600f38bf3dd1e8e329bc198bc2cf"),
         ("multi_acquire", "ca0492154ca2330db14b428cd0221a4e371d2d0e"),
         (
             "unfenced_acquire",

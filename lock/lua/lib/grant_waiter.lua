@@ -16,16 +16,26 @@
 -- entry lasts its span past its last try) and is granted the lock holds
 -- it for that one lease, as a holder that dies does.
 --
+-- `counted`: the caller read `counter` in this call and found it there
+-- (so it is not asked again: every call a script makes costs the server
+-- more than the command itself). The hash's `keylatch_waiters` field is
+-- the caller's reason to wake anyone, so it is there, and stays: the
+-- holder's release reads the registry, drops the mark and serves whoever
+-- waits behind.
+--
 -- Returns the message that names the waiter on `registry`'s channel,
 -- "<owner> <tag> <token> <grant>", or nil when nothing was granted (no
 -- counter, or one that cannot be counted: then the waiter is only woken,
 -- and must try as ever; the caller deletes the hash). A counter that is
 -- missing is not made here: a new one starts at the server's time (the
 -- acquires do that).
-local function grant_waiter(hash, releaser, counter, registry, owner, tag, grant)
+local function grant_waiter(hash, releaser, counter, registry, owner, tag, grant, counted)
     -- (The releaser itself registered, acting as the same owner from
     -- elsewhere: its field would go; it is only woken.)
-    if tag <= 0 or owner == releaser or tonumber(grant) <= 0 or redis.call('exists', counter) == 0 then
+    if tag <= 0 or owner == releaser or tonumber(grant) <= 0 then
+        return nil
+    end
+    if not counted and redis.call('exists', counter) == 0 then
         return nil
     end
     -- The mark first: without it a try of this wait on its way would take
@@ -36,8 +46,12 @@ local function grant_waiter(hash, releaser, counter, registry, owner, tag, grant
     if type(redis.pcall('zadd', registry, tag / 1024, owner)) ~= 'number' then
         return nil
     end
+    -- At least the grant's lease. The mark may have made the registry again
+    -- (wake_one took its last entry, which deletes a zset), without an
+    -- expiry: left so, it lived on after a granted hold that expired
+    -- unreleased (one key per such name, for good).
     local left = redis.pcall('pttl', registry)
-    if type(left) == 'number' and left >= 0 and left < tonumber(grant) then
+    if type(left) == 'number' and (left == -1 or left < tonumber(grant)) then
         redis.pcall('pexpire', registry, grant)
     end
     local token = redis.pcall('incr', counter)
@@ -48,9 +62,6 @@ local function grant_waiter(hash, releaser, counter, registry, owner, tag, grant
     redis.call('hset', hash, owner, 1)
     redis.call('hdel', hash, releaser)
     redis.call('pexpire', hash, grant)
-    -- The holder's release reads the registry: it drops the mark and
-    -- wakes (or grants) whoever waits behind.
-    redis.call('hset', hash, 'keylatch_waiters', 1)
     -- (Lua writes a number above 1e14 in exponent form: %.0f keeps every
     -- digit, exact below 2^53.)
     return string.format('%s %d %.0f %s', owner, tag, token, grant)

@@ -19,8 +19,21 @@
 -- goes with the hash. Only an RLock hash with an expiry is marked: not a
 -- read-write lock's (its `mode` field), and not a hash without an expiry
 -- (an application's: the caller finds out what it is).
-local function register_waiter(hash, pttl, registry, owner, span, tag)
-    if pttl <= 0 or redis.call('hexists', hash, 'mode') == 1 then
+-- `read`: when the caller read the hash's `mode` and `keylatch_waiters`
+-- fields in this call (HMGET answers, false when missing), they are not
+-- asked again (each call a script makes costs the server more than the
+-- command); nil asks.
+local function register_waiter(hash, pttl, registry, owner, span, tag, read)
+    if pttl <= 0 then
+        return
+    end
+    local mode, marked
+    if read then
+        mode, marked = read.mode, read.marked
+    else
+        mode, marked = redis.call('hexists', hash, 'mode') == 1, false
+    end
+    if mode then
         return
     end
     local t = redis.call('time')
@@ -29,5 +42,7 @@ local function register_waiter(hash, pttl, registry, owner, span, tag)
         return
     end
     redis.call('pexpire', registry, span)
-    redis.call('hsetnx', hash, 'keylatch_waiters', 1)
+    if not marked then
+        redis.call('hsetnx', hash, 'keylatch_waiters', 1)
+    end
 end
