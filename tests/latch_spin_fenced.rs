@@ -264,14 +264,14 @@ async fn spin_and_fenced_locks_standalone() {
 }
 
 /// The lease of the client whose fenced hold must outlive three of them.
-const RENEW_LEASE: Duration = Duration::from_millis(1500);
+const RENEW_LEASE: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latch_spin_and_fenced_on_a_cluster() {
     let cluster = RedisCluster::start();
     // Fenced holds are renewed by owner on the cluster past three leases:
-    // a hold of a client with a 1.5 s lease (renewed every 500 ms), taken
-    // first and checked last, at least 5 s later (past three leases) while
+    // a hold of a client with a 2 s lease (renewed every 667 ms), taken
+    // first and checked last, at least 6.7 s later (past three leases) while
     // the other cases run on other names.
     let renewing = cluster_locks(&cluster, config().watchdog_timeout(RENEW_LEASE)).await;
     let renewed = renewing.fenced_lock("fenced-renew");

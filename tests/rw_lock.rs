@@ -221,10 +221,10 @@ async fn on_a_cluster_readers_overlap_writers_exclude_and_reads_are_renewed() {
     let cluster = RedisCluster::start();
     // Read holds in many slots, kept by the watchdog past three leases:
     // renewed per node, each owner's own hold keys. Three clients with a
-    // 1.5 s lease (renewed every 500 ms) take them first; they are checked
-    // last, at least 5 s later (past three leases), while the history runs
+    // 2 s lease (renewed every 667 ms) take them first; they are checked
+    // last, at least 6.7 s later (past three leases), while the history runs
     // on another name.
-    let renew_lease = Duration::from_millis(1500);
+    let renew_lease = Duration::from_secs(2);
     let mut renewing = Vec::new();
     for _ in 0..3 {
         renewing.push(cluster_locks_with(&cluster, config().watchdog_timeout(renew_lease)).await);
