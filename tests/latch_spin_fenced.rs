@@ -263,9 +263,20 @@ async fn spin_and_fenced_locks_standalone() {
     fenced_tokens(&clients[0], "fenced").await;
 }
 
+/// The lease of the client whose fenced hold must outlive three of them.
+const RENEW_LEASE: Duration = Duration::from_secs(2);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latch_spin_and_fenced_on_a_cluster() {
     let cluster = RedisCluster::start();
+    // Fenced holds are renewed by owner on the cluster past three leases:
+    // a hold of a client with a 2 s lease (renewed every 667 ms), taken
+    // first and checked last, at least 6.7 s later (past three leases) while
+    // the other cases run on other names.
+    let renewing = cluster_locks(&cluster, config().watchdog_timeout(RENEW_LEASE)).await;
+    let renewed = renewing.fenced_lock("fenced-renew");
+    let g = renewed.acquire().await.unwrap();
+    let past_three_leases = Instant::now() + RENEW_LEASE * 3 + RENEW_LEASE / 3;
     let deaf = cluster_locks(&cluster, config().recheck(Duration::from_secs(60))).await;
     latch_operations(&deaf, "latch-ops-c").await;
     // A name with a hash tag of its own: Redisson's channel
@@ -280,14 +291,12 @@ async fn latch_spin_and_fenced_on_a_cluster() {
     ];
     spin_exclusion(&clients, "spin-excl-c").await;
     fenced_tokens(&clients[0], "fenced-c").await;
-    // Fenced holds are renewed by owner on the cluster past three leases.
-    let g = clients[1]
-        .fenced_lock("fenced-renew")
-        .acquire()
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep_until(past_three_leases.into()).await;
     assert!(!g.is_lost());
+    assert!(
+        renewed.is_held_by_me().await.unwrap(),
+        "still held on the server"
+    );
     g.unlock().await.unwrap();
 }
 
@@ -320,34 +329,45 @@ mod misuse_review {
     async fn a_late_unlock_of_an_expired_guard_never_ends_the_newer_hold() {
         let server = RedisServer::start();
         let locks = locks_with(&server.url(), config()).await;
+        // The kinds hold distinct names: each runs as its own task, at once.
+        let cases: Vec<_> = kinds(&locks, "late-unlock")
+            .into_iter()
+            .map(|(kind, lock)| tokio::spawn(late_unlock(kind, lock)))
+            .collect();
         let mut failures = Vec::new();
-        for (kind, lock) in kinds(&locks, "late-unlock") {
-            let old = lock
-                .try_acquire(Duration::from_secs(5), Some(Duration::from_millis(300)))
-                .await
-                .unwrap()
-                .expect("free");
-            // Well past the 300 ms lease: gone on the server.
-            tokio::time::sleep(Duration::from_millis(1200)).await;
-            assert!(!lock.is_locked().await.unwrap(), "{kind}: lease ran out");
-            let new = lock.acquire().await.unwrap();
-            let late = old.unlock().await;
-            assert!(
-                matches!(
-                    late,
-                    Err(LockError::Expired { .. } | LockError::NotOwner { .. })
-                ),
-                "{kind}: {late:?}"
-            );
-            let still = lock.is_held_by_me().await.unwrap();
-            if !still || new.is_lost() {
-                failures.push(format!(
-                    "{kind}: the late unlock ({late:?}) ended the newer hold (held on server: {still})"
-                ));
-            }
-            drop(new.unlock().await);
+        for case in cases {
+            failures.extend(case.await.unwrap());
         }
         assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    /// One kind's case of the test above: its failure, if any.
+    async fn late_unlock(kind: &'static str, lock: Lock) -> Option<String> {
+        let old = lock
+            .try_acquire(Duration::from_secs(5), Some(Duration::from_millis(300)))
+            .await
+            .unwrap()
+            .expect("free");
+        // Well past the 300 ms lease: gone on the server.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(!lock.is_locked().await.unwrap(), "{kind}: lease ran out");
+        let new = lock.acquire().await.unwrap();
+        let late = old.unlock().await;
+        assert!(
+            matches!(
+                late,
+                Err(LockError::Expired { .. } | LockError::NotOwner { .. })
+            ),
+            "{kind}: {late:?}"
+        );
+        let still = lock.is_held_by_me().await.unwrap();
+        let failure = (!still || new.is_lost()).then(|| {
+            format!(
+                "{kind}: the late unlock ({late:?}) ended the newer hold (held on server: {still})"
+            )
+        });
+        drop(new.unlock().await);
+        failure
     }
 
     /// The same, with the expired guard dropped instead of unlocked (the
@@ -356,27 +376,38 @@ mod misuse_review {
     async fn dropping_an_expired_guard_never_ends_the_newer_hold() {
         let server = RedisServer::start();
         let locks = locks_with(&server.url(), config()).await;
+        // The kinds hold distinct names: each runs as its own task, at once.
+        let cases: Vec<_> = kinds(&locks, "late-drop")
+            .into_iter()
+            .map(|(kind, lock)| tokio::spawn(late_drop(kind, lock)))
+            .collect();
         let mut failures = Vec::new();
-        for (kind, lock) in kinds(&locks, "late-drop") {
-            let old = lock
-                .try_acquire(Duration::from_secs(5), Some(Duration::from_millis(300)))
-                .await
-                .unwrap()
-                .expect("free");
-            tokio::time::sleep(Duration::from_millis(1200)).await;
-            let new = lock.acquire().await.unwrap();
-            drop(old);
-            // The dropped guard's background release has long run by then.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let still = lock.is_held_by_me().await.unwrap();
-            if !still || new.is_lost() {
-                failures.push(format!(
-                    "{kind}: dropping the expired guard ended the newer hold (held on server: {still})"
-                ));
-            }
-            drop(new.unlock().await);
+        for case in cases {
+            failures.extend(case.await.unwrap());
         }
         assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    /// One kind's case of the test above: its failure, if any.
+    async fn late_drop(kind: &'static str, lock: Lock) -> Option<String> {
+        let old = lock
+            .try_acquire(Duration::from_secs(5), Some(Duration::from_millis(300)))
+            .await
+            .unwrap()
+            .expect("free");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let new = lock.acquire().await.unwrap();
+        drop(old);
+        // The dropped guard's background release has long run by then.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let still = lock.is_held_by_me().await.unwrap();
+        let failure = (!still || new.is_lost()).then(|| {
+            format!(
+                "{kind}: dropping the expired guard ended the newer hold (held on server: {still})"
+            )
+        });
+        drop(new.unlock().await);
+        failure
     }
 }
 
@@ -449,38 +480,52 @@ mod dropped_handle_review {
         while true do local n = redis.call('time') \
         if n[1]*1000000+n[2] - s > 400000 then break end end return 1";
 
-    /// The acquire of a free lock is written while the server is busy,
-    /// cancelled 100 ms in (its reply on the way), and its handle dropped
-    /// (`keep_handle` false) or kept; whether the lock is held by nobody
-    /// 500 ms after the server answered.
-    async fn orphan(
+    /// The acquires of free locks, one per case (how its handle is made,
+    /// its name, whether its handle is kept), are all written while the
+    /// server is busy, cancelled 100 ms in (their replies on the way), and
+    /// their handles dropped (`keep_handle` false) or kept; for each case,
+    /// whether its lock is held by nobody 500 ms after the server answered.
+    /// (The cases hold distinct names: they share one busy spell.)
+    async fn orphans(
         server: &RedisServer,
         locks: &Locks,
-        make: Make,
-        name: &str,
-        keep_handle: bool,
-    ) -> bool {
-        let lock = make(locks, name);
+        cases: &[(Make, String, bool)],
+    ) -> Vec<bool> {
         let port = server.port();
         let busy =
             std::thread::spawn(move || keylatch_harness::redis_cli(port, &["EVAL", BUSY, "0"]));
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let r = tokio::time::timeout(
-            Duration::from_millis(100),
-            lock.try_acquire(Duration::from_secs(5), None),
-        )
-        .await;
-        assert!(r.is_err(), "cancelled while the server was busy");
-        let kept = if keep_handle {
-            Some(lock)
-        } else {
-            drop(lock);
-            None
-        };
+        let attempts: Vec<_> = cases
+            .iter()
+            .map(|&(make, ref name, keep_handle)| {
+                let lock = make(locks, name);
+                tokio::spawn(async move {
+                    let r = tokio::time::timeout(
+                        Duration::from_millis(100),
+                        lock.try_acquire(Duration::from_secs(5), None),
+                    )
+                    .await;
+                    assert!(r.is_err(), "cancelled while the server was busy");
+                    if keep_handle {
+                        Some(lock)
+                    } else {
+                        drop(lock);
+                        None
+                    }
+                })
+            })
+            .collect();
+        let mut kept = Vec::new();
+        for attempt in attempts {
+            kept.push(attempt.await.unwrap());
+        }
         busy.join().unwrap().unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(locks.settle(Duration::from_secs(5)).await);
-        let held = locks.lock(name).is_locked().await.unwrap();
+        let mut held = Vec::new();
+        for (_, name, _) in cases {
+            held.push(locks.lock(name).is_locked().await.unwrap());
+        }
         drop(kept);
         held
     }
@@ -489,7 +534,7 @@ mod dropped_handle_review {
     async fn a_cancelled_acquire_is_settled_even_when_its_handle_is_dropped() {
         let server = RedisServer::start();
         let locks = locks_with(&server.url(), config()).await;
-        let mut orphans = Vec::new();
+        let mut cases = Vec::new();
         for (label, make) in kinds() {
             // Each script loaded first (a first call would be a NOSCRIPT).
             make(&locks, &format!("warm-{label}"))
@@ -499,8 +544,13 @@ mod dropped_handle_review {
                 .unlock()
                 .await
                 .unwrap();
-            let kept = orphan(&server, &locks, make, &format!("keep-{label}"), true).await;
-            let dropped = orphan(&server, &locks, make, &format!("drop-{label}"), false).await;
+            cases.push((make, format!("keep-{label}"), true));
+            cases.push((make, format!("drop-{label}"), false));
+        }
+        let held = orphans(&server, &locks, &cases).await;
+        let mut orphans = Vec::new();
+        for ((label, _), pair) in kinds().into_iter().zip(held.chunks(2)) {
+            let (kept, dropped) = (pair[0], pair[1]);
             if kept || dropped {
                 orphans.push(format!(
                     "{label}: the cancelled acquire's hold is left to its lease, held by nobody \

@@ -294,7 +294,8 @@ async fn r5_cluster_counter_migrated_before_the_hash_is_not_a_loss() {
 /// Found by an outside review (both failed before the fix): a fixed-lease
 /// re-entry of a watchdog hold (or its `extend`) raised the lease the
 /// watchdog renews with for the rest of the hold, so after the re-entry was
-/// released a crash kept the lock 8 s, not one watchdog lease (1.5 s).
+/// released a crash kept the lock for the re-entry's lease (8 s in the
+/// review; 4 s here), not one watchdog lease (1.5 s).
 mod a_fixed_reentry_is_not_the_watchdogs_lease {
     use std::time::Duration;
 
@@ -305,6 +306,10 @@ mod a_fixed_reentry_is_not_the_watchdogs_lease {
 
     const T: Duration = Duration::from_secs(10);
     const WATCHDOG: Duration = Duration::from_millis(1500);
+    /// The re-entry's fixed lease (or what it is extended to): well over
+    /// the watchdog's, so a watchdog renewing with it leaves the key more
+    /// than 2.6 s to live (a renewal every third of it), not 1.5 s at most.
+    const REENTRY: Duration = Duration::from_secs(4);
 
     async fn pttl(c: &Client, key: &str) -> i64 {
         match c
@@ -349,10 +354,10 @@ mod a_fixed_reentry_is_not_the_watchdogs_lease {
             tokio::time::timeout(T, f.extend(d)).await.unwrap().unwrap();
         }
         tokio::time::timeout(T, f.unlock()).await.unwrap().unwrap();
-        // Only the watchdog hold is left. Wait past the re-entry's lease:
-        // renewals with the watchdog's 1.5 s lease would leave the key at most
-        // 1.5 s to live by now.
-        tokio::time::sleep(Duration::from_secs(9)).await;
+        // Only the watchdog hold is left. Wait past the re-entry's lease
+        // (`REENTRY`, 4 s): renewals with the watchdog's 1.5 s lease would
+        // leave the key at most 1.5 s to live by now.
+        tokio::time::sleep(REENTRY + Duration::from_secs(1)).await;
         assert!(!w.is_lost());
         let left = pttl(&admin, name).await;
         w.unlock().await.unwrap();
@@ -361,26 +366,21 @@ mod a_fixed_reentry_is_not_the_watchdogs_lease {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_released_fixed_lease_reentry_does_not_become_the_watchdogs_lease() {
-        let left = after_reentry("wd-reentry", None, Duration::from_secs(8)).await;
-        eprintln!("PTTL of the watchdog hold 9 s after an 8 s re-entry was released: {left} ms (watchdog {WATCHDOG:?})");
+        let left = after_reentry("wd-reentry", None, REENTRY).await;
+        eprintln!("PTTL of the watchdog hold 5 s after a 4 s re-entry was released: {left} ms (watchdog {WATCHDOG:?})");
         assert!(
             left <= 1600,
-            "the watchdog renews with the released re-entry's 8 s lease: PTTL {left} ms; a crash now keeps the lock that long"
+            "the watchdog renews with the released re-entry's 4 s lease: PTTL {left} ms; a crash now keeps the lock that long"
         );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn extending_a_fixed_lease_reentry_does_not_become_the_watchdogs_lease() {
-        let left = after_reentry(
-            "wd-extend",
-            Some(Duration::from_secs(8)),
-            Duration::from_secs(2),
-        )
-        .await;
-        eprintln!("PTTL of the watchdog hold 9 s after a re-entry extended to 8 s was released: {left} ms (watchdog {WATCHDOG:?})");
+        let left = after_reentry("wd-extend", Some(REENTRY), Duration::from_secs(2)).await;
+        eprintln!("PTTL of the watchdog hold 5 s after a re-entry extended to 4 s was released: {left} ms (watchdog {WATCHDOG:?})");
         assert!(
             left <= 1600,
-            "the watchdog renews with the re-entry's extended 8 s lease: PTTL {left} ms; a crash now keeps the lock that long"
+            "the watchdog renews with the re-entry's extended 4 s lease: PTTL {left} ms; a crash now keeps the lock that long"
         );
     }
 }

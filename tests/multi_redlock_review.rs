@@ -247,37 +247,42 @@ async fn multi_reentry_of_held_member_leaves_outer_hold() {
         config(Duration::from_secs(3)),
     );
     let admin = Client::connect(&server.url()).await.unwrap();
-    for (outer_name, second) in [("{r}a", "{r}b"), ("r-single-a", "r-single-b")] {
-        let l = locks.lock(outer_name);
-        let outer = l.acquire().await.unwrap();
-        let m = MultiLock::new(vec![l.clone(), locks.lock_with_owner(second, l.owner())]);
-        let g = tokio::time::timeout(T, m.try_acquire(Duration::from_secs(2), None))
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("re-entry");
-        g.unlock().await.unwrap();
-        assert!(!exists(&admin, second).await, "{second} released");
-        assert!(
-            exists(&admin, outer_name).await,
-            "{outer_name}: outer hold stands"
-        );
-        assert!(!outer.is_lost(), "{outer_name}: outer guard not lost");
-        // The outer hold is still renewed past a watchdog lease.
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        assert!(
-            other
-                .lock(outer_name)
-                .try_acquire_now(None)
+    // Grouped and single use names of their own: both run at once.
+    let case = |outer_name: &'static str, second: &'static str| {
+        let (locks, other, admin) = (&locks, &other, &admin);
+        async move {
+            let l = locks.lock(outer_name);
+            let outer = l.acquire().await.unwrap();
+            let m = MultiLock::new(vec![l.clone(), locks.lock_with_owner(second, l.owner())]);
+            let g = tokio::time::timeout(T, m.try_acquire(Duration::from_secs(2), None))
                 .await
                 .unwrap()
-                .is_none(),
-            "{outer_name}: still held by the outer guard after a lease"
-        );
-        assert!(!outer.is_lost());
-        outer.unlock().await.unwrap();
-        assert!(!exists(&admin, outer_name).await);
-    }
+                .unwrap()
+                .expect("re-entry");
+            g.unlock().await.unwrap();
+            assert!(!exists(admin, second).await, "{second} released");
+            assert!(
+                exists(admin, outer_name).await,
+                "{outer_name}: outer hold stands"
+            );
+            assert!(!outer.is_lost(), "{outer_name}: outer guard not lost");
+            // The outer hold is still renewed past a watchdog lease.
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            assert!(
+                other
+                    .lock(outer_name)
+                    .try_acquire_now(None)
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "{outer_name}: still held by the outer guard after a lease"
+            );
+            assert!(!outer.is_lost());
+            outer.unlock().await.unwrap();
+            assert!(!exists(admin, outer_name).await);
+        }
+    };
+    tokio::join!(case("{r}a", "{r}b"), case("r-single-a", "r-single-b"));
 }
 
 /// One member force-unlocked behind the guard: unlock reports it and still

@@ -614,15 +614,19 @@ async fn every_type_standalone() {
     // The holders are another process's `Locks`: they learn of a force
     // unlock by their renewal, not by this process's own bookkeeping.
     let holders = locks_on(&server.url()).await;
-    force_unlock_locks(&admin, &holders, "").await;
-    force_unlock_rw_readers(&admin, &holders, "").await;
-    force_unlock_fair_keeps_the_queue(&admin, &holders, "").await;
-    force_unlock_expirable_semaphore(&admin, &holders, "").await;
-    force_unlock_counts_refused(&admin, "").await;
-    force_unlock_multi_member(&admin, &holders, "").await;
-    non_locks_refused(&admin, "").await;
-    reused_while_held(&admin, &holders, "").await;
-    reused_permits(&admin, &holders, "").await;
+    // Each case uses names of its own: they run at once (most of their time
+    // is spent waiting for a holder's renewal to hear of a force unlock).
+    tokio::join!(
+        force_unlock_locks(&admin, &holders, ""),
+        force_unlock_rw_readers(&admin, &holders, ""),
+        force_unlock_fair_keeps_the_queue(&admin, &holders, ""),
+        force_unlock_expirable_semaphore(&admin, &holders, ""),
+        force_unlock_counts_refused(&admin, ""),
+        force_unlock_multi_member(&admin, &holders, ""),
+        non_locks_refused(&admin, ""),
+        reused_while_held(&admin, &holders, ""),
+        reused_permits(&admin, &holders, ""),
+    );
 }
 
 #[tokio::test]
@@ -632,15 +636,22 @@ async fn lock_and_semaphores_in_a_cluster() {
     let holders = cluster_locks(&cluster).await;
     // Names in several slots (a latch's channel always adds braces, so a
     // tagged latch name would publish outside its slot: untagged names).
-    for p in ["c1-", "c2-", "c3-"] {
-        force_unlock_expirable_semaphore(&admin, &holders, p).await;
-        force_unlock_counts_refused(&admin, p).await;
-    }
-    force_unlock_locks(&admin, &holders, "c-").await;
-    force_unlock_rw_readers(&admin, &holders, "c-").await;
-    non_locks_refused(&admin, "c-").await;
-    reused_while_held(&admin, &holders, "c-").await;
-    reused_permits(&admin, &holders, "c-").await;
+    let (admin, holders) = (&admin, &holders);
+    let semaphores = |p| async move {
+        force_unlock_expirable_semaphore(admin, holders, p).await;
+        force_unlock_counts_refused(admin, p).await;
+    };
+    // Each case uses names of its own (a prefix each): they run at once.
+    tokio::join!(
+        semaphores("c1-"),
+        semaphores("c2-"),
+        semaphores("c3-"),
+        force_unlock_locks(admin, holders, "c-"),
+        force_unlock_rw_readers(admin, holders, "c-"),
+        non_locks_refused(admin, "c-"),
+        reused_while_held(admin, holders, "c-"),
+        reused_permits(admin, holders, "c-"),
+    );
 }
 
 /// RedLock members on 3 masters: force-unlocked on a majority, the

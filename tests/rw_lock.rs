@@ -35,13 +35,17 @@ async fn locks_at(url: &str) -> Locks {
 }
 
 async fn cluster_locks(cluster: &RedisCluster) -> Locks {
+    cluster_locks_with(cluster, config()).await
+}
+
+async fn cluster_locks_with(cluster: &RedisCluster, cfg: LocksConfig) -> Locks {
     let urls = cluster.seed_urls();
     let seeds: Vec<&str> = urls.iter().map(String::as_str).take(2).collect();
     let client = Client::connect_with(ClientConfig::from_urls(&seeds).unwrap())
         .await
         .unwrap();
     assert!(client.is_cluster());
-    Locks::new(client, config())
+    Locks::new(client, cfg)
 }
 
 async fn hget(client: &Client, key: &str, field: &str) -> Option<String> {
@@ -215,22 +219,32 @@ async fn readers_overlap_and_a_writer_excludes_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_readers_overlap_writers_exclude_and_reads_are_renewed() {
     let cluster = RedisCluster::start();
+    // Read holds in many slots, kept by the watchdog past three leases:
+    // renewed per node, each owner's own hold keys. Three clients with a
+    // 2 s lease (renewed every 667 ms) take them first; they are checked
+    // last, at least 6.7 s later (past three leases), while the history runs
+    // on another name.
+    let renew_lease = Duration::from_secs(2);
+    let mut renewing = Vec::new();
+    for _ in 0..3 {
+        renewing.push(cluster_locks_with(&cluster, config().watchdog_timeout(renew_lease)).await);
+    }
+    let mut guards = Vec::new();
+    let mut keys = Vec::new();
+    for i in 0..12 {
+        let rw = renewing[i % 3].rw_lock(&format!("rw-renew-{i}"));
+        keys.push(read_hold_key(rw.name(), rw.owner(), 1));
+        guards.push(rw.read().acquire().await.unwrap());
+    }
+    let past_three_leases = Instant::now() + renew_lease * 3 + renew_lease / 3;
+
     let mut clients = Vec::new();
     for _ in 0..3 {
         clients.push(cluster_locks(&cluster).await);
     }
     readers_overlap_writers_exclude(&clients, "rw-cluster").await;
 
-    // Read holds in many slots, kept by the watchdog past three leases
-    // (3 s): renewed per node, each owner's own hold keys.
-    let mut guards = Vec::new();
-    let mut keys = Vec::new();
-    for i in 0..12 {
-        let rw = clients[i % 3].rw_lock(&format!("rw-renew-{i}"));
-        keys.push(read_hold_key(rw.name(), rw.owner(), 1));
-        guards.push(rw.read().acquire().await.unwrap());
-    }
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep_until(past_three_leases.into()).await;
     let admin = clients[0].client();
     for (g, k) in guards.iter().zip(&keys) {
         assert!(!g.is_lost(), "{k}: the watchdog kept it");

@@ -192,16 +192,19 @@ async fn every_semaphore_operation_standalone() {
 async fn every_semaphore_operation_on_a_cluster() {
     let cluster = RedisCluster::start();
     let locks = cluster_locks(&cluster).await;
-    plain_operations(&locks, "sem-ops-c").await;
-    expirable_operations(&locks, "xsem-ops-c").await;
-    // Leased permits in many slots, renewed per node past three leases.
+    // Leased permits in many slots, renewed per node past three leases:
+    // taken first, checked 5 s later, while the operations run on other
+    // names.
     let mut guards = Vec::new();
     for i in 0..12 {
         let sem = locks.expirable_semaphore(&format!("xsem-many-{i}"));
         sem.try_set_permits(1).await.unwrap();
         guards.push(sem.acquire(1).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let past_three_leases = Instant::now() + Duration::from_secs(5);
+    plain_operations(&locks, "sem-ops-c").await;
+    expirable_operations(&locks, "xsem-ops-c").await;
+    tokio::time::sleep_until(past_three_leases.into()).await;
     for g in guards {
         assert!(!g.is_lost());
         g.release().await.unwrap();
