@@ -29,7 +29,7 @@ use super::base::{Lock, ReplicaSync};
 use super::depart::leave_late;
 use super::guard::LockGuard;
 use super::handle::{Handle, Unsettled};
-use super::release::{release, Retry};
+use super::release::{release, spawn_queued, Retry};
 
 /// First pause before an acquire that surely did not run (see [`not_run`])
 /// is tried again within its wait; doubles up to [`MAX_NOT_RUN_PAUSE`].
@@ -324,6 +324,11 @@ impl Lock {
                 counter_made,
             })
         });
+        let holds = if new && holds > 1 {
+            self.fold_orphans(hold.token, holds)
+        } else {
+            holds
+        };
         if new || hold.join(renew, sent_at, lease_d) {
             inner.engine.watch(&hold, sent_at);
         } else {
@@ -342,6 +347,41 @@ impl Lock {
             shown,
             lease_d,
         )
+    }
+
+    /// A reply that counts `holds` for a hold this handle did not know of
+    /// (no live hold of its token here): the counts beyond one are this
+    /// owner's, taken by requests whose outcome was never learned (an
+    /// acquire whose reply was lost with its connection, a grant whose
+    /// leave never went through) when nothing else can explain them (see
+    /// [`Handle::may_have_orphans`]; no release or leave of this client on
+    /// its way). They are released at once, queued before anything else
+    /// this task sends, so the guard is a first hold (returned: 1). Left
+    /// counted, the guard's unlock took one count off and left the lock held
+    /// by nobody for a whole lease, and the next acquire re-entered it
+    /// again: held for as long as the owner kept working. Otherwise
+    /// `holds` is returned as it is.
+    fn fold_orphans(&self, token: u64, holds: i64) -> i64 {
+        let inner = &self.inner;
+        if !self.handle.may_have_orphans() || inner.background.running() > 0 || inner.leaves.any() {
+            return holds;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return holds;
+        };
+        tracing::warn!(lock = %self.name(), orphans = holds - 1,
+            "counts of this owner that no hold knows of (an earlier request's outcome was never learned): released");
+        let lock = self.clone();
+        let ticket = inner.background.ticket();
+        spawn_queued(&rt, async move {
+            for _ in 1..holds {
+                if !matches!(release(&lock, token, None, Retry::Here).await, Ok(false)) {
+                    break;
+                }
+            }
+            drop(ticket);
+        });
+        1
     }
 
     async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {

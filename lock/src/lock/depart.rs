@@ -5,6 +5,7 @@
 //! the place's own deadline (server time) ends it within its span.
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use keylatch_cluster::Commands;
 use keylatch_resp::Frame;
@@ -75,11 +76,19 @@ impl Departure {
             // background leave's own ticket is taken before this one goes.
             let _ticket = (tag != 0).then(|| lock.inner.leaves.ticket(&lock.handle.owner()));
             let mut unanswered = Unanswered((tag != 0).then(|| (lock.clone(), place, tag)));
-            if let Err(e) = leave(&lock, place, tag).await {
-                tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
-                    "giving up a waiter's place failed; its deadline ends it");
+            match leave(&lock, place, tag).await {
+                Ok(_) => unanswered.0 = None,
+                // A tagged wait's leave may owe a grant back: `unanswered`
+                // sends it again in the background until it is answered.
+                Err(e) if tag != 0 => {
+                    tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
+                        "giving up a waiter's place failed; sent again in the background");
+                }
+                Err(e) => {
+                    tracing::debug!(lock = %lock.name(), error = %e, place = place.label,
+                        "giving up a waiter's place failed; its deadline ends it");
+                }
             }
-            unanswered.0 = None;
         }
     }
 }
@@ -116,9 +125,52 @@ fn spawn_leave(lock: Lock, place: PlaceRef, tag: u16) {
     };
     let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(&lock.handle.owner()));
     rt.spawn(async move {
-        let _ = leave(&lock, place, tag).await;
+        if tag == 0 {
+            let _ = leave(&lock, place, tag).await;
+        } else {
+            leave_until_answered(&lock, place, tag).await;
+        }
         drop(ticket);
     });
+}
+
+/// First pause between two sends of a tagged leave that failed.
+const LEAVE_RETRY_FIRST: Duration = Duration::from_millis(50);
+/// Longest pause between two sends of a tagged leave.
+const LEAVE_RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// A tagged wait's leave, sent again after each failure (a cut network, a
+/// reconnect, a failover) until it is answered or twice this client's
+/// watchdog lease has passed, at least a minute: a grant lasts the
+/// releaser's watchdog lease, the default 30 s unless the releasing
+/// process set a longer one (such a grant may outlive the retries, and
+/// then ends with its lease). Past the bound the handle's holds are judged
+/// by token (`doubt`). Sent
+/// once, a leave lost to a short outage left a grant nobody held for its
+/// whole lease, and the owner's next acquire re-entered it (count 2: its
+/// unlock left one count behind, renewed by nobody, and re-entered again by
+/// the acquire after: held for as long as the owner kept working).
+async fn leave_until_answered(lock: &Lock, place: PlaceRef, tag: u16) {
+    let bound = (lock.inner.config.watchdog_timeout * 2).max(Duration::from_secs(60));
+    let until = Instant::now() + bound;
+    let mut pause = LEAVE_RETRY_FIRST;
+    loop {
+        match leave(lock, place, tag).await {
+            Ok(_) => return,
+            Err(e) if Instant::now() + pause < until => {
+                tracing::debug!(lock = %lock.name(), error = %e,
+                    "a waiter's leave failed; sending it again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LEAVE_RETRY_MAX);
+            }
+            Err(e) => {
+                tracing::warn!(lock = %lock.name(), error = %e,
+                    "a waiter's leave was never answered; a grant it owed back ends with its lease");
+                lock.handle.doubt();
+                return;
+            }
+        }
+    }
 }
 
 /// A try of `lock`'s wait `tag` registered after the wait was over (its

@@ -112,6 +112,22 @@ impl HoldNames for Handle {
     }
 }
 
+impl Handle {
+    /// Whether counts of this owner that no hold here knows of can only be
+    /// orphans of this handle's own requests: the owner is this client's
+    /// own, its text was never handed out (nobody else acts as it), and a
+    /// request of the handle ended in doubt (an acquire whose reply was
+    /// lost, a waiter's leave that never went through).
+    pub(crate) fn may_have_orphans(&self) -> bool {
+        self.owner.given_text().is_none()
+            && self.doubt.load(Ordering::Acquire)
+            && self
+                .more
+                .get()
+                .map_or(true, |m| m.owner_text.get().is_none())
+    }
+}
+
 /// A request of a handle that may take the lock (an acquire, a waiter's
 /// leave that gives a grant back), in flight: dropped before
 /// [`settled`](Self::settled) (cancelled, failed, answered unreadably) it
