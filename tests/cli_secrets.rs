@@ -198,3 +198,60 @@ async fn library_errors_debug_and_panics_hold_no_password() {
         "{shown}"
     );
 }
+
+/// A password whose `/` or `?` stands unencoded is never printed: in a
+/// sentinel URL's query (`sentinel_password=`) such a value is legal and
+/// used as it is; in a URL's userinfo it ends the authority early, and the
+/// refusal names no part of it (before session 27 its tail was read as
+/// the port and quoted: `bad port "hunter2" in URL`). Outside review.
+#[test]
+fn a_password_with_a_slash_or_question_mark_is_never_printed() {
+    const SECRET: &str = "hunter2";
+    let urls = [
+        format!("redis+sentinel://127.0.0.1:1/mymaster?sentinel_password={SECRET}/xyz"),
+        format!("redis+sentinel://127.0.0.1:1/mymaster?sentinel_password={SECRET}?xyz"),
+        format!("redis://:{SECRET}/xyz@127.0.0.1:1"),
+        format!("redis://:{SECRET}?xyz@127.0.0.1:1"),
+        format!("redis+sentinel://:{SECRET}/xyz@127.0.0.1:1/mymaster"),
+    ];
+    let mut leaks = Vec::new();
+    for url in &urls {
+        if let Err(e) = keylatch_cluster::ClientConfig::from_url(url) {
+            let shown = format!("{e} / {e:?}");
+            if shown.contains(SECRET) {
+                leaks.push(format!("ClientConfig::from_url({url:?}) -> {e}"));
+            }
+        }
+        let out = keylatch(&["status", "foo", "--url", url]);
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        if text.contains(SECRET) {
+            leaks.push(format!(
+                "keylatch status foo --url {url:?} -> {}",
+                text.trim()
+            ));
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "the password was printed:\n{}",
+        leaks.join("\n")
+    );
+}
+
+/// A sentinel password holding `/` or `?` (legal in a query value) is the
+/// sentinels' password as written; percent-encoded, it is decoded.
+#[test]
+fn a_sentinel_password_with_a_slash_is_used_as_written() {
+    for (q, pw) in [
+        ("s3/cret", "s3/cret"),
+        ("s3?cret", "s3?cret"),
+        ("s3%2Fcret", "s3/cret"),
+    ] {
+        let url = format!("redis+sentinel://127.0.0.1:26379/mymaster?sentinel_password={q}");
+        let cfg = keylatch_cluster::ClientConfig::from_url(&url)
+            .unwrap_or_else(|e| panic!("{url:?} refused: {e}"));
+        let s = cfg.seeds[0].sentinel.as_ref().unwrap();
+        assert_eq!(s.nodes()[0].password.as_deref(), Some(pw));
+        assert_eq!(s.nodes()[0].addr(), "127.0.0.1:26379");
+    }
+}

@@ -520,7 +520,14 @@ fn split_scheme(url: &str) -> Result<(&str, bool)> {
 }
 
 fn split_host_port(s: &str) -> Result<(&str, Option<u16>)> {
-    let bad_port = |p: &str| Error::Config(format!("bad port {p:?} in URL"));
+    // The text is not quoted: a password holding an unencoded `/`, `?` or
+    // `@` ends the URL's userinfo early, and its tail is read as the port.
+    let bad_port = |_: &str| {
+        Error::Config(
+            "bad port in URL (a password holding '/', '?' or '@' must be percent-encoded: %2F, %3F, %40)"
+                .into(),
+        )
+    };
     if let Some(rest) = s.strip_prefix('[') {
         let (host, after) = rest
             .split_once(']')
@@ -537,7 +544,7 @@ fn split_host_port(s: &str) -> Result<(&str, Option<u16>)> {
     }
 }
 
-fn percent_decode(s: &str) -> Result<String> {
+pub(crate) fn percent_decode(s: &str) -> Result<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

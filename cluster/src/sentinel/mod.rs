@@ -188,20 +188,27 @@ fn parse(url: &str, rest: &str, tls: bool) -> Result<ConnectionConfig> {
         let db = db.map(|d| format!("/{d}")).unwrap_or_default();
         format!("{scheme}://{auth}{host}{db}?{query}")
     };
-    let mut sentinel_auth = String::new();
-    if let Some(u) = s_user {
-        sentinel_auth.push_str(u);
-    }
-    if let Some(p) = s_pass {
-        sentinel_auth = format!("{sentinel_auth}:{p}");
-    }
-    let sentinel_auth = (!sentinel_auth.is_empty()).then_some(sentinel_auth.as_str());
+    // The sentinels' credentials are query values, where `/`, `?` and `@`
+    // may stand unencoded: set, percent-decoded, not pasted into a URL's
+    // userinfo (where they would end it: refused, the rest read as a
+    // port and printed). The error names no part: it may be the password.
+    let decode = |v: &str| {
+        crate::config::percent_decode(v).map_err(|_| {
+            Error::Config("bad percent-encoding or non-UTF-8 in the sentinel credentials".into())
+        })
+    };
+    let (s_user, s_pass) = (
+        s_user.map(decode).transpose()?,
+        s_pass.map(decode).transpose()?,
+    );
     let mut nodes = Vec::new();
     for host in hosts.split(',').filter(|h| !h.is_empty()) {
-        let mut cfg = ConnectionConfig::from_url(&node_url(sentinel_auth, host, None))?;
+        let mut cfg = ConnectionConfig::from_url(&node_url(None, host, None))?;
         if !has_port(host) {
             cfg.port = SENTINEL_PORT;
         }
+        cfg.username.clone_from(&s_user);
+        cfg.password.clone_from(&s_pass);
         nodes.push(cfg);
     }
     if nodes.is_empty() {
