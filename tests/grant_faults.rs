@@ -137,6 +137,32 @@ fn hash(server: &RedisServer, name: &str) -> String {
     server.cli(&["HGETALL", name]).unwrap().replace('\n', " ")
 }
 
+/// A process straight to `server`.
+async fn direct(server: &RedisServer, cfg: LocksConfig) -> Locks {
+    Locks::connect_with(ClientConfig::from_url(&server.url()).unwrap(), cfg)
+        .await
+        .unwrap()
+}
+
+/// Process B, through `proxy`, with a 1 s request timeout.
+async fn through(proxy: &Proxy, cfg: LocksConfig) -> Locks {
+    let mut bc = ClientConfig::from_url(&format!("redis://127.0.0.1:{}", proxy.port)).unwrap();
+    bc.seeds[0] = bc.seeds[0]
+        .clone()
+        .request_timeout(Some(Duration::from_secs(1)));
+    Locks::connect_with(bc, cfg).await.unwrap()
+}
+
+/// Waits (at most 5 s) until one waiter is registered on `name`.
+async fn until_registered(server: &RedisServer, name: &str) {
+    let reg = format!("keylatch_lock_waiters:{{{name}}}");
+    let until = Instant::now() + Duration::from_secs(5);
+    while server.cli(&["ZCARD", &reg]).unwrap().trim() != "1" {
+        assert!(Instant::now() < until, "waiter never registered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A waiter of process B (through a proxy) is registered on a lock
 /// that A holds. B's network goes down; A releases, which grants the
 /// lock to B by name (B cannot hear it); B's acquire is then cancelled
@@ -156,19 +182,8 @@ async fn g1_grant_to_a_cut_off_waiter_that_gives_up_is_given_back() {
     let _g = GATE.lock().await;
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
-    let a = Locks::connect_with(
-        ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default(),
-    )
-    .await
-    .unwrap();
-    let mut bc = ClientConfig::from_url(&format!("redis://127.0.0.1:{}", proxy.port)).unwrap();
-    bc.seeds[0] = bc.seeds[0]
-        .clone()
-        .request_timeout(Some(Duration::from_secs(1)));
-    let b = Locks::connect_with(bc, LocksConfig::default())
-        .await
-        .unwrap();
+    let a = direct(&server, LocksConfig::default()).await;
+    let b = through(&proxy, LocksConfig::default()).await;
     let name = "r31-blip";
     let g = a
         .lock(name)
@@ -179,16 +194,7 @@ async fn g1_grant_to_a_cut_off_waiter_that_gives_up_is_given_back() {
     let wl = b.lock(name);
     let waiter = tokio::spawn(async move { wl.try_acquire(Duration::from_secs(20), None).await });
     // Registered.
-    let until = Instant::now() + Duration::from_secs(5);
-    while server
-        .cli(&["ZCARD", "keylatch_lock_waiters:{r31-blip}"])
-        .unwrap()
-        .trim()
-        != "1"
-    {
-        assert!(Instant::now() < until, "waiter never registered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_registered(&server, name).await;
     tokio::task::block_in_place(|| proxy.down());
     tokio::time::sleep(Duration::from_millis(100)).await;
     g.unlock().await.unwrap();
@@ -230,19 +236,8 @@ async fn g2_grant_to_a_cut_off_waiter_that_keeps_waiting() {
     let _g = GATE.lock().await;
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
-    let a = Locks::connect_with(
-        ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default(),
-    )
-    .await
-    .unwrap();
-    let mut bc = ClientConfig::from_url(&format!("redis://127.0.0.1:{}", proxy.port)).unwrap();
-    bc.seeds[0] = bc.seeds[0]
-        .clone()
-        .request_timeout(Some(Duration::from_secs(1)));
-    let b = Locks::connect_with(bc, LocksConfig::default())
-        .await
-        .unwrap();
+    let a = direct(&server, LocksConfig::default()).await;
+    let b = through(&proxy, LocksConfig::default()).await;
     let name = "r31-blip2";
     let g = a
         .lock(name)
@@ -255,16 +250,7 @@ async fn g2_grant_to_a_cut_off_waiter_that_keeps_waiting() {
         let r = wl.try_acquire(Duration::from_secs(20), None).await;
         (Instant::now(), r)
     });
-    let until = Instant::now() + Duration::from_secs(5);
-    while server
-        .cli(&["ZCARD", "keylatch_lock_waiters:{r31-blip2}"])
-        .unwrap()
-        .trim()
-        != "1"
-    {
-        assert!(Instant::now() < until, "waiter never registered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_registered(&server, name).await;
     tokio::task::block_in_place(|| proxy.down());
     tokio::time::sleep(Duration::from_millis(100)).await;
     g.unlock().await.unwrap();
@@ -310,19 +296,8 @@ async fn granted_while_cut(
     tokio::task::JoinHandle<keylatch_lock::LockResult<Option<keylatch_lock::LockGuard>>>,
     String,
 ) {
-    let a = Locks::connect_with(
-        ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default(),
-    )
-    .await
-    .unwrap();
-    let mut bc = ClientConfig::from_url(&format!("redis://127.0.0.1:{}", proxy.port)).unwrap();
-    bc.seeds[0] = bc.seeds[0]
-        .clone()
-        .request_timeout(Some(Duration::from_secs(1)));
-    let b = Locks::connect_with(bc, LocksConfig::default())
-        .await
-        .unwrap();
+    let a = direct(server, LocksConfig::default()).await;
+    let b = through(proxy, LocksConfig::default()).await;
     let g = a
         .lock(name)
         .try_acquire_now(None)
@@ -332,12 +307,7 @@ async fn granted_while_cut(
     let bl = b.lock(name);
     let wl = bl.clone();
     let waiter = tokio::spawn(async move { wl.try_acquire(b_wait, None).await });
-    let reg = format!("keylatch_lock_waiters:{{{name}}}");
-    let until = Instant::now() + Duration::from_secs(5);
-    while server.cli(&["ZCARD", &reg]).unwrap().trim() != "1" {
-        assert!(Instant::now() < until, "waiter never registered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_registered(server, name).await;
     tokio::task::block_in_place(|| proxy.down());
     tokio::time::sleep(Duration::from_millis(100)).await;
     g.unlock().await.unwrap();
@@ -446,17 +416,9 @@ async fn g5_an_orphan_grant_outlives_its_lease_while_its_owner_keeps_working() {
     let proxy = Proxy::start(server.port());
     let name = "r31-blip5";
     let cfg = LocksConfig::default().watchdog_timeout(Duration::from_secs(6));
-    let a = Locks::connect_with(ClientConfig::from_url(&server.url()).unwrap(), cfg.clone())
-        .await
-        .unwrap();
-    let c = Locks::connect_with(ClientConfig::from_url(&server.url()).unwrap(), cfg.clone())
-        .await
-        .unwrap();
-    let mut bc = ClientConfig::from_url(&format!("redis://127.0.0.1:{}", proxy.port)).unwrap();
-    bc.seeds[0] = bc.seeds[0]
-        .clone()
-        .request_timeout(Some(Duration::from_secs(1)));
-    let b = Locks::connect_with(bc, cfg).await.unwrap();
+    let a = direct(&server, cfg.clone()).await;
+    let c = direct(&server, cfg.clone()).await;
+    let b = through(&proxy, cfg).await;
     let g = a
         .lock(name)
         .try_acquire_now(None)
@@ -466,16 +428,7 @@ async fn g5_an_orphan_grant_outlives_its_lease_while_its_owner_keeps_working() {
     let bl = b.lock(name);
     let wl = bl.clone();
     let waiter = tokio::spawn(async move { wl.try_acquire(Duration::from_secs(20), None).await });
-    let until = Instant::now() + Duration::from_secs(5);
-    while server
-        .cli(&["ZCARD", "keylatch_lock_waiters:{r31-blip5}"])
-        .unwrap()
-        .trim()
-        != "1"
-    {
-        assert!(Instant::now() < until, "waiter never registered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_registered(&server, name).await;
     tokio::task::block_in_place(|| proxy.down());
     tokio::time::sleep(Duration::from_millis(100)).await;
     g.unlock().await.unwrap();
@@ -560,13 +513,7 @@ async fn lost_reply_then_reuse(kind: &str) {
         "fenced" => "r31-lostreply-f",
         _ => "r31-lostreply-r",
     };
-    let mut bc = ClientConfig::from_url(&format!("redis://127.0.0.1:{}", proxy.port)).unwrap();
-    bc.seeds[0] = bc.seeds[0]
-        .clone()
-        .request_timeout(Some(Duration::from_secs(1)));
-    let b = Locks::connect_with(bc, LocksConfig::default())
-        .await
-        .unwrap();
+    let b = through(&proxy, LocksConfig::default()).await;
     let bl = match kind {
         "reentrant" => b.lock(name),
         "fenced" => b.fenced_lock(name),
