@@ -182,23 +182,9 @@ async fn g1_grant_to_a_cut_off_waiter_that_gives_up_is_given_back() {
     let _g = GATE.lock().await;
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
-    let a = direct(&server, LocksConfig::default()).await;
-    let b = through(&proxy, LocksConfig::default()).await;
     let name = "r31-blip";
-    let g = a
-        .lock(name)
-        .try_acquire_now(None)
-        .await
-        .unwrap()
-        .expect("free");
-    let wl = b.lock(name);
-    let waiter = tokio::spawn(async move { wl.try_acquire(Duration::from_secs(20), None).await });
-    // Registered.
-    until_registered(&server, name).await;
-    tokio::task::block_in_place(|| proxy.down());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    g.unlock().await.unwrap();
-    let granted = hash(&server, name);
+    let (b, _bl, waiter, granted) =
+        granted_while_cut(&server, &proxy, name, Duration::from_secs(20)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     waiter.abort();
     let _ = waiter.await;
@@ -236,36 +222,20 @@ async fn g2_grant_to_a_cut_off_waiter_that_keeps_waiting() {
     let _g = GATE.lock().await;
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
-    let a = direct(&server, LocksConfig::default()).await;
-    let b = through(&proxy, LocksConfig::default()).await;
     let name = "r31-blip2";
-    let g = a
-        .lock(name)
-        .try_acquire_now(None)
-        .await
-        .unwrap()
-        .expect("free");
-    let wl = b.lock(name);
-    let waiter = tokio::spawn(async move {
-        let r = wl.try_acquire(Duration::from_secs(20), None).await;
-        (Instant::now(), r)
-    });
-    until_registered(&server, name).await;
-    tokio::task::block_in_place(|| proxy.down());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    g.unlock().await.unwrap();
-    let granted = hash(&server, name);
+    let (b, _bl, waiter, granted) =
+        granted_while_cut(&server, &proxy, name, Duration::from_secs(20)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     proxy.up();
     let healed = Instant::now();
-    let (at, r) = tokio::time::timeout(Duration::from_secs(25), waiter)
+    let r = tokio::time::timeout(Duration::from_secs(25), waiter)
         .await
         .expect("waiter bounded")
         .unwrap();
     let held = hash(&server, name);
     eprintln!(
-        "granted {granted:?}; waiter ended {:?} after heal with {:?}; server {held:?}",
-        at.saturating_duration_since(healed),
+        "granted {granted:?}; waiter ended within {:?} of the heal with {:?}; server {held:?}",
+        healed.elapsed(),
         r.as_ref().map(|o| o.as_ref().map(|g| g.hold_count()))
     );
     let gb = r
@@ -283,7 +253,7 @@ async fn g2_grant_to_a_cut_off_waiter_that_keeps_waiting() {
     drop(b);
 }
 
-/// Shared set-up of g3/g4: B (through the proxy) registered as a waiter
+/// Shared set-up of g1–g4: B (through the proxy) registered as a waiter
 /// on a lock A holds; B's network cut; A releases (granting B by name).
 async fn granted_while_cut(
     server: &RedisServer,
