@@ -12,7 +12,9 @@
 //! 4. unlock, re-entry and renewals of a lock whose slot is migrating (its
 //!    keys still on the source) must work;
 //! 5. acquiring a free lock while its slot answers `TRYAGAIN` must use the
-//!    caller's wait, not give up after the router's attempt budget;
+//!    caller's wait, not give up after the router's attempt budget; holds
+//!    whose renewal names the lock and its counter must outlive a move
+//!    that has taken one of the two for longer than their lease;
 //! 6. `MOVED slot :port` (nodes with `cluster-preferred-endpoint-type
 //!    unknown-endpoint`) means the host the client reached the node on.
 //!
@@ -710,6 +712,106 @@ async fn acquire_during_a_migration_uses_the_callers_wait() {
             "try_acquire(10 s) started as the migration opened ended at {at} ms \
              (finished before the migration closed at ~4 s: {early}) with {other:?}"
         ),
+    }
+}
+
+/// `MIGRATE`s one key of a slot being moved (as `redis-cli --cluster
+/// reshard` does a few keys at a time): the slot is split between the two
+/// nodes until the rest follows.
+fn migrate_one(cluster: &RedisCluster, from: usize, to: usize, key: &str) {
+    let port = cluster.node(to).port().to_string();
+    let answer = blocking(|| {
+        cluster
+            .node(from)
+            .cli(&["MIGRATE", "127.0.0.1", &port, key, "0", "5000"])
+            .unwrap()
+    });
+    assert_eq!(answer.trim(), "OK", "MIGRATE {key}");
+}
+
+/// A hold whose every renewal is judged by its token (`lock_with_owner`)
+/// reads the lock's hash and its fencing counter in one script. While a
+/// move has taken one of the two and not yet the other, the old node
+/// answers `TRYAGAIN` to that script for as long as the move lasts; here
+/// past two leases. The holds must stay held (renewed by owner meanwhile)
+/// and be released normally once the move ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_outlive_a_slot_move_that_splits_a_lock_from_its_counter() {
+    let _gate = GATE.lock().await;
+    let cluster = RedisCluster::builder()
+        .needs(Feature::TryagainDuringMigration)
+        .start()
+        .unwrap();
+    let client = client_for(&cluster).await;
+    let lease = Duration::from_millis(1500);
+    let locks = Locks::new(
+        client.clone(),
+        LocksConfig::default().watchdog_timeout(lease),
+    );
+    // Slot 1: the hash moved first; slot 2: the counter moved first.
+    let slots = [4242u16, 9999u16];
+    let names: Vec<String> = slots
+        .iter()
+        .map(|&s| RedisCluster::key_for_slot(s))
+        .collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        let g = locks
+            .lock_with_owner(name, "java-service-1:7")
+            .acquire()
+            .await
+            .unwrap();
+        guards.push(g);
+    }
+    let pairs: Vec<(usize, usize)> = slots.iter().map(|&s| pick_pair(&cluster, s)).collect();
+    for (i, (&slot, &(from, to))) in slots.iter().zip(&pairs).enumerate() {
+        blocking(|| cluster.begin_migration(slot, from, to)).unwrap();
+        let first = if i == 0 {
+            names[0].clone()
+        } else {
+            token_key(&names[1])
+        };
+        migrate_one(&cluster, from, to, &first);
+        // What the renewal meets: the old node refuses a script naming both.
+        let answer = blocking(|| {
+            cluster
+                .node(from)
+                .cli(&["EVAL", "return 1", "2", &names[i], &token_key(&names[i])])
+                .unwrap()
+        });
+        assert!(
+            answer.trim().starts_with("TRYAGAIN"),
+            "source answered {answer:?}"
+        );
+    }
+    tokio::time::sleep(lease * 2 + Duration::from_millis(500)).await;
+    for (i, g) in guards.iter().enumerate() {
+        assert!(!g.is_lost(), "hold {i} reported lost during the split move");
+    }
+    for (&slot, &(from, to)) in slots.iter().zip(&pairs) {
+        blocking(|| {
+            cluster.migrate_keys(slot, from, to).unwrap();
+            cluster.finish_migration(slot, to).unwrap();
+        });
+    }
+    // Kept alive on the server too, not only believed held.
+    for (i, name) in names.iter().enumerate() {
+        let pttl = blocking(|| cluster.node(pairs[i].1).cli(&["PTTL", name]).unwrap());
+        let pttl: i64 = pttl.trim().parse().unwrap();
+        assert!(
+            pttl > 0,
+            "hold {i}: the hash's PTTL is {pttl} after two leases"
+        );
+    }
+    for g in guards {
+        tokio::time::timeout(Duration::from_secs(5), g.unlock())
+            .await
+            .expect("unlock hung")
+            .expect("unlock after the move");
+    }
+    for (i, name) in names.iter().enumerate() {
+        let left = blocking(|| cluster.node(pairs[i].1).cli(&["EXISTS", name]).unwrap());
+        assert_eq!(left.trim(), "0", "lock {i} left held after its unlock");
     }
 }
 

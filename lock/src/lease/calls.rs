@@ -9,7 +9,7 @@ use keylatch_cluster::{Client, Commands, Pipeline, Script};
 use keylatch_resp::{Cmd, Frame};
 
 use super::hold::{millis, Hold};
-use super::renewal::RenewalRef;
+use super::renewal::{Renewal, RenewalRef};
 
 /// A hold in a call, with where the table kept it when the call was planned.
 pub(super) type Planned = (Arc<Hold>, Mark);
@@ -102,7 +102,7 @@ pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> 
     };
     if !batch.cluster {
         let all: Vec<usize> = (0..n).collect();
-        let r = slot_call(client, batch, &all, &lease, idle_ms).await;
+        let r = slot_call(client, batch.renewal.0, batch, &all, &lease, idle_ms).await;
         if let Some(v) = out.note(r) {
             out.verdicts = v;
         }
@@ -126,15 +126,63 @@ pub(super) async fn run_batch(client: &Client, batch: &Batch, idle_ms: &str) -> 
                 .push(i);
         }
     }
+    let bound = split_bound(batch.lease);
     for idx in by_slot.values() {
-        let r = slot_call(client, batch, idx, &lease, idle_ms).await;
+        let r = bounded(
+            bound,
+            slot_call(client, batch.renewal.0, batch, idx, &lease, idle_ms),
+        )
+        .await;
+        let failed = r.is_err();
         if let Some(r) = out.note(r) {
             for (j, &i) in idx.iter().enumerate() {
                 out.verdicts[i] = r[j];
             }
         }
+        // A slot split by a move under way (the hash on one node, its
+        // counter on the other) refuses every call naming both keys with
+        // `TRYAGAIN` for as long as the move lasts, which may outlast the
+        // lease. The owner's field alone still decides whether the hold
+        // stands, and a one-key call follows the move (`ASK`): so the
+        // holds are renewed by owner this time, their token judged at a
+        // later renewal. Never for a check (nothing to keep alive).
+        if let (true, Some(by_owner)) = (failed && bound.is_some(), batch.renewal.0.by_owner) {
+            let r = bounded(
+                bound,
+                slot_call(client, by_owner, batch, idx, &lease, idle_ms),
+            )
+            .await;
+            if let Some(r) = out.note(r) {
+                for (j, &i) in idx.iter().enumerate() {
+                    out.verdicts[i] = r[j];
+                }
+            }
+        }
     }
     out
+}
+
+/// How long one slot call of a cluster renewal may take before the
+/// engine turns to the owner-only renewal (see [`run_batch`]): a quarter
+/// of the lease, so both calls end with half of it left. `None` for a
+/// check (lease zero): it waits as long as requests do.
+fn split_bound(lease: Duration) -> Option<Duration> {
+    (!lease.is_zero()).then(|| lease / 4)
+}
+
+/// `call`, given up (as failed) past `bound`. Dropping a renewal call is
+/// harmless: unsent, it never runs; sent, it only stretches a lease the
+/// next renewal judges anyway.
+async fn bounded(
+    bound: Option<Duration>,
+    call: impl std::future::Future<Output = Result<Vec<i64>, String>>,
+) -> Result<Vec<i64>, String> {
+    match bound {
+        None => call.await,
+        Some(b) => tokio::time::timeout(b, call)
+            .await
+            .unwrap_or_else(|_| Err(format!("renew call: no answer within {b:?}"))),
+    }
 }
 
 /// A renew call's verdicts, or why there are none.
@@ -148,14 +196,16 @@ fn judged(reply: keylatch_cluster::Result<Frame>, n: usize) -> Result<Vec<i64>, 
 /// One call of the kind's slot script for the holds at `idx`.
 async fn slot_call(
     client: &Client,
+    renewal: &Renewal,
     batch: &Batch,
     idx: &[usize],
     lease: &str,
     idle_ms: &str,
 ) -> Result<Vec<i64>, String> {
-    let script = batch.renewal.0.slot;
     let reply = client
-        .eval_with(script, || slot_cmd(script, batch, idx, lease, idle_ms))
+        .eval_with(renewal.slot, || {
+            slot_cmd(renewal, batch, idx, lease, idle_ms)
+        })
         .await;
     judged(reply, idx.len())
 }
@@ -169,10 +219,10 @@ const ROOM_PER_HOLD: usize = 192;
 /// pairs; for an owner-only renewal, `owner_renew.lua`'s hashes and
 /// owners), written straight into the command: no owner or token text is
 /// made per hold (a round renews every hold, a million of them at scale).
-fn slot_cmd(script: &Script, batch: &Batch, idx: &[usize], lease: &str, idle_ms: &str) -> Cmd {
+fn slot_cmd(renewal: &Renewal, batch: &Batch, idx: &[usize], lease: &str, idle_ms: &str) -> Cmd {
     let mut cmd = Cmd::with_capacity("EVALSHA", 96 + ROOM_PER_HOLD * idx.len());
-    cmd.push_arg(script.sha1());
-    if batch.renewal.0.owner_only {
+    cmd.push_arg(renewal.slot.sha1());
+    if renewal.owner_only {
         // `owner_renew.lua`: KEYS the hashes; ARGV the lease, then owners.
         cmd.push_arg(idx.len());
         for &i in idx {
@@ -383,7 +433,7 @@ mod tests {
         ];
         let b = batch(holds);
         let script = HASH_LEASE.slot;
-        let got = slot_cmd(script, &b, &[1, 0], "30000", "86400000");
+        let got = slot_cmd(&HASH_LEASE, &b, &[1, 0], "30000", "86400000");
         let want = script.evalsha_cmd(
             &[
                 "a",
