@@ -554,3 +554,64 @@ async fn lost_reply_then_reuse(kind: &str) {
     );
     drop(b);
 }
+
+/// A handle in doubt (one of its acquires was cancelled after it was
+/// sent) and 8 clones of it acquiring at once, 50 rounds: every reply
+/// after the first is a re-entry, and on two workers the replies are
+/// handled in any order, so a re-entry may be handled before the first
+/// hold it counts on. That count is no orphan (the first's reply is on its
+/// way): every guard must stay held, every unlock answer `Ok`, and the
+/// lock be free after the last.
+// Failed before the fix (session 28): the first reply handled, counting
+// 2 or more, was taken for orphans of the doubtful acquire and folded, so
+// the server's count fell below the guards', an unlock before the last
+// ended the lock under the others, and they were reported lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g8_clones_of_a_handle_in_doubt_acquiring_at_once_fold_nothing() {
+    let _g = GATE.lock().await;
+    let server = RedisServer::start();
+    let a = direct(&server, LocksConfig::default()).await;
+    let name = "r32-doubt-clones";
+    let lock = a.lock(name);
+    // Cancelled once it is written: its outcome is never learned here.
+    let _ = tokio::time::timeout(Duration::ZERO, lock.acquire()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        hash(&server, name).trim().is_empty(),
+        "the cancelled acquire's hold was not given back"
+    );
+    for round in 0..50 {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let l = lock.clone();
+                tokio::spawn(async move { l.try_acquire_now(None).await })
+            })
+            .collect();
+        let mut guards = Vec::new();
+        for t in tasks {
+            let g = t
+                .await
+                .unwrap()
+                .unwrap()
+                .expect("the owner re-enters its own hold");
+            guards.push(g);
+        }
+        let counted = hash(&server, name);
+        for (i, g) in guards.into_iter().enumerate() {
+            assert!(
+                !g.is_lost(),
+                "round {round}: guard {i} lost while held (server: {counted:?})"
+            );
+            tokio::time::timeout(Duration::from_secs(5), g.unlock())
+                .await
+                .expect("unlock bounded")
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "round {round}: unlock {i}: {e} (server after the acquires: {counted:?})"
+                    )
+                });
+        }
+        let left = hash(&server, name);
+        assert!(left.trim().is_empty(), "round {round}: left held: {left:?}");
+    }
+}

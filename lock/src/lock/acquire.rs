@@ -11,6 +11,7 @@ use crate::lease::WaitEnd;
 use super::attempt::Attempt;
 use super::base::Lock;
 use super::guard::LockGuard;
+use super::handle::Acquiring;
 use super::kind::Waiting;
 use super::release::{release, Retry};
 
@@ -152,6 +153,8 @@ impl Lock {
         } else {
             Instant::now().checked_add(wait)
         };
+        // Counted until this returns or is dropped (see `fold_orphans`).
+        let _acquiring = Acquiring::new(&self.handle);
         self.after_own_leaves().await;
         if matches!(self.handle.kind.waiting, Waiting::Queue { .. }) && !wait.is_zero() {
             // Its first attempt may queue this owner: it runs inside the

@@ -8,7 +8,7 @@
 //! its last argument (the hold's fencing token), so its head is built once
 //! and copied.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,11 @@ pub(crate) struct Handle {
     /// are judged by their fencing token, never by owner alone (see
     /// [`Unsettled`]).
     doubt: AtomicBool,
+    /// Acquires of this handle and its clones under way (from the call to
+    /// its guard or error; see [`Acquiring`]): a reply counting a re-entry
+    /// nobody here knows of is an orphan only when it is the one acquire
+    /// under way (another's reply may not have been handled yet).
+    acquiring: AtomicU16,
     /// The hold this handle (or a clone) took last: a re-entry whose reply
     /// carries its token joins it. Locked by this handle's callers only,
     /// never by the lease engine.
@@ -117,14 +122,44 @@ impl Handle {
     /// orphans of this handle's own requests: the owner is this client's
     /// own, its text was never handed out (nobody else acts as it), and a
     /// request of the handle ended in doubt (an acquire whose reply was
-    /// lost, a waiter's leave that never went through).
+    /// lost, a waiter's leave that never went through), and no other
+    /// acquire of the handle or a clone is under way (its reply, not yet
+    /// handled, may be what counts: see [`Acquiring`]).
     pub(crate) fn may_have_orphans(&self) -> bool {
         self.owner.given_text().is_none()
             && self.doubt.load(Ordering::Acquire)
+            && self.acquiring.load(Ordering::Acquire) <= 1
             && self
                 .more
                 .get()
                 .map_or(true, |m| m.owner_text.get().is_none())
+    }
+}
+
+/// An acquire of a handle under way, counted in the handle until dropped
+/// (the guard made, an error returned, or the acquire cancelled): while
+/// another is under way, a reply counting an unknown re-entry may be that
+/// one's count, not an orphan (see [`Handle::may_have_orphans`]).
+pub(crate) struct Acquiring<'a>(Option<&'a Handle>);
+
+impl<'a> Acquiring<'a> {
+    pub(crate) fn new(handle: &'a Handle) -> Self {
+        // Saturating (a u16 keeps the handle within its size budget): past
+        // 65,535 acquires at once the rest go uncounted, the count stays at
+        // its top, and no fold is made while it is there.
+        let counted = handle
+            .acquiring
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_add(1))
+            .is_ok();
+        Self(counted.then_some(handle))
+    }
+}
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.0 {
+            h.acquiring.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -166,6 +201,7 @@ impl Handle {
             used: AtomicBool::new(false),
             sent: AtomicBool::new(false),
             doubt: AtomicBool::new(false),
+            acquiring: AtomicU16::new(0),
             current: Mutex::new(Weak::new()),
             more: OnceLock::new(),
         }
@@ -404,6 +440,38 @@ mod tests {
         let mut out = BytesMut::new();
         cmd.encode(&mut out);
         out
+    }
+
+    /// A re-entry count nobody here knows of is taken for an orphan only
+    /// in doubt and with no other acquire of the handle under way: a
+    /// clone's acquire whose reply is not handled yet may own that count.
+    #[test]
+    fn orphans_are_suspected_only_in_doubt_and_with_one_acquire_under_way() {
+        let client = Arc::new("client".to_owned());
+        let h = Handle::new(
+            "orders",
+            Owner::made(&client, 7),
+            &crate::types::reentrant::REENTRANT,
+        );
+        let first = Acquiring::new(&h);
+        assert!(!h.may_have_orphans(), "no request ended in doubt");
+        h.doubt();
+        assert!(h.may_have_orphans());
+        let second = Acquiring::new(&h);
+        assert!(!h.may_have_orphans(), "another acquire is under way");
+        drop(first);
+        assert!(h.may_have_orphans());
+        drop(second);
+        assert!(h.may_have_orphans());
+        // Nobody else may act as a given owner: never an orphan of ours.
+        let given = Handle::new(
+            "orders",
+            Owner::given("java:1"),
+            &crate::types::reentrant::REENTRANT,
+        );
+        given.doubt();
+        let _one = Acquiring::new(&given);
+        assert!(!given.may_have_orphans());
     }
 
     #[test]

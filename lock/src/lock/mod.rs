@@ -32,7 +32,7 @@ pub use base::{Lock, ReplicaSync};
 pub use guard::{LockGuard, LostToken};
 #[cfg(test)]
 pub(crate) use handle::Handle as HandleForSizes;
-pub(crate) use handle::Unsettled;
+pub(crate) use handle::{Acquiring, Unsettled};
 pub(crate) use kind::{owner_field, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
 pub(crate) use release::{retriable, spawn_queued, Detached};
 pub(crate) use rlock_hash::{hash_acquire, hash_release, waiters_key, HASH_LEASE, WAITERS};

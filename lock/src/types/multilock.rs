@@ -17,9 +17,7 @@ use keylatch_resp::{Cmd, Frame, ToArg};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
-use crate::lock::Lock;
-use crate::lock::LockGuard;
-use crate::lock::{settle_late, Unsettled};
+use crate::lock::{settle_late, Acquiring, Lock, LockGuard, Unsettled};
 use crate::owner::OwnerText;
 use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
@@ -256,6 +254,8 @@ async fn take_group(
     };
     let cmd = Arc::new(group_cmd(group, lease_d));
     let late = settle_group(group, cfg.watchdog_timeout);
+    // Each member's acquire is under way until this returns (`fold_orphans`).
+    let _acquiring: Vec<_> = group.iter().map(|l| Acquiring::new(&l.handle)).collect();
     let mut wake: Option<Wake> = None;
     loop {
         let bound = first.reply_bound(deadline);
