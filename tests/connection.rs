@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keylatch_cluster::{
-    Commands, Connection, ConnectionConfig, Error, Negotiated, Pipeline, ServerErrorKind,
-    SetOptions, Ttl,
+    Client, Commands, Connection, ConnectionConfig, Error, Negotiated, Pipeline, SentinelError,
+    ServerErrorKind, SetOptions, Ttl,
 };
 use keylatch_harness::{Feature, RedisServer};
 use keylatch_resp::{Cmd, Frame};
@@ -615,6 +615,27 @@ async fn acl_user_authenticates_in_both_protocols_and_bad_passwords_are_typed() 
         .await
         .unwrap_err();
     assert_eq!(err.server_kind(), Some(ServerErrorKind::NoAuth), "{err}");
+    // The same server asked as a sentinel, with a wrong and with no
+    // sentinel password: typed the same, through the sentinel error.
+    for (q, kind) in [
+        ("?sentinel_password=wrong", ServerErrorKind::WrongPass),
+        ("", ServerErrorKind::NoAuth),
+    ] {
+        let url = format!("redis+sentinel://127.0.0.1:{port}/mymaster{q}");
+        let err = tokio::time::timeout(Duration::from_secs(10), Client::connect(&url))
+            .await
+            .expect("a refused sentinel answers at once")
+            .unwrap_err();
+        assert_eq!(err.server_kind(), Some(kind), "{q:?}: {err}");
+        assert!(
+            matches!(err, Error::Sentinel(SentinelError::Refused { .. })),
+            "{q:?}: {err:?}"
+        );
+        assert!(
+            !err.to_string().contains("wrong"),
+            "the password printed: {err}"
+        );
+    }
     // A user without the permission gets NOPERM per command, not a broken connection.
     server
         .cli(&[

@@ -102,16 +102,23 @@ impl Error {
         Error::Server(ServerError::parse(Bytes::copy_from_slice(line)))
     }
 
-    /// The server error kind, if this is a server error.
+    /// The server error kind, if this is a server error (or ends in one:
+    /// a routing failure's last error, the sentinels' refusal).
     ///
     /// ```
-    /// use keylatch_cluster::{Error, ServerErrorKind};
+    /// use keylatch_cluster::{Error, SentinelError, ServerError, ServerErrorKind};
     /// assert_eq!(Error::Timeout.server_kind(), None);
+    /// let refused = Error::Sentinel(SentinelError::Refused {
+    ///     tried: vec!["127.0.0.1:26379".into()],
+    ///     error: ServerError::parse(bytes::Bytes::from_static(b"WRONGPASS invalid username-password pair")),
+    /// });
+    /// assert_eq!(refused.server_kind(), Some(ServerErrorKind::WrongPass));
     /// ```
     pub fn server_kind(&self) -> Option<ServerErrorKind> {
         match self {
             Error::Server(e) => Some(e.kind()),
             Error::Routing { last, .. } => last.server_kind(),
+            Error::Sentinel(SentinelError::Refused { error, .. }) => Some(error.kind()),
             _ => None,
         }
     }
@@ -245,6 +252,15 @@ pub enum SentinelError {
         /// The last one's error.
         last: String,
     },
+    /// No sentinel answered, and one refused this client: a wrong or
+    /// missing sentinel password (`WRONGPASS`, `NOAUTH`), or a user without
+    /// the permission (`NOPERM`). [`Error::server_kind`] gives its kind.
+    Refused {
+        /// The sentinels asked.
+        tried: Vec<String>,
+        /// The first refusal.
+        error: ServerError,
+    },
     /// The sentinels that answered do not know this master name.
     UnknownMaster {
         /// The master name asked for.
@@ -278,6 +294,11 @@ impl fmt::Display for SentinelError {
                     tried.join(", ")
                 )
             }
+            SentinelError::Refused { tried, error } => write!(
+                f,
+                "the sentinels refused this client (tried {}): {error}",
+                tried.join(", ")
+            ),
             SentinelError::UnknownMaster { name } => {
                 write!(f, "the sentinels know no master named {name:?}")
             }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Sentinels;
 use crate::config::ConnectionConfig;
-use crate::error::{Error, Result, SentinelError};
+use crate::error::{Error, Result, SentinelError, ServerError, ServerErrorKind};
 use crate::handshake::{ask, establish_direct, Established};
 
 /// Pause between tries while the sentinels disagree or name a node that is
@@ -100,14 +100,15 @@ pub(crate) async fn resolve(sentinels: &Sentinels) -> Result<(String, u16, Strin
     }
     let mut answers: Vec<(usize, Option<(String, u16)>)> = Vec::new();
     let mut last_error = None;
+    let mut refused = None;
     while let Some(joined) = asks.join_next().await {
         let Ok((i, reply)) = joined else { continue };
         match reply.and_then(|mut r| r.pop().ok_or(Error::ConnectionClosed)) {
             Ok(frame) => match address(&frame) {
                 Ok(addr) => answers.push((i, addr)),
-                Err(e) => last_error = Some(e.to_string()),
+                Err(e) => last_error = Some(refusal(e, &mut refused)),
             },
-            Err(e) => last_error = Some(e.to_string()),
+            Err(e) => last_error = Some(refusal(e, &mut refused)),
         }
         // Dropping the set aborts the questions still out: once a majority
         // names an address, or once none can any more whatever the
@@ -131,7 +132,30 @@ pub(crate) async fn resolve(sentinels: &Sentinels) -> Result<(String, u16, Strin
         }
     }
     answers.sort_by_key(|a| a.0);
+    if let (true, Some(error)) = (answers.is_empty(), refused) {
+        // A password or permission to fix: said as such, typed.
+        return Err(Error::Sentinel(SentinelError::Refused {
+            tried: sentinels.nodes.iter().map(ConnectionConfig::addr).collect(),
+            error,
+        }));
+    }
     tally(sentinels, &answers, last_error)
+}
+
+/// A sentinel's error as text, keeping the first that refused this client
+/// (`WRONGPASS`, `NOAUTH`, `NOPERM`) in `refused`.
+fn refusal(e: Error, refused: &mut Option<ServerError>) -> String {
+    let text = e.to_string();
+    if let Error::Server(s) = e {
+        let kind = s.kind();
+        if matches!(
+            kind,
+            ServerErrorKind::WrongPass | ServerErrorKind::NoAuth | ServerErrorKind::NoPerm
+        ) {
+            refused.get_or_insert(s);
+        }
+    }
+    text
 }
 
 /// The address named by a majority of all configured sentinels, if one is,
