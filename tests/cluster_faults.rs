@@ -533,6 +533,17 @@ async fn a_silently_stopped_master_is_routed_around_once_its_replica_is_promoted
 // ---------------------------------------------------------------------------
 // 4. Unlock, re-entry and renewals while the lock's slot is migrating
 
+/// A cluster whose nodes answer `TRYAGAIN` to a multi-key call while a
+/// slot's keys are split by a move, and a client of it.
+async fn migrating_cluster() -> (RedisCluster, Client) {
+    let cluster = RedisCluster::builder()
+        .needs(Feature::TryagainDuringMigration)
+        .start()
+        .unwrap();
+    let client = client_for(&cluster).await;
+    (cluster, client)
+}
+
 /// `redisson_lock_token:{name}`, the lock's fencing counter.
 fn token_key(name: &str) -> String {
     format!("redisson_lock_token:{{{name}}}")
@@ -541,11 +552,7 @@ fn token_key(name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_reentry_and_renewals_work_while_the_locks_slot_is_migrating() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::builder()
-        .needs(Feature::TryagainDuringMigration)
-        .start()
-        .unwrap();
-    let client = client_for(&cluster).await;
+    let (cluster, client) = migrating_cluster().await;
     // Renewed every 500 ms: a missed renewal shows within the test.
     let locks = Locks::new(
         client.clone(),
@@ -651,11 +658,7 @@ async fn unlock_reentry_and_renewals_work_while_the_locks_slot_is_migrating() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_during_a_migration_uses_the_callers_wait() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::builder()
-        .needs(Feature::TryagainDuringMigration)
-        .start()
-        .unwrap();
-    let client = client_for(&cluster).await;
+    let (cluster, client) = migrating_cluster().await;
     let locks = Locks::new(client.clone(), LocksConfig::default());
     let slot = 4242u16;
     let name = RedisCluster::key_for_slot(slot);
@@ -738,11 +741,7 @@ fn migrate_one(cluster: &RedisCluster, from: usize, to: usize, key: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_outlive_a_slot_move_that_splits_a_lock_from_its_counter() {
     let _gate = GATE.lock().await;
-    let cluster = RedisCluster::builder()
-        .needs(Feature::TryagainDuringMigration)
-        .start()
-        .unwrap();
-    let client = client_for(&cluster).await;
+    let (cluster, client) = migrating_cluster().await;
     let lease = Duration::from_millis(1500);
     let locks = Locks::new(
         client.clone(),
