@@ -327,12 +327,21 @@ mod misuse_review {
     /// can never end a newer hold").
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_late_unlock_of_an_expired_guard_never_ends_the_newer_hold() {
+        every_kind_at_once("late-unlock", late_unlock).await;
+    }
+
+    /// Runs `case` for each kind's handle (on distinct names, each as its
+    /// own task, at once) and fails with every kind's failure.
+    async fn every_kind_at_once<F, Fut>(name: &str, case: F)
+    where
+        F: Fn(&'static str, Lock) -> Fut,
+        Fut: std::future::Future<Output = Option<String>> + Send + 'static,
+    {
         let server = RedisServer::start();
         let locks = locks_with(&server.url(), config()).await;
-        // The kinds hold distinct names: each runs as its own task, at once.
-        let cases: Vec<_> = kinds(&locks, "late-unlock")
+        let cases: Vec<_> = kinds(&locks, name)
             .into_iter()
-            .map(|(kind, lock)| tokio::spawn(late_unlock(kind, lock)))
+            .map(|(kind, lock)| tokio::spawn(case(kind, lock)))
             .collect();
         let mut failures = Vec::new();
         for case in cases {
@@ -374,18 +383,7 @@ mod misuse_review {
     /// background release of a drop).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_an_expired_guard_never_ends_the_newer_hold() {
-        let server = RedisServer::start();
-        let locks = locks_with(&server.url(), config()).await;
-        // The kinds hold distinct names: each runs as its own task, at once.
-        let cases: Vec<_> = kinds(&locks, "late-drop")
-            .into_iter()
-            .map(|(kind, lock)| tokio::spawn(late_drop(kind, lock)))
-            .collect();
-        let mut failures = Vec::new();
-        for case in cases {
-            failures.extend(case.await.unwrap());
-        }
-        assert!(failures.is_empty(), "{failures:#?}");
+        every_kind_at_once("late-drop", late_drop).await;
     }
 
     /// One kind's case of the test above: its failure, if any.
