@@ -80,6 +80,17 @@ impl Failure {
         Self::with(EXIT_SOFTWARE, message)
     }
 
+    /// A client call's failure: 69 when the connection is gone (the
+    /// server unreachable, restarting, or gone away), else 70.
+    pub(crate) fn client(e: &keylatch::Error, message: impl Into<String>) -> Self {
+        let code = if e.is_connection_error() {
+            EXIT_UNAVAILABLE
+        } else {
+            EXIT_SOFTWARE
+        };
+        Self::with(code, message)
+    }
+
     /// A lock call's failure: 64 when the name cannot serve the request
     /// (it holds something else, a count out of range, a refusal), 69 when
     /// the connection is gone or too few RedLock masters answer, else 70.

@@ -65,12 +65,13 @@ impl Deref for Status {
     }
 }
 
-/// Reads everything `status` shows about `name`.
-pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, String> {
+/// Reads everything `status` shows about `name`; a failure exits 69 when
+/// the server cannot be reached, else 70.
+pub(crate) async fn read(client: &Client, name: &str) -> Result<Status, Failure> {
     Inspection::read(client, name)
         .await
         .map(Status)
-        .map_err(|e| e.to_string())
+        .map_err(|e| Failure::lock(&e, format!("reading lock {name:?}: {e}")))
 }
 
 impl Status {
@@ -428,11 +429,7 @@ pub(crate) fn run(mut argv: Argv) -> Result<u8, Failure> {
             .map_err(|e| args::connect_failure(&urls, e))?;
         let mut all = Vec::with_capacity(names.len());
         for name in &names {
-            all.push(
-                read(&client, name)
-                    .await
-                    .map_err(|e| Failure::software(format!("reading lock {name:?}: {e}")))?,
-            );
+            all.push(read(&client, name).await?);
         }
         Ok::<_, Failure>((all, client.sentinel_master()))
     })?;

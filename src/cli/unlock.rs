@@ -50,9 +50,7 @@ pub(crate) fn run(argv: Argv) -> Result<u8, Failure> {
             .await
             .map_err(|e| args::connect_failure(&urls, e))
     })?;
-    let st = rt
-        .block_on(status::read(locks.client(), &name))
-        .map_err(|e| Failure::software(format!("reading lock {name:?}: {e}")))?;
+    let st = rt.block_on(status::read(locks.client(), &name))?;
     if st.state() == "free" {
         outln!("lock {name:?} is free; nothing to unlock");
         return Ok(0);

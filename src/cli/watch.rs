@@ -134,9 +134,7 @@ async fn refresh(client: &Client, pattern: &str) -> Result<Shown, Failure> {
     let mut locks = Vec::new();
     let mut more = 0;
     for name in names.iter().filter(|n| !glob || !is_companion_key(n)) {
-        let s = read(client, name)
-            .await
-            .map_err(|e| Failure::software(format!("reading lock {name:?}: {e}")))?;
+        let s = read(client, name).await?;
         // A key that holds no lock, or (found by the pattern) is gone now.
         let no_lock = s.kind().starts_with("not a lock");
         if no_lock || (glob && s.state() == "free" && s.kind() == "none") {
@@ -153,7 +151,7 @@ async fn refresh(client: &Client, pattern: &str) -> Result<Shown, Failure> {
 
 /// Every key matching `pattern` on every master, sorted.
 async fn scan(client: &Client, pattern: &str) -> Result<Vec<String>, Failure> {
-    let failed = |e: keylatch::Error| Failure::software(format!("SCAN: {e}"));
+    let failed = |e: keylatch::Error| Failure::client(&e, format!("SCAN: {e}"));
     let mut found = BTreeSet::new();
     for key in one_key_per_master(client) {
         let conn = client.connection_for_key(&key).await.map_err(failed)?;

@@ -23,7 +23,7 @@ use crate::lease::LossReason;
 use crate::lock::{Lock, LockGuard, LockKind};
 use crate::names::companion;
 use crate::scripts::{LEADER_CLEAR, LEADER_PROCLAIM};
-use crate::shape::wrong_type;
+use crate::shape::{wrong_type, KeyShape};
 use crate::types::reentrant::NON_REENTRANT;
 
 /// The leadership lock: the non-reentrant hash (a leader does not campaign
@@ -251,6 +251,14 @@ impl Leader {
             }
             other => other?,
         };
+        // A read-write lock's hash (its `mode` field) holds readers or a
+        // writer, never a leader: the name is another type's.
+        if has_mode(&hash) {
+            return Err(LockError::WrongType {
+                name: name.to_owned(),
+                found: KeyShape::ReadWriteHash,
+            });
+        }
         // A proclamation key of another type proclaims nothing.
         let text = match text {
             Err(e) if is_wrong_type(&e) => Frame::Null,
@@ -305,6 +313,21 @@ impl Leader {
 /// WRONGTYPE: a refused command or a dropped connection is no reused name).
 fn is_wrong_type(e: &keylatch_cluster::Error) -> bool {
     e.as_server_error().is_some_and(|s| s.code() == "WRONGTYPE")
+}
+
+/// Whether an election's hash is a read-write lock's (a `mode` field).
+fn has_mode(hash: &Frame) -> bool {
+    match hash.value() {
+        Frame::Array(items) => items.chunks(2).any(|kv| {
+            kv.first()
+                .and_then(Frame::as_bytes)
+                .is_some_and(|k| k[..] == b"mode"[..])
+        }),
+        Frame::Map(pairs) => pairs
+            .iter()
+            .any(|(k, _)| k.as_bytes().is_some_and(|k| k[..] == b"mode"[..])),
+        _ => false,
+    }
 }
 
 /// The leader an election's hash and proclamation show: the hash's one

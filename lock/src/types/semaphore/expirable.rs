@@ -176,8 +176,10 @@ how many. They are not leased: they come back only by
                         if matches!(sem_reply(&frame), Ok(SemReply::Got)) {
                             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                                 let (c, ids) = (c.clone(), ids.clone());
+                                let ticket = c.inner.background.ticket();
                                 rt.spawn(async move {
                                     let _ = release_ids(&c, &ids).await;
+                                    drop(ticket);
                                 });
                             }
                         }

@@ -9,7 +9,7 @@ use keylatch_cluster::{Commands, Error as ClientError};
 use crate::error::{LockError, LockResult};
 use crate::lease::hold::{clamp_span, millis, Hold};
 use crate::lease::LossReason;
-use crate::lock::Detached;
+use crate::lock::{spawn_queued, Detached};
 use crate::scripts::PERMITS_RENEW;
 
 use super::counter::{release_ids, renew_reply, Counter};
@@ -250,7 +250,13 @@ impl PermitGuard {
             return Ok(());
         }
         let (c, ids) = (self.c.clone(), self.ids.clone());
-        let out = Detached::new(async move { release_ids(&c, &ids).await }).await;
+        let ticket = c.inner.background.ticket();
+        let out = Detached::new(async move {
+            let out = release_ids(&c, &ids).await;
+            drop(ticket);
+            out
+        })
+        .await;
         let (released, expired) = match out {
             Err(LockError::Client(ClientError::Timeout)) if ended => {
                 return Err(LockError::Expired {
@@ -285,8 +291,12 @@ impl Drop for PermitGuard {
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (c, ids) = (self.c.clone(), std::mem::take(&mut self.ids));
-            rt.spawn(async move {
+            // Counted until sent, so `Locks::settle` waits for it; queued
+            // before this task's next request, as a lock guard's release is.
+            let ticket = c.inner.background.ticket();
+            spawn_queued(&rt, async move {
                 let _ = release_ids(&c, &ids).await;
+                drop(ticket);
             });
         }
     }

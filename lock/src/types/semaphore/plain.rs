@@ -231,8 +231,10 @@ negative; the key's expiry is kept.",
                 if matches!(sem_reply(&frame), Ok(SemReply::Got)) {
                     if let Ok(rt) = tokio::runtime::Handle::try_current() {
                         let c = c.clone();
+                        let ticket = c.inner.background.ticket();
                         rt.spawn(async move {
                             let _ = c.change(signed(permits)).await;
+                            drop(ticket);
                         });
                     }
                 }
