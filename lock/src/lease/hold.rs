@@ -173,10 +173,8 @@ impl Hold {
         // not the watchdog's to renew with, or a crashed holder would keep
         // the lock that long after the fixed guard was released. The
         // server keeps the longer expiry anyway (renewals never shorten).
-        let lease = clamp_span(lease);
         let permille = u32::from(self.drift_permille & !COUNTER_MADE);
-        let drift = Duration::from_millis(2) + lease * permille / 1000;
-        let end = (sent_at + lease).checked_sub(drift).unwrap_or(sent_at);
+        let end = local_end(sent_at, lease, permille);
         self.deadline.fetch_max(nanos(end), Ordering::AcqRel);
     }
 
@@ -272,6 +270,15 @@ impl Hold {
     pub(crate) fn is_lost(&self) -> bool {
         self.loss.get().is_some() || (self.guards() > 0 && Instant::now() >= self.deadline())
     }
+}
+
+/// When a lease taken by a call sent at `sent_at` ends by the local clock:
+/// the lease less the clock drift allowed (`drift_permille` of it, and
+/// 2 ms), so the local deadline never outlives the key.
+pub(crate) fn local_end(sent_at: Instant, lease: Duration, drift_permille: u32) -> Instant {
+    let lease = clamp_span(lease);
+    let drift = Duration::from_millis(2) + lease * drift_permille.min(1000) / 1000;
+    (sent_at + lease).checked_sub(drift).unwrap_or(sent_at)
 }
 
 /// The process's time origin for deadlines kept as integers.

@@ -113,7 +113,11 @@ impl Lock {
     /// try instead, unless another contender of this process is queued for
     /// the name, and that try is the only one. Contenders of one process
     /// queue locally so only one of them goes back to Redis per release.
-    /// If no subscription can be had, it polls instead of failing.
+    /// If no subscription can be had, it polls instead of failing. A try
+    /// answered only after the lease it took had run out by the local clock
+    /// (a server stalled with the try in flight) gives that hold back and
+    /// counts as not acquired: the wait tries again, and a zero wait
+    /// answers `Ok(None)`; no guard is handed out already lost.
     ///
     /// ```no_run
     /// use std::time::Duration;

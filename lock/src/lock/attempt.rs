@@ -21,7 +21,7 @@ use keylatch_cluster::{Error, LateReply, ServerErrorKind};
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
-use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
+use crate::lease::hold::{clamp_span, local_end, millis, Hold, NewHold};
 use crate::reply::{acquire_reply, waiter_held, AcquireReply};
 use crate::shape::{key_shape, KeyShape};
 
@@ -232,6 +232,10 @@ impl Lock {
             AcquireReply::Held(pttl, seen) => return Ok(Attempt::Held(pttl, seen)),
             AcquireReply::Taken { holds, value, made } => (holds, value, made),
         };
+        let end = local_end(sent_at, lease_d, self.inner.config.drift_permille);
+        if holds == 1 && Instant::now() >= end {
+            return self.give_back_late(value).await;
+        }
         let guard = self.guard_for(holds, value, renew, lease_d, sent_at, made);
         if matches!(self.replica_sync(), ReplicaSync::None) {
             return Ok(Attempt::Acquired(guard));
@@ -240,6 +244,27 @@ impl Lock {
         Box::pin(self.check_replicas(guard))
             .await
             .map(Attempt::Acquired)
+    }
+
+    /// A first hold whose reply came after its lease ended by the local
+    /// clock (the server stalled, or this process did, between the send
+    /// and the reply): the key may live on, but nothing here can vouch for
+    /// it, and a guard made of it would be lost at birth. It is given back
+    /// by its token and the attempt counts as finding the lock held for no
+    /// time at all, so a wait tries again at once (and a try with no wait
+    /// answers not acquired).
+    async fn give_back_late(&self, value: i64) -> LockResult<Attempt> {
+        tracing::warn!(lock = %self.name(),
+            "an acquire answered after its lease ended by the local clock: given back");
+        let token = self
+            .handle
+            .kind
+            .tokens
+            .release_token(value.max(0).unsigned_abs());
+        if release(self, token, None, Retry::Here).await.is_ok() {
+            self.inner.engine.touched(&self.handle.names.key);
+        }
+        Ok(Attempt::Held(0, 0))
     }
 
     /// Sends one attempt, again while it surely did not run and the

@@ -186,11 +186,7 @@ where
         };
         match acquired {
             Err(LockError::Client(e)) if e.is_unknown_outcome() => {
-                let bound = until.map_or(ORPHAN_BOUND, |u| {
-                    u.saturating_duration_since(Instant::now())
-                        .max(ORPHAN_BOUND)
-                });
-                if !undo.run(bound).await {
+                if !undo_within(&undo, until, what, signals).await? {
                     return Err(Failure::software(format!(
                         "cannot acquire {what}: {e}; an acquire of unknown outcome could \
                          not be undone (it expires with its {:?} lease)",
@@ -202,6 +198,35 @@ where
                 }
             }
             other => return Ok(other),
+        }
+    }
+}
+
+/// Undoes an acquire of unknown outcome: within what is left of the wait
+/// (at least [`ORPHAN_BOUND`]); a wait with no end (`elect`'s, by
+/// default) goes on undoing until the server answers (stalled or away for
+/// longer than a bound), as its campaign would go on waiting. `false`: not
+/// undone in time. A signal ends it (`Err`, 128 + N).
+async fn undo_within(
+    undo: &Undo<'_>,
+    until: Option<Instant>,
+    what: &str,
+    signals: &mut Signals,
+) -> Result<bool, Failure> {
+    loop {
+        let bound = until.map_or(ORPHAN_BOUND, |u| {
+            u.saturating_duration_since(Instant::now())
+                .max(ORPHAN_BOUND)
+        });
+        let undone = tokio::select! {
+            ok = undo.run(bound) => ok,
+            stop = signals.recv() => {
+                undo.run(Duration::from_secs(2)).await;
+                return Err(interrupted(&format!("waiting for {what}"), stop));
+            }
+        };
+        if undone || until.is_some() {
+            return Ok(undone);
         }
     }
 }

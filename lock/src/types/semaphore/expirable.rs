@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
+use crate::lease::hold::{clamp_span, local_end, millis, Hold, NewHold};
 use crate::lease::key::HoldKey;
 use crate::owner::Owner;
 use crate::scripts::PERMITS_ACQUIRE;
@@ -191,6 +191,15 @@ how many. They are not leased: they come back only by
                     .eval_shared_settled(&PERMITS_ACQUIRE, &cmd, Some(bound(inner, deadline)), late)
                     .await?;
                 match sem_reply(&frame)? {
+                    // Answered after its lease ended by the local clock (a
+                    // stalled server): given back, and the wait tries again.
+                    SemReply::Got
+                        if Instant::now()
+                            >= local_end(sent_at, lease_d, inner.config.drift_permille) =>
+                    {
+                        let _ = release_ids(&self.c, &ids).await;
+                        Ok(Try::Short(1))
+                    }
                     SemReply::Got => Ok(Try::Got(self.guard(ids, renew, lease_d, sent_at))),
                     SemReply::Missing => Err(LockError::NoSuchSemaphore {
                         name: names.key.to_string(),

@@ -26,12 +26,22 @@ use crate::scripts::{LEADER_CLEAR, LEADER_PROCLAIM};
 use crate::shape::{wrong_type, KeyShape};
 use crate::types::reentrant::NON_REENTRANT;
 
+mod shown;
+
+pub use shown::LeaderInfo;
+use shown::{has_mode, is_wrong_type, leader_of, pttl_of};
+
 /// The leadership lock: the non-reentrant hash (a leader does not campaign
 /// twice), labelled as an election.
 pub(crate) static LEADER: LockKind = LockKind {
     label: "leader",
     ..NON_REENTRANT
 };
+
+/// The pause before campaigning again after a leadership lost before it
+/// proclaimed (someone deleting the key over and over is not met by a
+/// tight loop).
+const AGAIN_AFTER_LOST: Duration = Duration::from_millis(10);
 
 /// One election: campaign for it, or watch who leads.
 ///
@@ -51,24 +61,6 @@ pub struct Leader {
     lock: Lock,
     /// `keylatch_leader:{name}`: the proclamation, and its channel.
     proclamation: String,
-}
-
-/// Who leads an election, as its proclamation says.
-///
-/// ```
-/// let who = keylatch_lock::LeaderInfo::default();
-/// assert!(who.owner.is_empty() && who.value.is_none());
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaderInfo {
-    /// The leader's owner id (the lock hash's holder).
-    pub owner: String,
-    /// Its fencing token, once proclaimed.
-    pub token: Option<u64>,
-    /// What it proclaimed (its address, say); `None` in the moment between
-    /// its election and its proclamation.
-    pub value: Option<String>,
 }
 
 impl Leader {
@@ -110,20 +102,29 @@ impl Leader {
     /// # Ok(()) }
     /// ```
     ///
+    /// A leadership lost before its proclamation could be written (the
+    /// key deleted or expired in between) is campaigned for again: this
+    /// answers with a leadership that proclaimed.
+    ///
     /// # Errors
-    /// As [`Lock::acquire`]; [`LockError::Lost`] when the leadership was
-    /// lost before the proclamation could be written (it is given up).
+    /// As [`Lock::acquire`].
     ///
     /// # Cancel safety
     /// As [`Lock::acquire`] while waiting; dropped after it was elected,
     /// the leadership is released in the background.
     pub async fn campaign(&self, value: &str) -> LockResult<LeaderGuard> {
-        let guard = self.lock.acquire().await?;
-        self.lead(guard, value).await
+        loop {
+            let guard = self.lock.acquire().await?;
+            match self.lead(guard, value).await {
+                Err(LockError::Lost { .. }) => tokio::time::sleep(AGAIN_AFTER_LOST).await,
+                other => return other,
+            }
+        }
     }
 
     /// [`campaign`](Self::campaign) for at most `wait`: `None` when another
-    /// leads all along.
+    /// leads all along (or each leadership had was lost before it
+    /// proclaimed).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -144,9 +145,25 @@ impl Leader {
         wait: Duration,
         value: &str,
     ) -> LockResult<Option<LeaderGuard>> {
-        match self.lock.try_acquire(wait, None).await? {
-            Some(guard) => self.lead(guard, value).await.map(Some),
-            None => Ok(None),
+        let until = tokio::time::Instant::now().checked_add(wait);
+        loop {
+            let left = until.map_or(wait, |u| {
+                u.saturating_duration_since(tokio::time::Instant::now())
+            });
+            let Some(guard) = self.lock.try_acquire(left, None).await? else {
+                return Ok(None);
+            };
+            match self.lead(guard, value).await {
+                // Lost before it proclaimed: campaign again while the
+                // wait lasts (not elected in time after that).
+                Err(LockError::Lost { .. }) => {
+                    if left.is_zero() || until.is_some_and(|u| u <= tokio::time::Instant::now()) {
+                        return Ok(None);
+                    }
+                    tokio::time::sleep(AGAIN_AFTER_LOST).await;
+                }
+                other => return other.map(Some),
+            }
         }
     }
 
@@ -237,12 +254,20 @@ impl Leader {
         p.add(Cmd::new("HGETALL").key(name));
         p.add(Cmd::new("PTTL").key(name));
         p.add(Cmd::new("GET").key(self.proclamation.as_str()));
+        // The fencing counter: the latest term's token (every election
+        // INCRs it), which a proclamation must carry to be this term's.
+        let counter = self.lock.handle.names.token();
+        p.add(Cmd::new("GET").key(counter.as_str()));
         let replies = self.lock.inner.client.pipeline(p).await?;
         let mut it = replies.into_iter();
-        let (hash, pttl, text) = match (it.next(), it.next(), it.next()) {
-            (Some(h), Some(t), Some(p)) => (h, t?, p),
+        let (hash, pttl, text, term) = match (it.next(), it.next(), it.next(), it.next()) {
+            (Some(h), Some(t), Some(p), Some(c)) => (h, t?, p, c),
             _ => return Err(LockError::Protocol("a short pipeline".into())),
         };
+        let term = term.ok().and_then(|f| {
+            f.as_bytes()
+                .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
+        });
         // The name reused by another type (WRONGTYPE): typed, as every
         // other call of the election answers it.
         let hash = match hash {
@@ -264,7 +289,7 @@ impl Leader {
             Err(e) if is_wrong_type(&e) => Frame::Null,
             other => other?,
         };
-        Ok((leader_of(&hash, &text), pttl_of(&pttl)))
+        Ok((leader_of(&hash, &text, term), pttl_of(&pttl)))
     }
 
     /// Watches who leads: the first [`LeaderObserver::next`] answers at once,
@@ -306,77 +331,6 @@ impl Leader {
             last: None,
             recheck: inner.config.recheck,
         }
-    }
-}
-
-/// Whether a read failed because its key holds another type (only
-/// WRONGTYPE: a refused command or a dropped connection is no reused name).
-fn is_wrong_type(e: &keylatch_cluster::Error) -> bool {
-    e.as_server_error().is_some_and(|s| s.code() == "WRONGTYPE")
-}
-
-/// Whether an election's hash is a read-write lock's (a `mode` field).
-fn has_mode(hash: &Frame) -> bool {
-    match hash.value() {
-        Frame::Array(items) => items.chunks(2).any(|kv| {
-            kv.first()
-                .and_then(Frame::as_bytes)
-                .is_some_and(|k| k[..] == b"mode"[..])
-        }),
-        Frame::Map(pairs) => pairs
-            .iter()
-            .any(|(k, _)| k.as_bytes().is_some_and(|k| k[..] == b"mode"[..])),
-        _ => false,
-    }
-}
-
-/// The leader an election's hash and proclamation show: the hash's one
-/// owner (no leader when it has none, or holds some other lock), with the
-/// proclamation's token and value when the proclamation is that owner's.
-fn leader_of(hash: &Frame, text: &Frame) -> Option<LeaderInfo> {
-    let fields: Vec<Vec<u8>> = match hash.value() {
-        Frame::Array(items) => items
-            .iter()
-            .filter_map(|f| f.as_bytes().map(|b| b.to_vec()))
-            .collect(),
-        Frame::Map(pairs) => pairs
-            .iter()
-            .flat_map(|(k, v)| [k, v])
-            .filter_map(|f| f.as_bytes().map(|b| b.to_vec()))
-            .collect(),
-        _ => return None,
-    };
-    let owner = fields
-        .chunks(2)
-        .filter(|kv| {
-            kv.len() == 2 && std::str::from_utf8(&kv[1]).is_ok_and(|v| v.parse::<u64>().is_ok())
-        })
-        .map(|kv| String::from_utf8_lossy(&kv[0]).into_owned())
-        .find(|f| !f.starts_with("keylatch_"))?;
-    let mut info = LeaderInfo {
-        owner,
-        token: None,
-        value: None,
-    };
-    if let Some(text) = text
-        .as_bytes()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-    {
-        let mut parts = text.splitn(3, '\n');
-        if let (Some(token), Some(by), Some(value)) = (parts.next(), parts.next(), parts.next()) {
-            if by == info.owner {
-                info.token = token.parse().ok();
-                info.value = Some(value.to_owned());
-            }
-        }
-    }
-    Some(info)
-}
-
-fn pttl_of(f: &Frame) -> Option<u64> {
-    match f.value() {
-        Frame::Integer(n) if *n > 0 => Some(n.unsigned_abs()),
-        _ => None,
     }
 }
 
@@ -607,55 +561,5 @@ impl LeaderObserver {
             e = b.recv() => if e.is_none() { self.subs.clear() },
             () = &mut sleep => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hash(pairs: &[(&str, &str)]) -> Frame {
-        Frame::Array(
-            pairs
-                .iter()
-                .flat_map(|(k, v)| {
-                    [
-                        Frame::Bulk(k.to_string().into()),
-                        Frame::Bulk(v.to_string().into()),
-                    ]
-                })
-                .collect(),
-        )
-    }
-
-    #[test]
-    fn a_proclamation_counts_only_while_its_owner_holds_the_lock() {
-        let text = Frame::Bulk("17\nu:1\n10.0.0.7:80".into());
-        assert_eq!(
-            leader_of(&hash(&[("u:1", "1")]), &text),
-            Some(LeaderInfo {
-                owner: "u:1".into(),
-                token: Some(17),
-                value: Some("10.0.0.7:80".into()),
-            })
-        );
-        // Another holds it now: the old proclamation is not shown.
-        assert_eq!(
-            leader_of(&hash(&[("u:2", "1"), ("keylatch_waiters", "1")]), &text),
-            Some(LeaderInfo {
-                owner: "u:2".into(),
-                token: None,
-                value: None,
-            })
-        );
-        // Nobody holds it; a read-write lock's hash is no leader either.
-        assert_eq!(leader_of(&hash(&[]), &text), None);
-        assert_eq!(leader_of(&hash(&[("mode", "write")]), &Frame::Null), None);
-        // A value with newlines of its own stays whole.
-        let multi = Frame::Bulk("3\nu:1\na\nb".into());
-        assert_eq!(
-            leader_of(&hash(&[("u:1", "1")]), &multi).and_then(|l| l.value),
-            Some("a\nb".into())
-        );
     }
 }
