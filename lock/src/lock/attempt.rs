@@ -21,7 +21,7 @@ use keylatch_cluster::{Error, LateReply, ServerErrorKind};
 use keylatch_resp::{Cmd, Frame};
 
 use crate::error::{LockError, LockResult};
-use crate::lease::hold::{clamp_span, local_end, millis, Hold, NewHold};
+use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
 use crate::reply::{acquire_reply, waiter_held, AcquireReply};
 use crate::shape::{key_shape, KeyShape};
 
@@ -57,6 +57,17 @@ pub(crate) enum Attempt {
     /// Held by another owner; the PTTL in milliseconds, and the fencing
     /// counter's value a waiter's try saw (0 for any other try).
     Held(i64, i64),
+}
+
+/// Whether a reply to a call sent at `sent_at` came after the `lease` it
+/// took had passed by the local clock (a stalled server). The lease
+/// itself, not the drift-trimmed deadline: a lease of a few milliseconds
+/// still answers (a guard that may be lost soon); only a reply that
+/// outlived the whole lease is given back.
+pub(crate) fn outlived(sent_at: Instant, lease: Duration) -> bool {
+    sent_at
+        .checked_add(lease)
+        .is_some_and(|end| Instant::now() >= end)
 }
 
 /// An acquire's reply nobody waits for any more: if it took the lock, that
@@ -232,8 +243,7 @@ impl Lock {
             AcquireReply::Held(pttl, seen) => return Ok(Attempt::Held(pttl, seen)),
             AcquireReply::Taken { holds, value, made } => (holds, value, made),
         };
-        let end = local_end(sent_at, lease_d, self.inner.config.drift_permille);
-        if holds == 1 && Instant::now() >= end {
+        if holds == 1 && outlived(sent_at, lease_d) {
             return self.give_back_late(value).await;
         }
         let guard = self.guard_for(holds, value, renew, lease_d, sent_at, made);
@@ -246,8 +256,8 @@ impl Lock {
             .map(Attempt::Acquired)
     }
 
-    /// A first hold whose reply came after its lease ended by the local
-    /// clock (the server stalled, or this process did, between the send
+    /// A first hold whose reply came after its whole lease had passed by
+    /// the local clock (the server stalled, or this process did, between the send
     /// and the reply): the key may live on, but nothing here can vouch for
     /// it, and a guard made of it would be lost at birth. It is given back
     /// by its token and the attempt counts as finding the lock held for no

@@ -27,7 +27,7 @@ mod release;
 mod rlock_hash;
 mod turn;
 
-pub(crate) use attempt::settle_late;
+pub(crate) use attempt::{outlived, settle_late};
 pub use base::{Lock, ReplicaSync};
 pub use guard::{LockGuard, LostToken};
 #[cfg(test)]

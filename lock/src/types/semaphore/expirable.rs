@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::context::Inner;
 use crate::error::{LockError, LockResult};
-use crate::lease::hold::{clamp_span, local_end, millis, Hold, NewHold};
+use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lease::key::HoldKey;
+use crate::lock::outlived;
 use crate::owner::Owner;
 use crate::scripts::PERMITS_ACQUIRE;
 use crate::shape::wrong_type;
@@ -193,10 +194,7 @@ how many. They are not leased: they come back only by
                 match sem_reply(&frame)? {
                     // Answered after its lease ended by the local clock (a
                     // stalled server): given back, and the wait tries again.
-                    SemReply::Got
-                        if Instant::now()
-                            >= local_end(sent_at, lease_d, inner.config.drift_permille) =>
-                    {
+                    SemReply::Got if outlived(sent_at, lease_d) => {
                         let _ = release_ids(&self.c, &ids).await;
                         Ok(Try::Short(1))
                     }
