@@ -491,9 +491,14 @@ fn set_up_cut_short(e: &Error) -> bool {
         Error::ConnectionClosed | Error::Disconnected => true,
         // A timeout is a silent node, not a cut: trying again would wait
         // out the connect timeout once more (4 × 5 s before this rule).
-        Error::Io(io) => !matches!(
+        // A cut is a reset, an abort or an early end; a refused connect, a
+        // name that does not resolve or a TLS failure is no cut.
+        Error::Io(io) => matches!(
             io.kind(),
-            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
         ),
         _ => false,
     }
@@ -505,16 +510,25 @@ fn set_up_cut_short(e: &Error) -> bool {
 /// seed: guessing standalone (as this once did) would send a cluster's
 /// commands without routing, and a connection killed right after the
 /// handshake made every command of that client fail.
+///
+/// Part of connecting: each ask is bounded by the connect timeout, and a
+/// node that answered the handshake but not this (a timeout) fails the seed
+/// at once; asked again, it would cost the whole bound each time.
 async fn cluster_enabled(conn: &Connection) -> Result<bool> {
     let mut pause = Duration::from_millis(20);
     let mut tries = 0;
+    let bound = Some(conn.config().connect_timeout);
     loop {
-        match conn.send(Cmd::new("INFO").arg("cluster")).await {
+        match conn
+            .send_timeout(Cmd::new("INFO").arg("cluster"), bound)
+            .await
+        {
             Ok(f) => {
                 let info = f.as_bytes();
                 return Ok(info.is_some_and(|i| i.windows(17).any(|w| w == b"cluster_enabled:1")));
             }
             Err(e) if e.as_server_error().is_some() => return Ok(false),
+            Err(e @ Error::Timeout) => return Err(e),
             // About 0.6 s in all.
             Err(e) if tries == 5 => return Err(e),
             Err(_) => {

@@ -54,48 +54,9 @@ fn unexpected<T>(want: &str, got: &Frame) -> Result<T> {
     )))
 }
 
-/// A frame as shown in an error message: its first 120 bytes, then `…`
-/// if it goes on. Rendering stops there, so a huge reply of the wrong
-/// shape (a 512 MiB bulk read as an integer) costs no huge string.
+/// A frame as shown in an error message ([`Frame::shown`]).
 pub(crate) fn shown(got: &Frame) -> String {
-    use std::fmt::Write as _;
-
-    const SHOWN: usize = 120;
-
-    /// Keeps the first `SHOWN` bytes (whole chars), then refuses more.
-    struct Bounded {
-        text: String,
-        cut: bool,
-    }
-
-    impl std::fmt::Write for Bounded {
-        fn write_str(&mut self, s: &str) -> std::fmt::Result {
-            let room = SHOWN - self.text.len();
-            if s.len() <= room {
-                self.text.push_str(s);
-                return Ok(());
-            }
-            let mut end = room;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            self.text.push_str(&s[..end]);
-            self.cut = true;
-            // Stops the rest of the frame's formatting.
-            Err(std::fmt::Error)
-        }
-    }
-
-    let mut out = Bounded {
-        text: String::with_capacity(SHOWN + '…'.len_utf8()),
-        cut: false,
-    };
-    // An error here only says the text was cut.
-    let _ = write!(out, "{got}");
-    if out.cut {
-        out.text.push('…');
-    }
-    out.text
+    got.shown()
 }
 
 /// The frame as received, RESP3 attributes included.

@@ -47,7 +47,7 @@ async fn force_unlock(inner: &Inner, name: &str) -> LockResult<ForceUnlocked> {
                 found: KeyShape::from_code(shape),
             })
         }
-        _ => return Err(LockError::Protocol(reply.to_string())),
+        _ => return Err(LockError::Protocol(reply.shown())),
     };
     if out != ForceUnlocked::Free {
         inner.engine.touched(&names.key);

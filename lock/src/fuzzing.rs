@@ -126,6 +126,8 @@ fn acquire(frame: &Frame) {
         (Ok(AcquireReply::NotReentrant), Ok((h, _))) => assert!(h < 0 && h != -2),
         (Ok(AcquireReply::UpgradeRefused), Ok((-2, _))) => {}
         (Err(e), Err(_)) => protocol(&e),
+        // A hold with a negative token (or read session) is no hold.
+        (Err(e), Ok((h, v))) if h >= 1 && v < 0 => protocol(&e),
         (got, pair) => panic!("{frame}: {got:?} from the pair {pair:?}"),
     }
 }

@@ -51,7 +51,12 @@ impl Inspection {
         seen.ttl_ms = match ask(client, Cmd::new("PTTL").key(name)).await? {
             Frame::Integer(-2) => None,
             Frame::Integer(ms) => Some(ms),
-            other => return Err(LockError::Protocol(format!("PTTL answered {other}"))),
+            other => {
+                return Err(LockError::Protocol(format!(
+                    "PTTL answered {}",
+                    other.shown()
+                )))
+            }
         };
         seen.waiters = fair::inspect_queue(client, name).await?;
         seen.registered = registered(client, name).await?;
@@ -77,7 +82,12 @@ async fn hash_fields(client: &Client, seen: &mut Inspection) -> LockResult<()> {
     let entries = match ask(client, Cmd::new("HGETALL").key(seen.name.as_str())).await? {
         Frame::Map(m) => m,
         Frame::Array(items) => pairs(items),
-        other => return Err(LockError::Protocol(format!("HGETALL answered {other}"))),
+        other => {
+            return Err(LockError::Protocol(format!(
+                "HGETALL answered {}",
+                other.shown()
+            )))
+        }
     };
     for (k, v) in entries {
         let (Some(k), v) = (text(&k), text(&v)) else {

@@ -42,6 +42,9 @@ pub(crate) fn acquire_reply(frame: &Frame) -> LockResult<AcquireReply> {
         -2 => AcquireReply::UpgradeRefused,
         h if h < 0 => AcquireReply::NotReentrant,
         0 => AcquireReply::Held(value, 0),
+        // A hold's token (or read session) is never negative (0: a kind
+        // with no token): a reply saying so is no hold to hand out.
+        _ if value < 0 => return Err(LockError::Protocol(frame.shown())),
         _ => AcquireReply::Taken {
             holds,
             value,
@@ -60,7 +63,8 @@ fn made_counter(frame: &Frame) -> Option<i64> {
         return None;
     };
     match (a.value(), b.value(), c.value()) {
-        (Frame::Integer(1), Frame::Integer(token), Frame::Integer(1)) => Some(*token),
+        // A made counter's first token is the server's clock: never below 1.
+        (Frame::Integer(1), Frame::Integer(token @ 1..), Frame::Integer(1)) => Some(*token),
         _ => None,
     }
 }
@@ -89,10 +93,10 @@ pub(crate) fn parse_pair(frame: &Frame) -> LockResult<(i64, i64)> {
         Frame::Array(items) => match items.as_slice() {
             [a, b] => match (a.value(), b.value()) {
                 (Frame::Integer(a), Frame::Integer(b)) => Ok((*a, *b)),
-                _ => Err(LockError::Protocol(frame.to_string())),
+                _ => Err(LockError::Protocol(frame.shown())),
             },
-            _ => Err(LockError::Protocol(frame.to_string())),
+            _ => Err(LockError::Protocol(frame.shown())),
         },
-        other => Err(LockError::Protocol(other.to_string())),
+        other => Err(LockError::Protocol(other.shown())),
     }
 }

@@ -129,7 +129,7 @@ pub(crate) async fn key_shape(inner: &Inner, key: &str) -> LockResult<KeyShape> 
     let reply = inner.client.eval_script(&KEY_SHAPE, &[key], &["0"]).await?;
     match reply.value() {
         Frame::Integer(n) => Ok(KeyShape::from_code(*n)),
-        other => Err(LockError::Protocol(other.to_string())),
+        other => Err(LockError::Protocol(other.shown())),
     }
 }
 

@@ -213,6 +213,59 @@ impl Frame {
             frame => (frame, None),
         }
     }
+
+    /// The frame as shown in an error message: its [`Display`](fmt::Display)
+    /// text's first 120 bytes, then `…` if it goes on. Rendering stops
+    /// there, so a huge reply of the wrong shape (a 512 MiB bulk where an
+    /// integer was expected) costs no huge string.
+    ///
+    /// ```
+    /// use keylatch_resp::Frame;
+    /// assert_eq!(Frame::Integer(7).shown(), "(integer) 7");
+    /// let huge = Frame::Bulk(vec![b'x'; 1 << 20].into());
+    /// let text = huge.shown();
+    /// assert!(text.len() < 130 && text.ends_with('…'));
+    /// ```
+    pub fn shown(&self) -> String {
+        use fmt::Write as _;
+        let mut out = Bounded {
+            text: String::with_capacity(SHOWN + '…'.len_utf8()),
+            cut: false,
+        };
+        // An error here only says the text was cut.
+        let _ = write!(out, "{self}");
+        if out.cut {
+            out.text.push('…');
+        }
+        out.text
+    }
+}
+
+/// How much of a frame [`Frame::shown`] shows, in bytes.
+const SHOWN: usize = 120;
+
+/// Keeps the first [`SHOWN`] bytes (whole chars), then refuses more.
+struct Bounded {
+    text: String,
+    cut: bool,
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = SHOWN - self.text.len();
+        if s.len() <= room {
+            self.text.push_str(s);
+            return Ok(());
+        }
+        let mut end = room;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.push_str(&s[..end]);
+        self.cut = true;
+        // Stops the rest of the frame's formatting.
+        Err(fmt::Error)
+    }
 }
 
 /// One line, in the spirit of `redis-cli`: meant for logs, not for parsing back. Attributes

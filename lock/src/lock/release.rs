@@ -97,8 +97,10 @@ async fn once(lock: &Lock, token: u64, until: Option<Instant>) -> Result<LockRes
         Frame::Null => Err(LockError::NotOwner {
             name: lock.name().to_owned(),
         }),
-        Frame::Integer(n) => Ok(n == 1),
-        other => Err(LockError::Protocol(other.to_string())),
+        // 0: holds remain; 1: the last one ended. Anything else is no
+        // answer of the release scripts.
+        Frame::Integer(n @ (0 | 1)) => Ok(n == 1),
+        other => Err(LockError::Protocol(other.shown())),
     })
 }
 

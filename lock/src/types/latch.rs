@@ -129,7 +129,7 @@ impl CountDownLatch {
             Frame::Integer(0) => Ok(false),
             // No count at the name: another type, or a name reused.
             Frame::Integer(-1) => Err(wrong_type(&self.inner, &self.key).await),
-            other => Err(LockError::Protocol(other.to_string())),
+            other => Err(LockError::Protocol(other.shown())),
         }
     }
 
@@ -165,7 +165,7 @@ impl CountDownLatch {
             Frame::Integer(n) => Ok(n.max(0).unsigned_abs()),
             // The key holds something else than a count (a name reused).
             Frame::Null => Err(wrong_type(&self.inner, &self.key).await),
-            other => Err(LockError::Protocol(other.to_string())),
+            other => Err(LockError::Protocol(other.shown())),
         }
     }
 

@@ -287,7 +287,7 @@ async fn take_group(
             return Ok(None);
         }
         let Some(b) = group.get(busy) else {
-            return Err(LockError::Protocol(frame.to_string()));
+            return Err(LockError::Protocol(frame.shown()));
         };
         if pttl == -1 {
             // Held with no expiry: maybe no lock at all (every lock has one).
@@ -549,7 +549,7 @@ pub(crate) enum MultiReply {
 /// taken reply must have exactly one pair per member, each with at least
 /// one hold, and a busy one must name a member.
 pub(crate) fn multi_reply(frame: &Frame, members: usize) -> LockResult<MultiReply> {
-    let bad = || LockError::Protocol(frame.to_string());
+    let bad = || LockError::Protocol(frame.shown());
     let Frame::Array(items) = frame.value() else {
         return Err(bad());
     };

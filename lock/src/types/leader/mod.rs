@@ -460,7 +460,7 @@ impl LeaderGuard {
                     reason: LossReason::Gone,
                 })
             }
-            other => Err(LockError::Protocol(other.to_string())),
+            other => Err(LockError::Protocol(other.shown())),
         }
     }
 

@@ -342,7 +342,7 @@ pub(crate) fn renew_reply(reply: Frame) -> LockResult<bool> {
     match reply.into_value() {
         Frame::Array(v) if first(&v) == Some(Frame::Integer(1)) => Ok(true),
         Frame::Array(v) if first(&v) == Some(Frame::Integer(0)) => Ok(false),
-        other => Err(LockError::Protocol(other.to_string())),
+        other => Err(LockError::Protocol(other.shown())),
     }
 }
 
@@ -350,7 +350,7 @@ pub(crate) fn renew_reply(reply: Frame) -> LockResult<bool> {
 pub(crate) fn integer(frame: &Frame) -> LockResult<i64> {
     match frame.value() {
         Frame::Integer(n) => Ok(*n),
-        other => Err(LockError::Protocol(other.to_string())),
+        other => Err(LockError::Protocol(other.shown())),
     }
 }
 
@@ -460,7 +460,7 @@ fn exact_count(frame: &Frame) -> LockResult<i64> {
             .as_bytes()
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|t| t.parse::<i64>().ok())
-            .ok_or_else(|| LockError::Protocol(format!("a count that is no i64: {f}"))),
+            .ok_or_else(|| LockError::Protocol(format!("a count that is no i64: {}", f.shown()))),
     }
 }
 
