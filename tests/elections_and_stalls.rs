@@ -364,22 +364,35 @@ fn campaigner_through_a_stall(wait: Option<&str>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let (l, w, err) = stall_past_the_lease(&server, &mut leader, &mut waiter, 20);
+    assert_eq!(l.code(), Some(76), "the leader lost its leadership");
+    assert_eq!(w.code(), Some(0), "the campaigner's stderr: {err}");
+}
+
+/// Pauses the server for 11 s (past the CLI's 10 s lease) half a second
+/// after the waiter started, then waits for the holder (20 s) and the
+/// waiter (`waiter_s`) to exit: their statuses and the waiter's stderr.
+fn stall_past_the_lease(
+    server: &RedisServer,
+    holder: &mut std::process::Child,
+    waiter: &mut std::process::Child,
+    waiter_s: u64,
+) -> (std::process::ExitStatus, std::process::ExitStatus, String) {
+    use std::io::Read;
     std::thread::sleep(Duration::from_millis(500));
     server.pause().unwrap();
     std::thread::sleep(Duration::from_millis(11_000));
     server.resume().unwrap();
-    let l = wait_exit(&mut leader, Duration::from_secs(20), "the leader");
-    let w = wait_exit(&mut waiter, Duration::from_secs(20), "the campaigner");
+    let h = wait_exit(holder, Duration::from_secs(20), "the holder");
+    let w = wait_exit(waiter, Duration::from_secs(waiter_s), "the waiter");
     let mut err = String::new();
-    use std::io::Read;
     waiter
         .stderr
         .take()
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert_eq!(l.code(), Some(76), "the leader lost its leadership");
-    assert_eq!(w.code(), Some(0), "the campaigner's stderr: {err}");
+    (h, w, err)
 }
 
 /// b12b for `exec`: a waiting `exec --wait 60s` through a server stall
@@ -409,20 +422,7 @@ fn b14_an_exec_waiter_survives_a_server_stall() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    server.pause().unwrap();
-    std::thread::sleep(Duration::from_millis(11_000));
-    server.resume().unwrap();
-    let h = wait_exit(&mut holder, Duration::from_secs(20), "the holder");
-    let w = wait_exit(&mut waiter, Duration::from_secs(40), "the waiter");
-    let mut err = String::new();
-    use std::io::Read;
-    waiter
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (h, w, err) = stall_past_the_lease(&server, &mut holder, &mut waiter, 40);
     assert_eq!(h.code(), Some(76), "the holder lost its lock");
     assert_eq!(
         (w.code(), ran.exists()),
@@ -452,14 +452,7 @@ async fn a11_an_acquire_through_a_stall_does_not_hand_out_a_lost_guard() {
             g.map(|g| g.map(|g| (g.is_lost(), g.remaining_lease(), g)))
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    server.pause().unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    server.resume().unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(20), waiter)
-        .await
-        .unwrap()
-        .unwrap();
+    let got = through_a_stall(&server, waiter).await;
     drop(held);
     let (lost, left, g) = got.unwrap().expect("acquired within the wait");
     assert!(
@@ -467,6 +460,22 @@ async fn a11_an_acquire_through_a_stall_does_not_hand_out_a_lost_guard() {
         "try_acquire answered Some(guard) with is_lost() = {lost}, remaining_lease() = {left:?}"
     );
     drop(g);
+}
+
+/// Pauses the server for 2.5 s (past the 1 s lease of `process`) 300 ms
+/// after `waiter` started, then waits (at most 20 s) for what it answers.
+async fn through_a_stall<T: Send + 'static>(
+    server: &RedisServer,
+    waiter: tokio::task::JoinHandle<T>,
+) -> T {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.pause().unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    server.resume().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 /// a11 for leased permits: a waiting `try_acquire` through a server stall
@@ -489,14 +498,7 @@ async fn s7_leased_permits_through_a_stall_are_not_handed_out_lost() {
             g.map(|g| g.map(|g| (g.is_lost(), g.remaining_lease(), g)))
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    server.pause().unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    server.resume().unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(20), waiter)
-        .await
-        .unwrap()
-        .unwrap();
+    let got = through_a_stall(&server, waiter).await;
     drop(held);
     let (lost, left, g) = got.unwrap().expect("acquired within the wait");
     drop(g);
