@@ -357,21 +357,35 @@ async fn g4_next_acquire_after_a_lost_leave_leaves_nothing_held() {
     .expect("bounded")
     .unwrap()
     .expect("B acquires (the lock is its own or free)");
-    let count = g.hold_count();
     let during = hash(&server, name);
+    let context = format!(
+        "granted at release: {granted:?}; before B's acquire: {before:?}; while B held: {during:?}"
+    );
+    unlocked_leaves_nothing(&server, name, g, &context).await;
+    drop(b);
+}
+
+/// Unlocks B's only guard `g` of `name`; 300 ms later the lock must be
+/// free (`context`: what the failure message adds).
+async fn unlocked_leaves_nothing(
+    server: &RedisServer,
+    name: &str,
+    g: keylatch_lock::LockGuard,
+    context: &str,
+) {
+    let count = g.hold_count();
     tokio::time::timeout(Duration::from_secs(5), g.unlock())
         .await
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let left = hash(&server, name);
+    let left = hash(server, name);
     let pttl = server.cli(&["PTTL", name]).unwrap();
     assert!(
         left.trim().is_empty(),
-        "B's only guard (count {count}) was unlocked, but {name} is still held: {left:?} PTTL {} (granted at release: {granted:?}; before B's acquire: {before:?}; while B held: {during:?})",
+        "B's only guard (count {count}) was unlocked, but {name} is still held: {left:?} PTTL {} ({context})",
         pttl.trim()
     );
-    drop(b);
 }
 
 // Failed before the fix (session 27) because of g4's chain: every acquire of B's
@@ -539,19 +553,10 @@ async fn lost_reply_then_reuse(kind: &str) {
     .expect("bounded")
     .unwrap()
     .expect("B acquires");
-    let count = g.hold_count();
-    tokio::time::timeout(Duration::from_secs(5), g.unlock())
-        .await
-        .unwrap()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let left = hash(&server, name);
-    let pttl = server.cli(&["PTTL", name]).unwrap();
-    assert!(
-        left.trim().is_empty(),
-        "{kind}: B's only guard (count {count}) unlocked, but {name} is still held: {left:?} PTTL {} (after the lost reply: {after_first:?}; before B's second acquire: {before:?})",
-        pttl.trim()
+    let context = format!(
+        "{kind}; after the lost reply: {after_first:?}; before B's second acquire: {before:?}"
     );
+    unlocked_leaves_nothing(&server, name, g, &context).await;
     drop(b);
 }
 
