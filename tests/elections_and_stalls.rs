@@ -24,21 +24,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use keylatch_harness::RedisServer;
-use keylatch_lock::{LockError, Locks, LocksConfig};
+use keylatch_lock::{LockError, Locks};
 
 mod common;
 use common::lines::Lines;
+use common::locks::connect_with_watchdog;
 use common::{stderr, Soon};
 
 const T: Duration = Duration::from_secs(10);
 
 async fn process(server: &RedisServer) -> Locks {
-    Locks::connect_with(
-        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default().watchdog_timeout(Duration::from_secs(1)),
-    )
-    .await
-    .unwrap()
+    connect_with_watchdog(server, Duration::from_secs(1)).await
 }
 
 fn keylatch(server: &RedisServer) -> Command {
@@ -170,12 +166,7 @@ fn b1_observe_on_a_read_write_lock_is_no_election() {
 }
 
 async fn long_lease(server: &RedisServer) -> Locks {
-    Locks::connect_with(
-        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default().watchdog_timeout(Duration::from_secs(30)),
-    )
-    .await
-    .unwrap()
+    connect_with_watchdog(server, Duration::from_secs(30)).await
 }
 
 /// "Between an election and its proclamation (one round trip) an observer
@@ -505,5 +496,40 @@ async fn s7_leased_permits_through_a_stall_are_not_handed_out_lost() {
     assert!(
         !lost,
         "try_acquire answered Some(permits) with is_lost() = {lost}, remaining_lease() = {left:?}"
+    );
+}
+
+/// a11 for a multi-lock whose members one script call takes together
+/// (`take_group`): a waiting `try_acquire` through a server stall longer
+/// than the lease answers a `MultiGuard` none of whose members is lost on
+/// arrival (a member answered after its lease is given back and the group
+/// is tried again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m1_a_multi_lock_through_a_stall_is_not_handed_out_lost() {
+    let server = RedisServer::start();
+    let a = process(&server).await;
+    let b = process(&server).await;
+    let held = a.lock("{m1}a").acquire().await.unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let g = b
+                .multi_lock(&["{m1}a", "{m1}b"])
+                .try_acquire(Duration::from_secs(20), None)
+                .await;
+            g.map(|g| g.map(|g| (g.is_lost(), g)))
+        })
+    };
+    let got = through_a_stall(&server, waiter).await;
+    drop(held);
+    let (lost, g) = got.unwrap().expect("acquired within the wait");
+    assert!(
+        !lost,
+        "try_acquire answered Some(guard) with is_lost() = true"
+    );
+    g.unlock().await.unwrap();
+    assert_eq!(
+        server.cli(&["EXISTS", "{m1}a", "{m1}b"]).unwrap().trim(),
+        "0"
     );
 }

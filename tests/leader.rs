@@ -10,13 +10,11 @@ use std::time::{Duration, Instant};
 use keylatch_harness::RedisServer;
 use keylatch_lock::{LeaderInfo, LockError, Locks, LocksConfig, LossReason};
 
+mod common;
+use common::locks::connect_with_watchdog;
+
 async fn process(server: &RedisServer) -> Locks {
-    Locks::connect_with(
-        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default().watchdog_timeout(Duration::from_secs(1)),
-    )
-    .await
-    .unwrap()
+    connect_with_watchdog(server, Duration::from_secs(1)).await
 }
 
 /// The observer's next answer, within 10 s.

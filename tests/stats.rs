@@ -5,15 +5,13 @@
 use std::time::{Duration, Instant};
 
 use keylatch_harness::RedisServer;
-use keylatch_lock::{Locks, LocksConfig, LossReason};
+use keylatch_lock::{Locks, LossReason};
+
+mod common;
+use common::locks::connect_with_watchdog;
 
 async fn locks(server: &RedisServer) -> Locks {
-    Locks::connect_with(
-        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
-        LocksConfig::default().watchdog_timeout(Duration::from_secs(1)),
-    )
-    .await
-    .unwrap()
+    connect_with_watchdog(server, Duration::from_secs(1)).await
 }
 
 #[tokio::test]

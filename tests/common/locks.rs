@@ -22,6 +22,18 @@ pub(crate) async fn server_with_locks(cfg: LocksConfig) -> (RedisServer, Locks) 
     (server, Locks::new(client, cfg))
 }
 
+/// A `Locks` through `Locks::connect_with` on `server`, as a separate
+/// process of the application would have, with a short `watchdog` (leases
+/// that run out within a test, renewed every third of it).
+pub(crate) async fn connect_with_watchdog(server: &RedisServer, watchdog: Duration) -> Locks {
+    Locks::connect_with(
+        keylatch_cluster::ClientConfig::from_url(&server.url()).unwrap(),
+        LocksConfig::default().watchdog_timeout(watchdog),
+    )
+    .await
+    .unwrap()
+}
+
 /// Takes `lock` at once with `lease` (`None`: the watchdog), within 5 s;
 /// panics with `what` if it is not free.
 pub(crate) async fn take(lock: &Lock, lease: Option<Duration>, what: &str) -> LockGuard {
