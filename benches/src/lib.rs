@@ -175,22 +175,44 @@ pub fn arg_text(name: &str) -> Option<String> {
         .cloned()
 }
 
+/// `usage: BIN [--flag VALUE]…` for a binary taking the flags in `known`
+/// (each documented in the binary's own header).
+fn usage(known: &[&str]) -> String {
+    let bin = std::env::args().next().unwrap_or_default();
+    let bin = bin.rsplit('/').next().unwrap_or("bench").to_owned();
+    let flags: Vec<String> = known.iter().map(|f| format!("[{f} VALUE]")).collect();
+    format!(
+        "usage: {bin} {}\n(each flag is described at the top of benches/src/bin/{bin}.rs)",
+        flags.join(" ")
+    )
+}
+
 /// The command line of a binary whose every option is a `--name value`
 /// pair. Unlike [`arg`], it is strict: a mistyped option or value stops the
 /// run instead of silently measuring with the default.
 pub struct Flags(Vec<(String, String)>);
 
 impl Flags {
-    /// Reads the command line; panics on a flag without a value or one not
-    /// in `known`.
+    /// Reads the command line. `--help` (or `-h`) prints the flags in
+    /// `known` and exits 0; a flag without a value or one not in `known`
+    /// prints what is wrong and the flags, and exits 2 (a usage error, not
+    /// a panic's backtrace).
     pub fn parse(known: &[&str]) -> Flags {
         let mut pairs = Vec::new();
         let mut args = std::env::args().skip(1);
         while let Some(name) = args.next() {
-            let value = args
-                .next()
-                .unwrap_or_else(|| panic!("{name} needs a value"));
-            assert!(known.contains(&name.as_str()), "unknown argument {name}");
+            if name == "--help" || name == "-h" {
+                println!("{}", usage(known));
+                std::process::exit(0);
+            }
+            if !known.contains(&name.as_str()) {
+                eprintln!("unknown argument {name}\n{}", usage(known));
+                std::process::exit(2);
+            }
+            let Some(value) = args.next() else {
+                eprintln!("{name} needs a value\n{}", usage(known));
+                std::process::exit(2);
+            };
             pairs.push((name, value));
         }
         Flags(pairs)
