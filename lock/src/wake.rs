@@ -360,9 +360,51 @@ pub(crate) fn nap_for(pttl: i64, recheck: Duration) -> Duration {
     }
 }
 
+/// A wait's tries made again at once in a row. A try told that the key
+/// went between two commands (`-2`) is made again at once; a server that
+/// keeps saying so (no real lock does: a script runs whole) would have the
+/// wait spin on it, so past [`AtOnce::FREE`] in a row the pauses double
+/// from 1 ms up to the re-check, as for a lock that has no PTTL.
+#[derive(Debug, Default)]
+pub(crate) struct AtOnce(u8);
+
+impl AtOnce {
+    /// Tries made again at once before the pauses start.
+    const FREE: u8 = 3;
+
+    /// [`nap_for`]'s pause for `pttl`, or a longer one when this would be
+    /// one try too many made at once in a row.
+    pub(crate) fn nap(&mut self, pttl: i64, recheck: Duration) -> Duration {
+        let nap = nap_for(pttl, recheck);
+        if !nap.is_zero() {
+            self.0 = 0;
+            return nap;
+        }
+        self.0 = self.0.saturating_add(1);
+        if self.0 <= Self::FREE {
+            return nap;
+        }
+        let doublings = u32::from(self.0 - Self::FREE - 1).min(16);
+        Duration::from_millis(1u64 << doublings).min(recheck)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tries_made_at_once_in_a_row_are_bounded() {
+        let recheck = Duration::from_millis(100);
+        let mut a = AtOnce::default();
+        let naps: Vec<u128> = (0..12).map(|_| a.nap(-2, recheck).as_millis()).collect();
+        assert_eq!(naps, [0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 100, 100]);
+        // A try with a PTTL in between starts the count again.
+        assert_eq!(a.nap(7, recheck).as_millis(), 7);
+        assert_eq!(a.nap(-2, recheck), Duration::ZERO);
+        let mut long = AtOnce(u8::MAX);
+        assert_eq!(long.nap(-2, recheck), recheck);
+    }
 
     #[test]
     fn a_grant_is_read_only_for_its_own_wait() {

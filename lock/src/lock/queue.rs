@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::LockResult;
-use crate::wake::{nap_for, Wake};
+use crate::wake::{AtOnce, Wake};
 
 use super::attempt::Attempt;
 use super::base::Lock;
@@ -41,6 +41,7 @@ impl Lock {
             Wake::subscribe(&self.inner, &self.handle.names.key, &channel, deadline).await;
         // A call at least every third of the deadline span keeps the place.
         let renew = cfg.fair_waiter_timeout / 3;
+        let mut at_once = AtOnce::default();
         loop {
             let wait = match self.attempt(lease, deadline, true, 0).await? {
                 Attempt::Acquired(g) => {
@@ -55,7 +56,7 @@ impl Lock {
                 leave.now().await;
                 return Ok(None);
             }
-            let mut nap = nap_for(wait, cfg.recheck).min(cfg.recheck).min(renew);
+            let mut nap = at_once.nap(wait, cfg.recheck).min(cfg.recheck).min(renew);
             if let Some(left) = left {
                 nap = nap.min(left);
             }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::error::LockResult;
 use crate::lease::hold::clamp_span;
 use crate::waiters::Turn;
-use crate::wake::{nap_for, Grant, Wake};
+use crate::wake::{AtOnce, Grant, Wake};
 
 use super::attempt::Attempt;
 use super::base::{Lock, ReplicaSync};
@@ -66,6 +66,7 @@ impl Lock {
         // The fencing counter's value the last try saw (its reply's third
         // element; a try that is no waiter's says nothing: 0).
         let mut seen: i64;
+        let mut at_once = AtOnce::default();
         loop {
             // Before the try is sent: a grant that its reply finds not yet
             // made is made after this (the server runs calls in order), so
@@ -90,7 +91,7 @@ impl Lock {
                 marker.now().await;
                 return Ok(None);
             }
-            let mut nap = nap_for(pttl, self.inner.config.recheck).min(cap);
+            let mut nap = at_once.nap(pttl, self.inner.config.recheck).min(cap);
             if let Some(left) = left {
                 nap = nap.min(left);
             }

@@ -23,7 +23,7 @@ use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
 use crate::span::{clamp_span, millis};
 use crate::types::losses::{JoinAll, Losses};
-use crate::wake::{nap_for, Wake};
+use crate::wake::{AtOnce, Wake};
 
 /// All of several locks or none. Members may be locks of any kind, on any
 /// clients (each member keeps its own owner and watchdog).
@@ -257,6 +257,7 @@ async fn take_group(
     // Each member's acquire is under way until this returns (`fold_orphans`).
     let _acquiring: Vec<_> = group.iter().map(|l| Acquiring::new(&l.handle)).collect();
     let mut wake: Option<Wake> = None;
+    let mut at_once = AtOnce::default();
     loop {
         let bound = first.reply_bound(deadline);
         let sent_at = Instant::now();
@@ -309,7 +310,9 @@ async fn take_group(
                 continue;
             }
         };
-        w.pause(nap(cfg.recheck, pttl, left)).await;
+        // The busy member's PTTL, at most the re-check and what is left.
+        let nap = at_once.nap(pttl, cfg.recheck).min(cfg.recheck);
+        w.pause(left.map_or(nap, |l| nap.min(l))).await;
     }
 }
 
@@ -359,13 +362,6 @@ async fn no_lock(member: &Lock) -> LockResult<()> {
         });
     }
     Ok(())
-}
-
-/// The pause before the next try, from the busy member's PTTL
-/// ([`nap_for`]), at most the re-check and what is left.
-fn nap(recheck: Duration, pttl: i64, left: Option<Duration>) -> Duration {
-    let nap = nap_for(pttl, recheck).min(recheck);
-    left.map_or(nap, |l| nap.min(l))
 }
 
 /// Releases what a failed multi-acquire took.
