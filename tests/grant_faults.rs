@@ -561,7 +561,7 @@ async fn lost_reply_then_reuse(kind: &str) {
 }
 
 /// A handle in doubt (one of its acquires was cancelled after it was
-/// sent) and 8 clones of it acquiring at once, 50 rounds: every reply
+/// sent) and 8 clones of it acquiring at once, 1,000 rounds: every reply
 /// after the first is a re-entry, and on two workers the replies are
 /// handled in any order, so a re-entry may be handled before the first
 /// hold it counts on. That count is no orphan (the first's reply is on its
@@ -570,7 +570,11 @@ async fn lost_reply_then_reuse(kind: &str) {
 // Failed before the fix (session 28): the first reply handled, counting
 // 2 or more, was taken for orphans of the doubtful acquire and folded, so
 // the server's count fell below the guards', an unlock before the last
-// ended the lock under the others, and they were reported lost.
+// ended the lock under the others, and they were reported lost. Failed
+// again in session 29 (review 35: one run in fifteen, and at once with
+// more rounds): the check that no other acquire was under way ran after
+// the new hold was published, by when the clones could have joined it,
+// returned and stopped counting; it is judged as the hold is made now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g8_clones_of_a_handle_in_doubt_acquiring_at_once_fold_nothing() {
     let _g = GATE.lock().await;
@@ -585,7 +589,13 @@ async fn g8_clones_of_a_handle_in_doubt_acquiring_at_once_fold_nothing() {
         hash(&server, name).trim().is_empty(),
         "the cancelled acquire's hold was not given back"
     );
-    for round in 0..50 {
+    // The server's count is read through the client (a round trip on its
+    // connection, not a redis-cli process): 1,000 rounds in a few seconds,
+    // where the race showed about once in a few hundred.
+    for round in 0..1000 {
+        // Both workers parked before the round (as after a redis-cli run):
+        // the replies then wake them in turn, and are handled on both.
+        tokio::time::sleep(Duration::from_millis(3)).await;
         let tasks: Vec<_> = (0..8)
             .map(|_| {
                 let l = lock.clone();
@@ -601,22 +611,22 @@ async fn g8_clones_of_a_handle_in_doubt_acquiring_at_once_fold_nothing() {
                 .expect("the owner re-enters its own hold");
             guards.push(g);
         }
-        let counted = hash(&server, name);
+        let counted = lock.hold_count().await.unwrap();
+        assert_eq!(
+            counted,
+            8,
+            "round {round}: 8 guards held, the server counts {counted} ({})",
+            hash(&server, name)
+        );
         for (i, g) in guards.into_iter().enumerate() {
-            assert!(
-                !g.is_lost(),
-                "round {round}: guard {i} lost while held (server: {counted:?})"
-            );
+            assert!(!g.is_lost(), "round {round}: guard {i} lost while held");
             tokio::time::timeout(Duration::from_secs(5), g.unlock())
                 .await
                 .expect("unlock bounded")
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "round {round}: unlock {i}: {e} (server after the acquires: {counted:?})"
-                    )
-                });
+                .unwrap_or_else(|e| panic!("round {round}: unlock {i}: {e}"));
         }
-        let left = hash(&server, name);
-        assert!(left.trim().is_empty(), "round {round}: left held: {left:?}");
+        if lock.is_locked().await.unwrap() {
+            panic!("round {round}: left held: {:?}", hash(&server, name));
+        }
     }
 }

@@ -346,7 +346,14 @@ impl Lock {
         let tokens = self.handle.kind.tokens;
         let token = tokens.hold_token(value);
         let inner = &self.inner;
+        let mut orphans = false;
         let (hold, new) = self.handle.hold_for(token, holds > 1, || {
+            // Judged here, while the new hold is being made: until it is
+            // published no clone can join it, so a clone whose reply is
+            // still to be handled is still counted as under way. Judged
+            // after, the clones could have joined, returned and stopped
+            // counting, and their counts been released as orphans.
+            orphans = holds > 1 && self.orphans_possible();
             Hold::new(NewHold {
                 key: self.handle.hold_key(),
                 token,
@@ -359,7 +366,7 @@ impl Lock {
                 counter_made,
             })
         });
-        let holds = if new && holds > 1 {
+        let holds = if new && orphans {
             self.fold_orphans(hold.token, holds)
         } else {
             holds
@@ -388,19 +395,16 @@ impl Lock {
     /// (no live hold of its token here): the counts beyond one are this
     /// owner's, taken by requests whose outcome was never learned (an
     /// acquire whose reply was lost with its connection, a grant whose
-    /// leave never went through) when nothing else can explain them (see
-    /// [`Handle::may_have_orphans`]; no release or leave of this client on
-    /// its way). They are released at once, queued before anything else
-    /// this task sends, so the guard is a first hold (returned: 1). Left
-    /// counted, the guard's unlock took one count off and left the lock held
-    /// by nobody for a whole lease, and the next acquire re-entered it
-    /// again: held for as long as the owner kept working. Otherwise
-    /// `holds` is returned as it is.
+    /// leave never went through), called only when nothing else can
+    /// explain them (`orphans_possible`, judged as the hold was made).
+    /// They are released at once, queued before anything else this task
+    /// sends, so the guard is a first hold (returned: 1). Left counted, the
+    /// guard's unlock took one count off and left the lock held by nobody
+    /// for a whole lease, and the next acquire re-entered it again: held
+    /// for as long as the owner kept working. Outside a runtime `holds` is
+    /// returned as it is.
     fn fold_orphans(&self, token: u64, holds: i64) -> i64 {
         let inner = &self.inner;
-        if !self.handle.may_have_orphans() || inner.background.running() > 0 || inner.leaves.any() {
-            return holds;
-        }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return holds;
         };
@@ -417,6 +421,15 @@ impl Lock {
             drop(ticket);
         });
         1
+    }
+
+    /// Whether counts of this owner no hold here knows of can only be
+    /// orphans: [`Handle::may_have_orphans`], and no release or leave of
+    /// this client on its way (one of those may be what still counts).
+    fn orphans_possible(&self) -> bool {
+        self.handle.may_have_orphans()
+            && self.inner.background.running() == 0
+            && !self.inner.leaves.any()
     }
 
     async fn check_replicas(&self, guard: LockGuard) -> LockResult<LockGuard> {
