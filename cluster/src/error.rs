@@ -470,11 +470,7 @@ impl ServerError {
     /// assert_eq!(e.code(), "ERR");
     /// ```
     pub fn parse(line: Bytes) -> Self {
-        let code_end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
-        let mut kind = ServerErrorKind::from_code(&line[..code_end]);
-        if kind == ServerErrorKind::Other && names_unknown_command(&line) {
-            kind = ServerErrorKind::UnknownCommand;
-        }
+        let kind = kind_of(&line);
         Self { kind, line }
     }
 
@@ -556,6 +552,42 @@ impl ServerError {
     }
 }
 
+/// The kind of an error line: by its first word, or for Redis 6.2's
+/// wrapped script error by the code inside it (see [`wrapped_script_code`]).
+pub(crate) fn kind_of(line: &[u8]) -> ServerErrorKind {
+    let code_end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+    let kind = ServerErrorKind::from_code(&line[..code_end]);
+    if kind != ServerErrorKind::Other {
+        return kind;
+    }
+    if let Some(inner) = wrapped_script_code(line).map(ServerErrorKind::from_code) {
+        if inner != ServerErrorKind::Other {
+            return inner;
+        }
+    }
+    if names_unknown_command(line) {
+        return ServerErrorKind::UnknownCommand;
+    }
+    kind
+}
+
+/// The code of an error a script's `redis.call` raised, as Redis 6.2 (and
+/// older) reports it: wrapped in its own `ERR`, `ERR Error running script
+/// (call to f_…): @user_script:1: @user_script: 1: -READONLY You can't
+/// write …`. Redis 7 and Valkey answer the inner error itself (`READONLY
+/// You can't write … script: …`). Without this, a write refused by a
+/// demoted master inside a lock script was `Other` on 6.2: neither "surely
+/// did not run" nor a demotion the connection follows.
+fn wrapped_script_code(line: &[u8]) -> Option<&[u8]> {
+    if !line.starts_with(b"ERR Error running script") {
+        return None;
+    }
+    let at = line.windows(3).position(|w| w == b": -")? + 3;
+    let rest = &line[at..];
+    let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
 /// Whether an `ERR` line says the command (or subcommand) does not exist,
 /// in any server's wording: `ERR unknown command 'X'` (Redis, Valkey),
 /// `ERR unknown subcommand 'X'` (Redis 7+), `ERR Unknown subcommand or wrong
@@ -578,6 +610,35 @@ impl std::error::Error for ServerError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_error_wrapped_by_redis_6_2_is_classified_by_its_inner_code() {
+        let six_two = ServerError::parse(Bytes::from_static(
+            b"ERR Error running script (call to f_0123): @user_script:1: @user_script: 1: \
+              -READONLY You can't write against a read only replica.",
+        ));
+        assert_eq!(six_two.kind(), ServerErrorKind::ReadOnly);
+        assert_eq!(six_two.code(), "ERR");
+        // Redis 7 and Valkey: the inner error itself.
+        let seven = ServerError::parse(Bytes::from_static(
+            b"READONLY You can't write against a read only replica. script: 0123, on @user_script:1.",
+        ));
+        assert_eq!(seven.kind(), ServerErrorKind::ReadOnly);
+        // A script's own error, or an unknown inner code, stays Other; a
+        // plain ERR mentioning ": -READONLY" is no script's.
+        for line in [
+            &b"ERR Error running script (call to f_0123): @user_script:3: user_script:3: boom"[..],
+            b"ERR Error running script (call to f_0123): @user_script:1: -WRONGTYPE Operation",
+            b"ERR something: -READONLY",
+        ] {
+            let e = ServerError::parse(Bytes::copy_from_slice(line));
+            assert_eq!(e.kind(), ServerErrorKind::Other, "{e}");
+        }
+        assert_eq!(
+            kind_of(b"ERR Error running script: -"),
+            ServerErrorKind::Other
+        );
+    }
 
     #[test]
     fn kinds_are_parsed_once_from_the_first_word() {

@@ -498,7 +498,9 @@ impl Connected {
             return Ok(());
         }
         if let Frame::Error(msg) = frame.value() {
-            if msg.starts_with(b"READONLY") {
+            // By kind, not first word: Redis 6.2 wraps a script's READONLY
+            // in its own ERR (`error::kind_of`).
+            if crate::error::kind_of(msg) == crate::error::ServerErrorKind::ReadOnly {
                 self.demoted = true;
             }
         }
