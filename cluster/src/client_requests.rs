@@ -150,10 +150,12 @@ impl Client {
     /// script first, the server may have restarted). A `NOSCRIPT` answered
     /// after the caller left or timed out is healed by the connection
     /// (`SCRIPT LOAD`, then the command again: `NOSCRIPT` proves it did not
-    /// run); while the caller waits, its future heals it. In a cluster, redirects
-    /// and transient refusals are retried until `until` (at most the request
-    /// timeout from now, at least 1 s so that it is sent even when `until`
-    /// has passed; `None`: the request timeout).
+    /// run); while the caller waits, its future heals it. The reply is waited
+    /// for until `until` (at most the request timeout from now, at least 1 s
+    /// so that it is sent even when `until` has passed; `None`: the request
+    /// timeout); past it the caller gets [`Error::Timeout`](crate::Error::Timeout)
+    /// and the command, written, may still run. In a cluster, redirects and
+    /// transient refusals are retried until then.
     ///
     /// ```no_run
     /// static RELEASE: keylatch_cluster::Script =
@@ -175,22 +177,21 @@ impl Client {
         make: F,
         until: Option<std::time::Instant>,
     ) -> Result<Frame> {
+        // At least RELEASE_FLOOR: a release asked for goes out once even
+        // when its caller's deadline has passed (the server may still hold
+        // the key a little past it).
+        let floor = crate::clock::later(tokio::time::Instant::now(), RELEASE_FLOOR);
+        let bound = until.map(|u| tokio::time::Instant::from_std(u).max(floor));
         match &self.inner {
-            Inner::Standalone(conn) => match conn.send_written(make(), Some(script)).await {
+            Inner::Standalone(conn) => match conn.send_written(make(), Some(script), bound).await {
                 Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
                     Box::pin(conn.load_and_run(script, make())).await
                 }
                 other => other,
             },
             Inner::Cluster(router) => {
-                // At least RELEASE_FLOOR: a release asked for goes out once
-                // even when its caller's deadline has passed (the server may
-                // still hold the key a little past it).
                 let default = router.default_deadline();
-                let floor = crate::clock::later(tokio::time::Instant::now(), RELEASE_FLOOR);
-                let deadline = until.map_or(default, |u| {
-                    tokio::time::Instant::from_std(u).max(floor).min(default)
-                });
+                let deadline = bound.map_or(default, |b| b.min(default));
                 let cmd = Arc::new(make());
                 Box::pin(router.send_until(cmd, Some(script), Some(deadline), Wait::Timed)).await
             }

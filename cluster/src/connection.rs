@@ -285,16 +285,35 @@ impl Connection {
         &self,
         cmd: Cmd,
         script: Option<&'static crate::Script>,
+        until: Option<tokio::time::Instant>,
     ) -> Result<Frame> {
         refuse(&cmd)?;
         let (tx, rx) = oneshot::channel();
+        // The caller's bound, within the request timeout (a release waits no
+        // longer than its hold's lease on a stalled server).
+        let deadline = match (deadline(self.shared.config.request_timeout), until) {
+            (Some(d), Some(u)) => Some(d.min(u)),
+            (d, u) => d.or(u),
+        };
         self.enqueue(Request {
             payload: Payload::One(cmd),
             tx: ReplyTx::Written(tx, script),
-            deadline: deadline(self.shared.config.request_timeout),
+            deadline,
         })
         .await?;
-        check(rx.await.unwrap_or(Err(Error::ConnectionClosed))?)
+        // Bounded here too: a request still queued when the connection task
+        // cannot write (a stopped server with its socket buffers full) is
+        // timed out by the task only once it is taken, or after a whole
+        // request timeout blocked. The request stays queued and is written
+        // when it can be (its reply then goes nowhere): Timeout, unknown
+        // outcome.
+        let reply = match deadline {
+            Some(d) => tokio::time::timeout_at(d, rx)
+                .await
+                .unwrap_or(Ok(Err(Error::Timeout))),
+            None => rx.await,
+        };
+        check(reply.unwrap_or(Err(Error::ConnectionClosed))?)
     }
 
     async fn send_payload(&self, payload: Payload, timeout: Option<Duration>) -> Result<Frame> {

@@ -375,6 +375,11 @@ pub enum ServerErrorKind {
     UnknownCommand,
     /// `MASTERDOWN`: a replica whose link to its master is down.
     MasterDown,
+    /// `OOM`: the server is at its `maxmemory` and refuses a command that
+    /// may grow memory (inside a script, its first write: nothing of the
+    /// script ran). Not retried by the client itself; a lock release is
+    /// (it ran nothing, and memory may come back).
+    Oom,
     /// Any other error (`ERR`, `WRONGTYPE`, script errors, …).
     Other,
 }
@@ -404,6 +409,7 @@ impl ServerErrorKind {
             b"NOPERM" => Self::NoPerm,
             b"NOPROTO" => Self::NoProto,
             b"MASTERDOWN" => Self::MasterDown,
+            b"OOM" => Self::Oom,
             _ => Self::Other,
         }
     }
@@ -619,6 +625,11 @@ mod tests {
         ));
         assert_eq!(six_two.kind(), ServerErrorKind::ReadOnly);
         assert_eq!(six_two.code(), "ERR");
+        let oom = ServerError::parse(Bytes::from_static(
+            b"OOM command not allowed when used memory > 'maxmemory'. script: 0123, on @user_script:5.",
+        ));
+        assert_eq!(oom.kind(), ServerErrorKind::Oom);
+        assert_eq!(oom.kind().retry_class(), RetryClass::Never);
         // Redis 7 and Valkey: the inner error itself.
         let seven = ServerError::parse(Bytes::from_static(
             b"READONLY You can't write against a read only replica. script: 0123, on @user_script:1.",

@@ -131,6 +131,11 @@ pub(crate) fn retriable(e: &Error) -> bool {
                     | ServerErrorKind::Moved
                     | ServerErrorKind::Ask
                     | ServerErrorKind::Busy
+                    // A script refused at its first write for want of
+                    // memory ran nothing (Redis refuses a script's write only
+                    // while the script has written nothing); memory may come
+                    // back before the lease ends.
+                    | ServerErrorKind::Oom
             )
         ),
     }

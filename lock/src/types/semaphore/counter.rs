@@ -468,17 +468,46 @@ fn exact_count(frame: &Frame) -> LockResult<i64> {
 /// returning the permits available after. Retried, as [`release_ids`] is,
 /// only while it surely did not run: a count given twice would create a
 /// permit.
-pub(super) async fn give_back(c: &Counter, permits: u64) -> LockResult<i64> {
-    let until = Instant::now() + c.inner.config.attempt_timeout.max(Duration::from_secs(1));
+///
+/// A server out of memory refuses the count's write (nothing ran): that is
+/// tried again for up to `oom_patience` (at least as long as the rest),
+/// since plain permits have no lease and a count never given back is a
+/// permit lost for good.
+pub(super) async fn give_back(
+    c: &Counter,
+    permits: u64,
+    oom_patience: Duration,
+) -> LockResult<i64> {
+    let cfg = &c.inner.config;
+    let start = Instant::now();
+    let patience = cfg.attempt_timeout.max(Duration::from_secs(1));
+    let until = start + patience;
+    let until_oom = start + oom_patience.max(patience);
     let mut pause = Duration::from_millis(20);
     loop {
         match c.change(signed(permits)).await {
-            Err(LockError::Client(e)) if retriable(&e) && Instant::now() + pause < until => {
+            Err(LockError::Client(e))
+                if retriable(&e) && Instant::now() + pause < oom_or(&e, until, until_oom) =>
+            {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(500));
             }
             other => return other,
         }
+    }
+}
+
+/// Whether `e` is a refusal for want of memory (`OOM`).
+pub(super) fn is_oom(e: &LockError) -> bool {
+    matches!(e, LockError::Client(e) if e.server_kind() == Some(keylatch_cluster::ServerErrorKind::Oom))
+}
+
+/// `until_oom` for a refusal for want of memory, else `until`.
+fn oom_or(e: &keylatch_cluster::Error, until: Instant, until_oom: Instant) -> Instant {
+    if e.server_kind() == Some(keylatch_cluster::ServerErrorKind::Oom) {
+        until_oom
+    } else {
+        until
     }
 }
 

@@ -1,11 +1,12 @@
 //! [`SemaphorePermits`]: a plain semaphore's permits, given back on drop.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::error::LockResult;
 use crate::lock::{spawn_queued, Detached};
 
-use super::counter::{give_back, Counter};
+use super::counter::{give_back, is_oom, Counter};
 
 /// Permits of a plain [`Semaphore`](crate::Semaphore), taken by its
 /// [`acquire`](crate::Semaphore::acquire) or
@@ -102,7 +103,10 @@ impl SemaphorePermits {
     /// now holds something else than a count (the name reused by another
     /// type; nothing changed); [`LockError::Client`](crate::LockError::Client)
     /// when the release could not be delivered (the permits may then stay
-    /// taken: plain permits have no lease).
+    /// taken: plain permits have no lease). Refused because the server is
+    /// out of memory (`ServerErrorKind::Oom`: nothing ran), the permits
+    /// are given back in the background once memory is back, for up to a
+    /// watchdog lease ([`Locks::settle`](crate::Locks::settle) waits for it).
     ///
     /// # Cancel safety
     /// Cancel safe: dropped before it finished, the release goes on in the
@@ -115,7 +119,21 @@ impl SemaphorePermits {
         let (c, n) = (self.c.clone(), self.permits);
         let ticket = c.inner.background.ticket();
         Detached::new(async move {
-            let out = give_back(&c, n).await;
+            let out = give_back(&c, n, Duration::ZERO).await;
+            // Refused for want of memory (nothing ran): the caller hears
+            // so, and the count is given back in the background once
+            // memory is back, as a dropped guard's would be (the guard is
+            // gone: nobody else can give it twice).
+            if let (Err(e), Ok(rt)) = (&out, tokio::runtime::Handle::try_current()) {
+                if is_oom(e) {
+                    let patience = c.inner.config.watchdog_timeout;
+                    rt.spawn(async move {
+                        let _ = give_back(&c, n, patience).await;
+                        drop(ticket);
+                    });
+                    return out;
+                }
+            }
             drop(ticket);
             out
         })
@@ -154,7 +172,8 @@ impl Drop for SemaphorePermits {
             // next request (an `available()`, a re-acquire), as a lock
             // guard's release is.
             spawn_queued(&rt, async move {
-                let _ = give_back(&c, n).await;
+                let patience = c.inner.config.watchdog_timeout;
+                let _ = give_back(&c, n, patience).await;
                 drop(ticket);
             });
         }
