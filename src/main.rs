@@ -221,7 +221,14 @@ async fn demo(args: Args) -> Result<(), String> {
     let err = |e: keylatch::Error| e.to_string();
     outln!("connected to {shown} ({:?})", conn.protocol());
     let info = conn.info(Some("server")).await.map_err(err)?;
-    if let Some(v) = info.lines().find(|l| l.starts_with("redis_version:")) {
+    // Valkey answers `redis_version:7.2.4` for compatibility and its own
+    // version beside it: show that one.
+    let version = |field: &str| {
+        info.lines()
+            .find(|l| l.starts_with(field))
+            .map(str::to_owned)
+    };
+    if let Some(v) = version("valkey_version:").or_else(|| version("redis_version:")) {
         outln!("server {v}");
     }
 

@@ -165,7 +165,7 @@ fn the_script_cache_flushed_under_load() {
 fn a_server_that_stalls_longer_than_the_request_timeout() {
     let r = standalone(
         "slow",
-        &["--enable-debug-command", "local"],
+        keylatch_harness::debug_command_args(),
         |w| w,
         |server, stop, log| {
             while nap(stop, Duration::from_millis(3000)) {

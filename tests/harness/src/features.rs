@@ -138,6 +138,25 @@ fn version_of(binary: &str) -> Option<Version> {
         })
 }
 
+/// The options that let a test send `DEBUG` (`DEBUG SLEEP`) to a server
+/// started from the configured binary: `--enable-debug-command local` where
+/// that option exists (Redis 7.0+, Valkey), nothing on Redis 6.2, where
+/// `DEBUG` is on by default and the option is a bad directive.
+///
+/// ```
+/// let args = keylatch_harness::debug_command_args();
+/// assert!(args.is_empty() || args == ["--enable-debug-command", "local"]);
+/// ```
+pub fn debug_command_args() -> &'static [&'static str] {
+    let offered = version_of(&crate::server::server_binary())
+        .map_or(true, |v| Feature::EnableDebugCommand.offered_by(&v));
+    if offered {
+        &["--enable-debug-command", "local"]
+    } else {
+        &[]
+    }
+}
+
 /// Notices already printed, as (binary, feature).
 static NOTED: Mutex<Vec<(String, Feature)>> = Mutex::new(Vec::new());
 

@@ -57,7 +57,7 @@ mod tls;
 
 pub use clock::{check_monotonic_clock, monotonic_ns};
 pub use cluster::{ClusterBuilder, ClusterNode, FailoverMode, RedisCluster};
-pub use features::Feature;
+pub use features::{debug_command_args, Feature};
 pub use masters::Masters;
 pub use memory::rss_kib;
 pub use sentinel::{SentinelGroup, SentinelNode, MASTER_NAME};
