@@ -10,6 +10,9 @@
 //! - plain semaphore permits (no lease) refused under OOM are given back
 //!   once memory is back, for up to a watchdog lease, whether the guard
 //!   was dropped or released (they were lost for good);
+//! - an acquire refused for want of memory is tried again within its wait
+//!   (a fair lock's waiter failed with `OOM` the moment its turn came, with
+//!   seconds of its wait left); with no wait it answers the typed error;
 //! - a release on a stopped server waits no longer than its hold's lease
 //!   (at least 1 s), `unlock()` and `Locks::settle` alike: a standalone
 //!   release ignored that bound and waited the request timeout (30 s), and
@@ -265,4 +268,61 @@ async fn many_holds_dropped_while_the_server_is_stopped() {
         .await
         .unwrap();
     assert!(g.is_some());
+}
+
+/// A server out of memory for a second of a 5 s wait: the acquire's tries
+/// are refused (nothing ran) and made again within the wait, so the lock
+/// is had once memory is back; a try with no wait answers the typed error.
+async fn acquire_through_oom(fair: bool) {
+    let server = RedisServer::start();
+    let locks = locks_with(&server, Duration::from_secs(3)).await;
+    let lock = if fair {
+        locks.fair_lock("wait-oom")
+    } else {
+        locks.lock("wait-oom")
+    };
+    // Warm: scripts loaded, connection up.
+    lock.try_acquire_now(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    oom_on(&server);
+    let now = bounded("a try with no wait", lock.try_acquire_now(None)).await;
+    match &now {
+        Err(keylatch_lock::LockError::Client(e)) => {
+            assert_eq!(
+                e.server_kind(),
+                Some(keylatch_cluster::ServerErrorKind::Oom),
+                "{e}"
+            )
+        }
+        other => panic!("a try under OOM: {:?}", other.as_ref().map(Option::is_some)),
+    }
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.try_acquire(Duration::from_secs(5), None).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    oom_off(&server);
+    let got = bounded("the wait", waiter).await.unwrap();
+    match got {
+        Ok(Some(g)) => g.unlock().await.unwrap(),
+        other => panic!(
+            "fair {fair}: not had within the wait once memory was back: {:?}",
+            other.map(|g| g.is_some())
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_rides_out_a_server_out_of_memory() {
+    acquire_through_oom(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_wait_rides_out_a_server_out_of_memory() {
+    acquire_through_oom(true).await;
 }

@@ -40,12 +40,19 @@ const MAX_NOT_RUN_PAUSE: Duration = Duration::from_millis(500);
 /// refused by a server still loading its data, busy with a long script
 /// (`BUSY`: it refuses every command until the script ends or is killed),
 /// or by a master demoted to replica (`READONLY`: the connection finds the
-/// new master, through the sentinels when it has them).
+/// new master, through the sentinels when it has them), or by a server out
+/// of memory (`OOM`: a script is refused only at its first write, so
+/// nothing of it ran; memory may come back within the wait).
 fn not_run(e: &Error) -> bool {
     matches!(e, Error::Disconnected)
         || matches!(
             e.server_kind(),
-            Some(ServerErrorKind::Loading | ServerErrorKind::Busy | ServerErrorKind::ReadOnly)
+            Some(
+                ServerErrorKind::Loading
+                    | ServerErrorKind::Busy
+                    | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::Oom
+            )
         )
 }
 
