@@ -31,6 +31,9 @@ use keylatch_cluster::ClientConfig;
 use keylatch_harness::RedisServer;
 use keylatch_lock::{LockGuard, Locks, LocksConfig};
 
+mod common;
+use common::locks::take;
+
 /// Bound on any one call that must not hang.
 const STEP: Duration = Duration::from_secs(10);
 
@@ -282,13 +285,7 @@ async fn acquire_through_oom(fair: bool) {
         locks.lock("wait-oom")
     };
     // Warm: scripts loaded, connection up.
-    lock.try_acquire_now(None)
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take(&lock, None, "free").await.unlock().await.unwrap();
     oom_on(&server);
     let now = bounded("a try with no wait", lock.try_acquire_now(None)).await;
     match &now {

@@ -25,19 +25,27 @@ use keylatch_resp::Cmd;
 mod common;
 use common::Soon;
 
-/// A writing script refused by a demoted master is a `READONLY` error, on
-/// every server: the same answer a plain write gets.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_script_refused_by_a_demoted_master_is_readonly() {
+/// A connection to a master just demoted to a replica of another server.
+async fn demoted() -> (RedisServer, RedisServer, Connection) {
     let primary = RedisServer::start();
     let other = RedisServer::start();
     let conn = Connection::connect(&primary.url()).await.unwrap();
     let port = other.port().to_string();
     primary.cli(&["REPLICAOF", "127.0.0.1", &port]).unwrap();
-    let script = "return redis.call('hincrby', KEYS[1], 'f', 1)";
+    (primary, other, conn)
+}
+
+/// A script that writes (a demoted master refuses it).
+const WRITES: &str = "return redis.call('hincrby', KEYS[1], 'f', 1)";
+
+/// A writing script refused by a demoted master is a `READONLY` error, on
+/// every server: the same answer a plain write gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_refused_by_a_demoted_master_is_readonly() {
+    let (_primary, _other, conn) = demoted().await;
     let e = Soon::new(Duration::from_secs(10), Duration::from_millis(20))
         .until(|| async {
-            let cmd = Cmd::new("EVAL").arg(script).arg(1).key("k");
+            let cmd = Cmd::new("EVAL").arg(WRITES).arg(1).key("k");
             match conn.cmd::<i64>(cmd).await {
                 Err(e) if e.as_server_error().is_some() => Ok(e),
                 other => Err(format!("not refused yet: {other:?}")),
@@ -102,15 +110,10 @@ async fn an_acquire_refused_by_a_demoted_master_is_tried_again_within_the_wait()
 /// does not start with `READONLY`: the driver judges it by kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_refused_by_a_demoted_master_makes_the_connection_reconnect() {
-    let primary = RedisServer::start();
-    let other = RedisServer::start();
-    let conn = Connection::connect(&primary.url()).await.unwrap();
-    let port = other.port().to_string();
-    primary.cli(&["REPLICAOF", "127.0.0.1", &port]).unwrap();
-    let script = "return redis.call('hincrby', KEYS[1], 'f', 1)";
+    let (_primary, _other, conn) = demoted().await;
     Soon::new(Duration::from_secs(10), Duration::from_millis(20))
         .until(|| async {
-            let cmd = Cmd::new("EVAL").arg(script).arg(1).key("k");
+            let cmd = Cmd::new("EVAL").arg(WRITES).arg(1).key("k");
             match conn.cmd::<i64>(cmd).await {
                 Err(e) if e.as_server_error().is_some() => Ok(()),
                 other => Err(format!("not refused yet: {other:?}")),
