@@ -23,6 +23,7 @@ use keylatch_lock::{LockError, Locks, LocksConfig};
 use keylatch_resp::Cmd;
 
 mod common;
+use common::locks::warm;
 use common::Soon;
 
 /// A connection to a master just demoted to a replica of another server.
@@ -70,13 +71,7 @@ async fn an_acquire_refused_by_a_demoted_master_is_tried_again_within_the_wait()
     let locks = Locks::new(client, LocksConfig::default());
     let lock = locks.lock("review35-demoted");
     // Warm: scripts loaded, connection up.
-    lock.try_acquire_now(Some(Duration::from_secs(5)))
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    warm(&lock).await;
     let port = other.port().to_string();
     primary.cli(&["REPLICAOF", "127.0.0.1", &port]).unwrap();
     // Promoted again 700 ms later (a failover that came back, or the
