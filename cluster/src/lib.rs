@@ -82,6 +82,7 @@ mod routed;
 mod router;
 mod script;
 mod sentinel;
+mod server_error;
 mod sha1;
 mod slot;
 mod stream;
