@@ -13,6 +13,9 @@
 //! - a sentinel naming a host that does not resolve fails within the
 //!   connect timeout (the failed lookup was taken for a cut connection and
 //!   every seed tried four times);
+//! - a release answered `NOSCRIPT` by a server that then stalls ends near
+//!   its hold's lease, `unlock()` and `Locks::settle` alike (the script's
+//!   reload waited the whole request timeout; review 36, session 29);
 //! - a waiter told again and again that the key went between two commands
 //!   (PTTL -2, which no real lock answers twice) pauses after the first
 //!   tries (it tried again at once for its whole wait: 794 tries a second;
@@ -542,4 +545,65 @@ async fn a_waiter_told_pttl_minus_two_again_and_again_does_not_spin() {
     assert!(matches!(r, Ok(None)), "{:?}", r.map(|g| g.is_some()));
     let tries = f.count("EVALSHA");
     assert!(tries < 200, "{tries} tries in a 1 s wait");
+}
+
+/// A server that answers a release `NOSCRIPT` (its script cache lost: a
+/// restart, a failover, `SCRIPT FLUSH`) and then stalls: the reload
+/// (`SCRIPT LOAD` and the release again) is bounded by the hold's lease as
+/// the release itself is, not by the 12 s request timeout; `unlock()` and
+/// `Locks::settle` end near the 2 s lease.
+#[tokio::test]
+async fn a_release_healed_after_noscript_on_a_stalling_server_ends_near_the_lease() {
+    for drop_it in [false, true] {
+        let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = Arc::clone(&stalled);
+        let f = fake(responder(move |cmd, _| {
+            let name = cmd[0].to_ascii_uppercase();
+            let scripted = matches!(name.as_str(), "EVALSHA" | "EVAL" | "SCRIPT");
+            if scripted && s2.load(Ordering::SeqCst) {
+                return Some(vec![Act::Silent]);
+            }
+            if name != "EVALSHA" {
+                return None;
+            }
+            if cmd.iter().any(|a| a == "2000") {
+                return Some(w("*2\r\n:1\r\n:12345\r\n"));
+            }
+            s2.store(true, Ordering::SeqCst);
+            Some(w("-NOSCRIPT No matching script. Please use EVAL.\r\n"))
+        }))
+        .await;
+        let mut c = ClientConfig::from_url(&f.url()).unwrap();
+        for s in &mut c.seeds {
+            s.connect_timeout = Duration::from_secs(2);
+            s.request_timeout = Some(Duration::from_secs(12));
+        }
+        let locks = timeout(T, Locks::connect_with(c, LocksConfig::default()))
+            .await
+            .unwrap()
+            .unwrap();
+        let g = timeout(
+            T,
+            locks
+                .lock("n")
+                .try_acquire_now(Some(Duration::from_secs(2))),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("held");
+        let started = std::time::Instant::now();
+        if drop_it {
+            drop(g);
+            assert!(locks.settle(Duration::from_secs(14)).await);
+        } else {
+            let r = timeout(Duration::from_secs(15), g.unlock()).await.unwrap();
+            assert!(r.is_err(), "no answer is no Ok: {r:?}");
+        }
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "dropped {drop_it}: the release took {took:?} (lease 2 s, request timeout 12 s)"
+        );
+    }
 }

@@ -185,7 +185,16 @@ impl Client {
         match &self.inner {
             Inner::Standalone(conn) => match conn.send_written(make(), Some(script), bound).await {
                 Err(e) if e.server_kind() == Some(ServerErrorKind::NoScript) => {
-                    Box::pin(conn.load_and_run(script, make())).await
+                    // Healed within the same bound: a server that lost its
+                    // scripts and then stalls must not hold the caller for
+                    // a whole request timeout.
+                    let heal = Box::pin(conn.load_and_run(script, make()));
+                    match bound {
+                        Some(b) => tokio::time::timeout_at(b, heal)
+                            .await
+                            .unwrap_or(Err(crate::Error::Timeout)),
+                        None => heal.await,
+                    }
                 }
                 other => other,
             },
