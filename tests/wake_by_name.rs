@@ -586,6 +586,12 @@ async fn a_release_grants_the_lock_to_a_tagged_waiter_and_its_late_try_takes_it(
         5.0 / 1024.0,
         "the grant's mark"
     );
+    // Inspection shows the mark as a grant, not as a registration whose
+    // end was half a century ago.
+    let seen = holder.inspect("granted").await.unwrap();
+    assert_eq!(seen.registered.len(), 1, "{seen:?}");
+    assert!(seen.registered[0].granted, "{seen:?}");
+    assert_eq!(seen.registered[0].deadline_in_ms, None, "{seen:?}");
     // The wait's own try: its first hold, the grant's token, and the mark
     // taken out.
     let took = raw_try(&raw, &REENTRANT_ACQUIRE, "granted", "ghost:1", "5").await;
@@ -1302,4 +1308,42 @@ async fn a_queued_waiter_makes_one_try_after_its_turn() {
             .unwrap()
             .unwrap();
     }
+}
+
+/// A process that drops a registered wait (`keylatch exec` interrupted by
+/// a signal while it waits) and then settles before it exits has taken its
+/// registration back: the holder's release, after the waiter's runtime is
+/// gone, leaves the lock free instead of granting it to a process that no
+/// longer exists (held by nobody for a whole watchdog lease). `settle`
+/// returned at once while the leave was still only spawned, and the
+/// runtime's end dropped it unsent.
+#[tokio::test]
+async fn a_wait_dropped_then_settled_before_exit_is_not_granted_the_lock() {
+    let server = RedisServer::start();
+    let holder = process(&server).await;
+    let guard = take_free(&holder, "exiting").await;
+    let url = server.url();
+    let waiting_process = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let cfg = LocksConfig::default().recheck(Duration::from_secs(30));
+            let config = keylatch_cluster::ClientConfig::from_url(&url).unwrap();
+            let waiter = Locks::connect_with(config, cfg).await.unwrap();
+            let raw = Client::connect(&url).await.unwrap();
+            let lock = waiter.lock("exiting");
+            tokio::select! {
+                r = lock.try_acquire(Duration::from_secs(30), None) => panic!("{r:?}"),
+                () = until_registered_fast(&raw, "exiting", 1) => {}
+            }
+            assert!(waiter.settle(Duration::from_secs(10)).await);
+        });
+        // The runtime ends here, as a process's does at exit.
+    });
+    waiting_process.join().unwrap();
+    guard.unlock().await.unwrap();
+    assert_eq!(server.cli(&["EXISTS", "exiting"]).unwrap().trim(), "0");
+    assert_eq!(registered(&server, "exiting"), 0);
 }

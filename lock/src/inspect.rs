@@ -123,11 +123,19 @@ async fn registered(client: &Client, name: &str) -> LockResult<Vec<QueuedWaiter>
     let now_ms = server_now_ms(client).await?;
     Ok(entries
         .into_iter()
-        .map(|(owner, end)| QueuedWaiter {
-            owner: String::from_utf8_lossy(&owner).into_owned(),
-            // The tag is the fraction: the end is the whole milliseconds.
-            deadline_in_ms: now_ms.map(|now| end.floor() as i64 - now),
-            keylatch: true,
+        .map(|(owner, end)| {
+            // A grant's mark is the tag alone (`grant_waiter.lua`: below 1),
+            // no end in time.
+            let granted = end < 1.0;
+            QueuedWaiter {
+                owner: String::from_utf8_lossy(&owner).into_owned(),
+                // The tag is the fraction: the end is the whole milliseconds.
+                deadline_in_ms: now_ms
+                    .filter(|_| !granted)
+                    .map(|now| end.floor() as i64 - now),
+                keylatch: true,
+                granted,
+            }
         })
         .collect())
 }

@@ -123,6 +123,11 @@ pub struct QueuedWaiter {
     pub deadline_in_ms: Option<i64>,
     /// Whether it is a keylatch waiter (it has a liveness record).
     pub keylatch: bool,
+    /// A registered waiter only: a release handed it the lock (the lock's
+    /// holder is this owner now), and this mark stays until its wait takes
+    /// the grant, gives it back, or the grant's lease ends. Its
+    /// `deadline_in_ms` is then `None`.
+    pub granted: bool,
 }
 
 /// A writer waiting for a read-write lock.

@@ -388,8 +388,11 @@ impl Locks {
     /// finished (delivered, refused, or given up at its hold's lease), at
     /// most `within`; `true` if none is left. A release that meets a transient
     /// failure (a reconnect, a slot moving) is retried in the background,
-    /// and a dropped guard's release is sent there too: a program about to
-    /// exit calls this so those are not cut off with the runtime.
+    /// and a dropped guard's release is sent there too, as is the leave of
+    /// a dropped wait (its fair queue place, or its registration, which a
+    /// release could otherwise grant the lock to after this process is
+    /// gone): a program about to exit calls this so those are not cut off
+    /// with the runtime.
     ///
     /// ```no_run
     /// # async fn demo(locks: keylatch_lock::Locks) -> keylatch_lock::LockResult<()> {

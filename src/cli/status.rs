@@ -40,7 +40,8 @@ prints an array of the objects. Reads only.
              \"redisson\": Redisson's deadline),\"registered_waiters\"
              [{\"owner\",\"deadline_in_ms\",\"client\"}...] (soonest end
              first; the deadline is when the registration ends unless the
-             waiter calls again),\"fencing_token\",\"readers\"
+             waiter calls again; \"granted\":true and a null deadline:
+             a release handed it the lock, not yet taken or given back),\"fencing_token\",\"readers\"
              [{\"owner\",\"count\",\"holds_ttl_ms\"[...]}...],\"writer\"
              {\"owner\",\"count\"} or null,\"writers_waiting\"
              [{\"owner\",\"deadline_in_ms\"}...],\"permits\" [{\"id\",
@@ -273,6 +274,13 @@ impl Status {
                 self.registered.len()
             ));
             for w in &self.registered {
+                if w.granted {
+                    out.push_str(&format!(
+                        "\n    {}  granted the lock by a release; its wait takes it or gives it back (keylatch)",
+                        w.owner
+                    ));
+                    continue;
+                }
                 match w.deadline_in_ms {
                     Some(ms) => out.push_str(&format!(
                         "\n    {}  registered for {:.1} s more (keylatch)",
@@ -471,6 +479,9 @@ fn json_waiter_list(out: &mut String, key: &str, waiters: &[QueuedWaiter]) {
         json_num(out, w.deadline_in_ms);
         out.push_str(",\"client\":");
         json_string(out, if w.keylatch { "keylatch" } else { "redisson" });
+        if w.granted {
+            out.push_str(",\"granted\":true");
+        }
         out.push('}');
     }
     out.push(']');
@@ -539,6 +550,30 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("writer waiting u:2"), "{text}");
+    }
+
+    #[test]
+    fn a_granted_registration_shows_as_a_grant_not_a_deadline() {
+        let mut st = status("jobs", "hash");
+        st.0.ttl_ms = Some(10_000);
+        st.0.holders = vec![Holder::new("w:1", 1)];
+        let mut w = QueuedWaiter::default();
+        w.owner = "w:1".into();
+        w.keylatch = true;
+        w.granted = true;
+        st.0.registered = vec![w];
+        let json = st.to_json();
+        assert!(
+            json.contains(
+                r#""registered_waiters":[{"owner":"w:1","deadline_in_ms":null,"client":"keylatch","granted":true}]"#
+            ),
+            "{json}"
+        );
+        let text = st.to_text();
+        assert!(
+            text.contains("w:1  granted the lock by a release"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -111,8 +111,11 @@ pub(crate) fn settle_late(lock: Lock, lease: Duration, frame: &Frame) {
     // waits: it would re-enter the hold (a dropped wait's try that took
     // its grant, then the wait's leave found nothing to give back).
     let ticket = lock.inner.leaves.ticket(&lock.handle.owner());
+    // And counted for `Locks::settle`, as every background release is.
+    let running = lock.inner.background.ticket();
     rt.spawn(async move {
         let _ticket = ticket;
+        let _running = running;
         if release(&lock, token, Some(until), Retry::Here)
             .await
             .is_ok()

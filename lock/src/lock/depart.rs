@@ -124,7 +124,13 @@ fn spawn_leave(lock: Lock, place: PlaceRef, tag: u16) {
         return;
     };
     let ticket = (tag != 0).then(|| lock.inner.leaves.ticket(&lock.handle.owner()));
+    // Counted as a background release too: a process that settles before
+    // it exits (`keylatch exec` after a signal) must not end with its leave
+    // unsent, or the next release grants the lock to a waiter that is gone
+    // (held by nobody for a whole lease) or a fair queue keeps a dead head.
+    let running = lock.inner.background.ticket();
     rt.spawn(async move {
+        let _running = running;
         if tag == 0 {
             let _ = leave(&lock, place, tag).await;
         } else {

@@ -190,6 +190,7 @@ pub(crate) async fn inspect_queue(client: &Client, name: &str) -> LockResult<Vec
             deadline_in_ms: score.zip(now_ms).map(|(d, now)| d as i64 - now),
             keylatch,
             owner,
+            granted: false,
         })
         .collect())
 }

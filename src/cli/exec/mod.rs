@@ -168,7 +168,15 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
         let held = match held {
             Ok(h) => h,
             Err(f) => {
-                settle(&locks, &a.name).await;
+                // Interrupted: what the dropped wait left to send (its
+                // place's leave, an undone try) goes out now, but a signal
+                // must not keep the process for a minute on a dead server.
+                let limit = if f.code >= 128 {
+                    SETTLE_AFTER_SIGNAL
+                } else {
+                    SETTLE_LIMIT
+                };
+                settle(&locks, &a.name, limit).await;
                 return Err(f);
             }
         };
@@ -177,7 +185,7 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
     };
     let out = run_held(&a, held, &mut signals).await;
     if let Some(locks) = client {
-        settle(&locks, &a.name).await;
+        settle(&locks, &a.name, SETTLE_LIMIT).await;
     }
     out
 }
@@ -185,8 +193,8 @@ async fn exec(a: ExecArgs) -> Result<u8, Failure> {
 /// Waits for releases the client retries in the background (a reconnect, a
 /// slot moving) before the process exits: exiting would drop them and leave
 /// the lock held by nobody until its lease ends.
-async fn settle(locks: &Locks, name: &str) {
-    if !locks.settle(SETTLE_LIMIT).await {
+async fn settle(locks: &Locks, name: &str, limit: Duration) {
+    if !locks.settle(limit).await {
         errln!(
             "keylatch: the release of lock {name:?} is still retrying; it expires with its lease"
         );
@@ -196,6 +204,12 @@ async fn settle(locks: &Locks, name: &str) {
 /// The longest `exec` waits at exit for a release retried in the
 /// background (those stop by themselves when their hold's lease ends).
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// The longest `exec` waits at exit after a signal ended its wait for the
+/// lock: the wait's leave (a fair queue's place, a registration a release
+/// could grant the lock to) is one round trip on a live server; on a dead
+/// one, a grant it could not give back ends with the releaser's lease.
+const SETTLE_AFTER_SIGNAL: Duration = Duration::from_secs(3);
 
 /// The failure for a signal that came before the command ran: 128 + its
 /// number, as for one that comes while it runs.
