@@ -370,3 +370,43 @@ async fn two_redlock_clients_never_overlap_and_lost_fires_without_a_quorum() {
     assert!(matches!(g.unlock().await, Err(LockError::Expired { .. })));
     assert_eq!(held_on(&masters, "rl-lost").await, 0);
 }
+
+/// A RedLock acquire dropped mid-round (a program interrupted while it
+/// waits) leaves the members it took, and the try a paused master has yet
+/// to run, to background releases: `RedLock::settle` waits for them, so a
+/// program that settles and exits leaves no member held by nobody.
+#[test]
+fn a_round_dropped_mid_way_is_released_on_every_master_once_settled() {
+    let masters = Masters::start(3);
+    let urls = masters.urls();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut nodes = Vec::new();
+            for u in &urls {
+                nodes.push(Locks::new(Client::connect(u).await.unwrap(), config()));
+            }
+            let redlock = RedLock::new(nodes).node_timeout(Duration::from_millis(1000));
+            let pause = Client::connect(&urls[2]).await.unwrap();
+            let _: Frame = pause
+                .cmd(Cmd::new("CLIENT").arg("PAUSE").arg("1500").arg("ALL"))
+                .await
+                .unwrap();
+            let handle = redlock.lock("dropped-round");
+            let wait = handle.try_acquire(Duration::from_secs(5), None);
+            // Masters 0 and 1 answer at once; master 2 is paused.
+            assert!(tokio::time::timeout(Duration::from_millis(300), wait)
+                .await
+                .is_err());
+            assert!(redlock.settle(Duration::from_secs(10)).await);
+        });
+        // The runtime ends here, as a process's does at exit.
+    })
+    .join()
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(held_on(&masters, "dropped-round")), 0);
+}

@@ -252,6 +252,34 @@ impl RedLock {
         JoinAll::new(waits).await
     }
 
+    /// Waits until every release the masters' clients handed to the
+    /// runtime has finished, at most `within` in all; `true` if none is
+    /// left (see [`Locks::settle`]). An acquire dropped mid-round (a
+    /// program interrupted while it waits) leaves the members it took to
+    /// background releases: a program about to exit calls this first.
+    ///
+    /// ```no_run
+    /// # async fn demo(r: keylatch_lock::RedLock) {
+    /// use std::time::Duration;
+    /// let wait = r.lock("payouts").try_acquire(Duration::from_secs(5), None);
+    /// let _ = tokio::time::timeout(Duration::from_millis(50), wait).await;
+    /// r.settle(Duration::from_secs(5)).await;
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub async fn settle(&self, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        let mut all = true;
+        for locks in self.nodes.iter().filter_map(Master::connected) {
+            all &= locks
+                .settle(until.saturating_duration_since(Instant::now()))
+                .await;
+        }
+        all
+    }
+
     /// Sets the bound of one master's attempt (default 200 ms): keep it far
     /// below the lease; a master slower than this counts as failed.
     ///
@@ -390,8 +418,11 @@ impl RedLock {
         // A master not connected now was sent nothing.
         for node in unknown.iter().filter_map(|&i| self.nodes[i].connected()) {
             let lock = node.kind(name, owner.clone(), &UNFENCED);
+            // Counted for `settle`, as the master's own background releases.
+            let ticket = node.context().background.ticket();
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(5), lock.release_one()).await;
+                drop(ticket);
             });
         }
         if members.len() >= self.quorum() {
@@ -408,11 +439,9 @@ impl RedLock {
         }
         // Short (or too late): released everywhere (the masters whose reply
         // was lost are released above).
-        for g in members {
-            tokio::spawn(async move {
-                let _ = g.unlock().await;
-            });
-        }
+        // (A dropped guard's release is queued at once and counted for
+        // `settle`.)
+        drop(members);
         // So many masters hold no lock at the name that no quorum can ever
         // form: say what is there at once instead of waiting.
         if wrong_count > 0 && wrong_count > self.nodes.len().saturating_sub(self.quorum()) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use keylatch::{Leader, Lock, LockError, LockResult, Locks, LocksConfig, MultiLock};
 
 use super::options::{ExecArgs, Kind};
-use super::{interrupted, show, EXEC_WATCHDOG};
+use super::{interrupted, show, EXEC_WATCHDOG, SETTLE_AFTER_SIGNAL};
 use crate::cli::args;
 use crate::cli::held::Held;
 use crate::cli::signals::Signals;
@@ -370,10 +370,15 @@ pub(super) async fn acquire_redlock(
         stop = signals.recv() => Err(stop),
     };
     match acquired {
-        Err(stop) => Err(interrupted(
-            &format!("waiting for RedLock {:?}", a.name),
-            stop,
-        )),
+        Err(stop) => {
+            // The dropped round's member holds are released in the
+            // background: sent before the process exits.
+            redlock.settle(SETTLE_AFTER_SIGNAL).await;
+            Err(interrupted(
+                &format!("waiting for RedLock {:?}", a.name),
+                stop,
+            ))
+        }
         Ok(Ok(Some(g))) => Ok((Held::RedLock(g), None)),
         Ok(Ok(None)) => Err(Failure {
             code: EXIT_TIMEOUT,
