@@ -261,7 +261,8 @@ impl RedLock {
     /// ```no_run
     /// # async fn demo(r: keylatch_lock::RedLock) {
     /// use std::time::Duration;
-    /// let wait = r.lock("payouts").try_acquire(Duration::from_secs(5), None);
+    /// let payouts = r.lock("payouts");
+    /// let wait = payouts.try_acquire(Duration::from_secs(5), None);
     /// let _ = tokio::time::timeout(Duration::from_millis(50), wait).await;
     /// r.settle(Duration::from_secs(5)).await;
     /// # }
