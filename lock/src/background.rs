@@ -50,6 +50,31 @@ impl Background {
     }
 }
 
+impl Background {
+    /// An acquire sent and left unanswered (see `lock::Unanswered`): counted
+    /// as a background release until `barrier` (a request queued behind it
+    /// on its connection) is answered, or `until`. The connection answers in
+    /// order and runs a late reply's handler as it reads it, so by then the
+    /// acquire's reply was handled (and whatever it gave back holds its own
+    /// ticket), or it was dropped unsent or failed with its connection: a
+    /// process that settles and exits does not end before the handler gives
+    /// back what the acquire took. Without a runtime, nothing.
+    pub(crate) fn abandon(
+        self: &Arc<Self>,
+        barrier: impl std::future::Future<Output = ()> + Send + 'static,
+        until: Instant,
+    ) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let ticket = self.ticket();
+        rt.spawn(async move {
+            let _ = tokio::time::timeout_at(until.into(), barrier).await;
+            drop(ticket);
+        });
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -30,6 +30,7 @@ use super::depart::leave_late;
 use super::guard::LockGuard;
 use super::handle::{Handle, Unsettled};
 use super::release::{release, spawn_queued, Retry};
+use super::unanswered::Unanswered;
 
 /// First pause before an acquire that surely did not run (see [`not_run`])
 /// is tried again within its wait; doubles up to [`MAX_NOT_RUN_PAUSE`].
@@ -302,6 +303,12 @@ impl Lock {
         // outcome is unknown: cancelled or failed here, the handle's holds
         // are judged by token from then on.
         let unsettled = Unsettled::new(&self.handle);
+        // And until then, a process that settles waits for the late reply.
+        let unanswered = Unanswered::new(
+            &self.inner,
+            &self.handle.names.key,
+            self.inner.config.watchdog_timeout,
+        );
         let mut pause = NOT_RUN_PAUSE;
         loop {
             let sent_at = Instant::now();
@@ -323,13 +330,16 @@ impl Lock {
                 Err(e) => {
                     if not_run(&e) {
                         unsettled.settled();
+                        unanswered.answered();
                     } else {
                         drop(unsettled);
+                        unanswered.failed(&e);
                     }
                     return Err(self.refused(e).await);
                 }
                 Ok(frame) => {
                     unsettled.settled();
+                    unanswered.answered();
                     return Ok((frame, sent_at));
                 }
             }

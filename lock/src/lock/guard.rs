@@ -246,22 +246,22 @@ impl LockGuard {
             });
         };
         // A transient failure is reported at once and retried by a task of
-        // its own. Cancelled, the release still goes out: standalone, a
-        // queued release is written whoever waits (across a reconnect too);
-        // a cluster's routed release moves to the runtime with its future.
-        let outcome = if self.lock.inner.client.is_cluster() {
-            let lock = self.lock.clone();
-            // Counted while it runs, here or (cancelled) on the runtime.
-            let ticket = lock.inner.background.ticket();
-            Detached::new(async move {
-                let out = release(&lock, token, until, Retry::Background).await;
-                drop(ticket);
-                out
-            })
-            .await
-        } else {
-            release(&self.lock, token, until, Retry::Background).await
-        };
+        // its own. Cancelled, the release still goes out: its future moves
+        // to the runtime (standalone, a queued release is written whoever
+        // waits, across a reconnect too; a cluster's routed release needs
+        // its future).
+        // Counted while it runs, here or (cancelled) on the runtime: a
+        // standalone release queued on the connection is written only while
+        // the runtime lasts, so a process that cancels an unlock and then
+        // settles must still wait for it (it ended with the lock held).
+        let lock = self.lock.clone();
+        let ticket = lock.inner.background.ticket();
+        let outcome = Detached::new(async move {
+            let out = release(&lock, token, until, Retry::Background).await;
+            drop(ticket);
+            out
+        })
+        .await;
         // A reply after the local deadline cannot tell a hold ended by
         // another from one whose lease ran out while the release was on
         // its way (a stalled server answers late): the server's expiry is

@@ -26,6 +26,7 @@ mod queue;
 mod release;
 mod rlock_hash;
 mod turn;
+mod unanswered;
 
 pub(crate) use attempt::{outlived, settle_late};
 pub use base::{Lock, ReplicaSync};
@@ -36,3 +37,4 @@ pub(crate) use handle::{Acquiring, Unsettled};
 pub(crate) use kind::{owner_field, AcquireCall, LockKind, Place, ReleaseCall, Tokens, Waiting};
 pub(crate) use release::{retriable, spawn_queued, Detached};
 pub(crate) use rlock_hash::{hash_acquire, hash_release, waiters_key, HASH_LEASE, WAITERS};
+pub(crate) use unanswered::watched;

@@ -17,7 +17,7 @@ use keylatch_resp::{Cmd, Frame, ToArg};
 
 use crate::error::{LockError, LockResult};
 use crate::lease::LossReason;
-use crate::lock::{settle_late, Acquiring, Lock, LockGuard, Unsettled};
+use crate::lock::{settle_late, watched, Acquiring, Lock, LockGuard, Unsettled};
 use crate::owner::OwnerText;
 use crate::scripts::MULTI_ACQUIRE;
 use crate::shape::{key_shape, KeyShape};
@@ -263,11 +263,12 @@ async fn take_group(
         let sent_at = Instant::now();
         // Ended unread, each member's holds are judged by token (`Unsettled`).
         let unsettled: Vec<_> = group.iter().map(|l| Unsettled::new(&l.handle)).collect();
-        let frame = match inner
-            .client
-            .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late))
-            .await
-        {
+        // And a process that settles waits for a late reply (`watched`).
+        let sent =
+            inner
+                .client
+                .eval_shared_settled(&MULTI_ACQUIRE, &cmd, Some(bound), Arc::clone(&late));
+        let frame = match watched(inner, first.name(), cfg.watchdog_timeout, sent).await {
             Ok(f) => f,
             Err(e) => return Err(refused(group, e).await),
         };

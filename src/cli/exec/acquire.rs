@@ -383,10 +383,10 @@ pub(super) async fn acquire_redlock(
         Ok(Ok(None)) => Err(Failure {
             code: EXIT_TIMEOUT,
             message: format!(
-                "RedLock {:?}: no majority of the {} masters within {:?}",
+                "RedLock {:?}: no majority of the {} masters within {}",
                 a.name,
                 a.redlock.len(),
-                a.wait
+                show(a.wait)
             ),
         }),
         Ok(Err(e)) => {

@@ -10,6 +10,7 @@ use crate::error::{LockError, LockResult};
 use crate::lease::hold::{clamp_span, millis, Hold, NewHold};
 use crate::lease::key::HoldKey;
 use crate::lock::outlived;
+use crate::lock::watched;
 use crate::owner::Owner;
 use crate::scripts::PERMITS_ACQUIRE;
 use crate::shape::wrong_type;
@@ -187,10 +188,12 @@ how many. They are not leased: they come back only by
                     })
                 };
                 let sent_at = Instant::now();
-                let frame = inner
+                let b = Some(bound(inner, deadline));
+                let sent = inner
                     .client
-                    .eval_shared_settled(&PERMITS_ACQUIRE, &cmd, Some(bound(inner, deadline)), late)
-                    .await?;
+                    .eval_shared_settled(&PERMITS_ACQUIRE, &cmd, b, late);
+                // A process that settles waits for a late reply.
+                let frame = watched(inner, &names.key, inner.config.watchdog_timeout, sent).await?;
                 match sem_reply(&frame)? {
                     // Answered after its lease ended by the local clock (a
                     // stalled server): given back, and the wait tries again.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::context::Inner;
 use crate::error::{LockError, LockResult};
+use crate::lock::watched;
 use crate::scripts::SEMAPHORE_ACQUIRE;
 use crate::shape::wrong_type;
 
@@ -244,15 +245,14 @@ negative; the key's expiry is kept.",
         wait_for(inner, &names.key, &names.channel, deadline, || {
             let (cmd, late) = (Arc::clone(&cmd), Arc::clone(&late));
             async move {
-                let frame = inner
-                    .client
-                    .eval_shared_settled(
-                        &SEMAPHORE_ACQUIRE,
-                        &cmd,
-                        Some(bound(inner, deadline)),
-                        late,
-                    )
-                    .await?;
+                // A process that settles waits for a late reply (`watched`).
+                let sent = inner.client.eval_shared_settled(
+                    &SEMAPHORE_ACQUIRE,
+                    &cmd,
+                    Some(bound(inner, deadline)),
+                    late,
+                );
+                let frame = watched(inner, &names.key, inner.config.watchdog_timeout, sent).await?;
                 match sem_reply(&frame)? {
                     SemReply::Got => Ok(Try::Got(())),
                     SemReply::Missing => Err(LockError::NoSuchSemaphore {
